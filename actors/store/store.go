@@ -1,0 +1,53 @@
+// Package store is the session store: the durable, write-through mirror of
+// every session's record (meta.json) and event log (events.jsonl).
+//
+// Store is the interface; Memory is the in-process implementation, the
+// filestore sub-package the on-disk one (the layout in DESIGN.md), and
+// Faulty wraps any Store to fail on demand. storetest is the conformance
+// suite every implementation passes.
+//
+// Sequence numbers are assigned by the session actor, never by the store:
+// Append refuses a batch whose first seq is not LastSeq+1, so disk order and
+// seq order always agree. All methods are safe for concurrent use; appends to
+// one session are expected from one goroutine (its persist actor).
+package store
+
+import (
+	"context"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// Store persists session records and events.
+type Store interface {
+	// Create writes a new record; conflict if one with the id exists.
+	Create(ctx context.Context, rec messages.SessionRecord) error
+	// PutMeta atomically replaces an existing record; not_found if absent.
+	PutMeta(ctx context.Context, rec messages.SessionRecord) error
+	// GetMeta reads a record; not_found if absent.
+	GetMeta(ctx context.Context, sessionID string) (messages.SessionRecord, error)
+	// List returns every record, newest (CreatedAt) first.
+	List(ctx context.Context) ([]messages.SessionRecord, error)
+	// Append durably appends events to a session's log. The batch must be
+	// gapless and start at LastSeq+1 (conflict otherwise). When Append
+	// returns nil the events survive a crash.
+	Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error
+	// ReadEvents returns events with seq > afterSeq in order, at most limit
+	// of them (limit <= 0: all).
+	ReadEvents(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]messages.PersistedEvent, error)
+	// LastSeq returns the highest persisted seq, 0 when the log is empty.
+	LastSeq(ctx context.Context, sessionID string) (uint64, error)
+	// Repairs reports what was repaired when logs were opened (torn tails cut).
+	Repairs() []Repair
+	// Close flushes and releases resources; the store is unusable afterwards.
+	Close() error
+}
+
+// Repair describes a torn last line cut from a session's event log: the
+// trace of a crash in the middle of an append.
+type Repair struct {
+	SessionID string `json:"sessionId"`
+	// Offset is where the log was cut; Bytes how many bytes were removed.
+	Offset int64 `json:"offset"`
+	Bytes  int64 `json:"bytes"`
+}

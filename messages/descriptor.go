@@ -1,0 +1,119 @@
+package messages
+
+import "time"
+
+// Granularity says how finely a backend reports a turn.
+type Granularity string
+
+const (
+	GranularityStream  Granularity = "stream"
+	GranularityPerTurn Granularity = "per-turn"
+)
+
+// ResumeKind says how a backend resumes a session.
+type ResumeKind string
+
+const (
+	ResumeNative   ResumeKind = "native"
+	ResumeThreadID ResumeKind = "thread-id"
+	ResumeNone     ResumeKind = "none"
+)
+
+// ModelSelection says when a backend's model can be chosen.
+type ModelSelection string
+
+const (
+	ModelPerTurn    ModelSelection = "per-turn"
+	ModelPerSession ModelSelection = "per-session"
+	ModelFixed      ModelSelection = "none"
+)
+
+// EffortSupport says whether and when effort can be set.
+type EffortSupport string
+
+const (
+	EffortNone    EffortSupport = "none"
+	EffortAtStart EffortSupport = "start"
+	EffortPerTurn EffortSupport = "per-turn"
+)
+
+// CostProfile frames what a session costs.
+type CostProfile string
+
+const (
+	CostSubscription CostProfile = "subscription"
+	CostMetered      CostProfile = "api-metered"
+	CostInternal     CostProfile = "internal"
+	CostFree         CostProfile = "free"
+)
+
+// LiveControls says which controls work while a session runs.
+type LiveControls struct {
+	Interrupt  bool        `json:"interrupt" msgpack:"interrupt"`
+	SetPosture bool        `json:"setPosture" msgpack:"setPosture"`
+	GuideModes []GuideMode `json:"guideModes" msgpack:"guideModes"`
+}
+
+// ExternalAttach is the backend's own interactive resume command;
+// {sessionId} and {cwd} are filled from the record.
+type ExternalAttach struct {
+	CommandTemplate string `json:"commandTemplate" msgpack:"commandTemplate"`
+	Note            string `json:"note,omitempty" msgpack:"note,omitempty"`
+}
+
+// Descriptor is a backend's static capability descriptor: every column of
+// the capability matrix.
+type Descriptor struct {
+	ID             string             `json:"id" msgpack:"id"`
+	DisplayName    string             `json:"displayName" msgpack:"displayName"`
+	Scripted       bool               `json:"scripted,omitempty" msgpack:"scripted,omitempty"`
+	ProcessModel   string             `json:"processModel" msgpack:"processModel"`
+	Protocol       string             `json:"protocol" msgpack:"protocol"`
+	Granularity    Granularity        `json:"granularity" msgpack:"granularity"`
+	ClarifySupport bool               `json:"clarifySupport" msgpack:"clarifySupport"`
+	HonorsAllowed  bool               `json:"honorsAllowedTools" msgpack:"honorsAllowedTools"`
+	Resume         ResumeKind         `json:"resume" msgpack:"resume"`
+	ModelSelection ModelSelection     `json:"modelSelection" msgpack:"modelSelection"`
+	EffortSupport  EffortSupport      `json:"effortSupport" msgpack:"effortSupport"`
+	EffortMap      map[Effort]string  `json:"effortMap,omitempty" msgpack:"effortMap,omitempty"`
+	ModelClassMap  map[string]string  `json:"modelClassMap,omitempty" msgpack:"modelClassMap,omitempty"`
+	PostureMap     map[Posture]string `json:"postureMap" msgpack:"postureMap"`
+	EditToolNames  []string           `json:"editToolNames" msgpack:"editToolNames"`
+	Live           LiveControls       `json:"liveControls" msgpack:"liveControls"`
+	Cost           CostProfile        `json:"costProfile" msgpack:"costProfile"`
+	Strengths      []string           `json:"strengths,omitempty" msgpack:"strengths,omitempty"`
+	Weaknesses     []string           `json:"weaknesses,omitempty" msgpack:"weaknesses,omitempty"`
+	BriefingNotes  string             `json:"briefingNotes,omitempty" msgpack:"briefingNotes,omitempty"`
+	ExternalAttach *ExternalAttach    `json:"externalAttach,omitempty" msgpack:"externalAttach,omitempty"`
+	CLIVersion     string             `json:"cliVersion,omitempty" msgpack:"cliVersion,omitempty"`
+}
+
+// SupportsGuideMode reports whether the backend accepts guidance in mode m.
+// Queue is always supported: it needs nothing of the backend.
+func (d *Descriptor) SupportsGuideMode(m GuideMode) bool {
+	if m == GuideQueue {
+		return true
+	}
+	for _, x := range d.Live.GuideModes {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Availability is the result of a backend's live probe.
+type Availability struct {
+	Available bool      `json:"available" msgpack:"available"`
+	Version   string    `json:"version,omitempty" msgpack:"version,omitempty"`
+	Binary    string    `json:"binary,omitempty" msgpack:"binary,omitempty"`
+	Reason    string    `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	CheckedAt time.Time `json:"checkedAt" msgpack:"checkedAt"`
+}
+
+// BackendListing is one row of list-backends.
+type BackendListing struct {
+	Descriptor   Descriptor   `json:"descriptor" msgpack:"descriptor"`
+	Availability Availability `json:"availability" msgpack:"availability"`
+	TrackRecord  []string     `json:"trackRecord,omitempty" msgpack:"trackRecord,omitempty"`
+}

@@ -1,0 +1,380 @@
+package messages
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Limits on op fields, so a request cannot make the runtime hold unbounded data.
+const (
+	MaxBriefBytes    = 256 << 10
+	MaxGuidanceBytes = 64 << 10
+	MaxReasonBytes   = 4 << 10
+	MaxTags          = 16
+	MaxTagBytes      = 64
+	MaxAllowedTools  = 256
+)
+
+// Op names, used in errors and metrics.
+const (
+	OpStart        = "start"
+	OpReadTurn     = "read-turn"
+	OpAnswer       = "answer"
+	OpGuide        = "guide"
+	OpSetPosture   = "set-posture"
+	OpInterrupt    = "interrupt"
+	OpStop         = "stop"
+	OpListBackends = "list-backends"
+)
+
+// Start opens a session from a brief. Omitted fields take the runtime's
+// defaults and the owner scope's constraints (see the registry).
+// AllowedTools distinguishes omitted (nil) from explicitly empty (rejected).
+type Start struct {
+	Brief              string   `json:"brief" msgpack:"brief"`
+	MaxPosture         Posture  `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
+	InitialPosture     Posture  `json:"initialPosture,omitempty" msgpack:"initialPosture,omitempty"`
+	Backend            string   `json:"backend,omitempty" msgpack:"backend,omitempty"`
+	Cwd                string   `json:"cwd,omitempty" msgpack:"cwd,omitempty"`
+	Model              string   `json:"agentModel,omitempty" msgpack:"agentModel,omitempty"`
+	Effort             Effort   `json:"effort,omitempty" msgpack:"effort,omitempty"`
+	MaxRounds          int      `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	AllowedTools       []string `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
+	AppendSystemPrompt string   `json:"appendSystemPrompt,omitempty" msgpack:"appendSystemPrompt,omitempty"`
+	ResumeSessionID    string   `json:"resumeSessionId,omitempty" msgpack:"resumeSessionId,omitempty"`
+	TaskTags           []string `json:"taskTags,omitempty" msgpack:"taskTags,omitempty"`
+}
+
+func (s *Start) Validate() error {
+	const op = OpStart
+	if strings.TrimSpace(s.Brief) == "" {
+		return FieldError(op, "brief", "required")
+	}
+	if len(s.Brief) > MaxBriefBytes {
+		return FieldError(op, "brief", "longer than %d bytes", MaxBriefBytes)
+	}
+	if s.MaxPosture != "" && !s.MaxPosture.Valid() {
+		return FieldError(op, "maxPosture", "unknown posture %q", s.MaxPosture)
+	}
+	if s.InitialPosture != "" && !s.InitialPosture.Valid() {
+		return FieldError(op, "initialPosture", "unknown posture %q", s.InitialPosture)
+	}
+	if s.MaxPosture != "" && s.InitialPosture.Above(s.MaxPosture) {
+		return &Error{Code: CodeCeilingExceeded, Op: op, Field: "initialPosture",
+			Message: "initialPosture " + string(s.InitialPosture) + " is above maxPosture " + string(s.MaxPosture)}
+	}
+	if s.Effort != "" && !s.Effort.Valid() {
+		return FieldError(op, "effort", "unknown effort %q (want low, medium, high or max)", s.Effort)
+	}
+	if s.MaxRounds < 0 {
+		return FieldError(op, "maxRounds", "must not be negative")
+	}
+	if s.AllowedTools != nil {
+		if len(s.AllowedTools) == 0 {
+			return FieldError(op, "allowedTools", "explicitly empty: omit it to allow the backend's tools")
+		}
+		if len(s.AllowedTools) > MaxAllowedTools {
+			return FieldError(op, "allowedTools", "more than %d entries", MaxAllowedTools)
+		}
+		for _, t := range s.AllowedTools {
+			if strings.TrimSpace(t) == "" {
+				return FieldError(op, "allowedTools", "empty tool name")
+			}
+		}
+	}
+	if s.ResumeSessionID != "" && strings.ContainsAny(s.ResumeSessionID, "\x00\n") {
+		return FieldError(op, "resumeSessionId", "malformed")
+	}
+	if len(s.TaskTags) > MaxTags {
+		return FieldError(op, "taskTags", "more than %d tags", MaxTags)
+	}
+	for _, t := range s.TaskTags {
+		if t == "" || len(t) > MaxTagBytes {
+			return FieldError(op, "taskTags", "each tag must be 1..%d bytes", MaxTagBytes)
+		}
+	}
+	return nil
+}
+
+// StartResult is what start returns.
+type StartResult struct {
+	SessionID  string  `json:"sessionId" msgpack:"sessionId"`
+	Backend    string  `json:"backend" msgpack:"backend"`
+	Posture    Posture `json:"posture" msgpack:"posture"`
+	MaxPosture Posture `json:"maxPosture" msgpack:"maxPosture"`
+	MaxRounds  int     `json:"maxRounds" msgpack:"maxRounds"`
+	Model      string  `json:"model,omitempty" msgpack:"model,omitempty"`
+	Effort     Effort  `json:"effort,omitempty" msgpack:"effort,omitempty"`
+}
+
+// ReadTurn blocks until the session's next read-turn result.
+type ReadTurn struct {
+	SessionID   string `json:"sessionId" msgpack:"sessionId"`
+	IncludeDiff bool   `json:"includeDiff,omitempty" msgpack:"includeDiff,omitempty"`
+}
+
+func (r *ReadTurn) Validate() error { return validateSessionID(OpReadTurn, r.SessionID) }
+
+// Action is one thing the agent did in a turn.
+type Action struct {
+	ToolUseID string          `json:"toolUseId,omitempty" msgpack:"toolUseId,omitempty"`
+	ToolName  string          `json:"toolName" msgpack:"toolName"`
+	Input     json.RawMessage `json:"input,omitempty" msgpack:"input,omitempty"`
+	Result    string          `json:"result,omitempty" msgpack:"result,omitempty"`
+	IsError   bool            `json:"isError,omitempty" msgpack:"isError,omitempty"`
+}
+
+// HistoryKind classifies a round-history entry.
+type HistoryKind string
+
+const (
+	HistTurn          HistoryKind = "turn"
+	HistAction        HistoryKind = "action"
+	HistClarification HistoryKind = "clarification"
+	HistDeny          HistoryKind = "deny"
+	HistGuidance      HistoryKind = "guidance"
+)
+
+// HistoryEntry is one line of the round-history diet: a compact,
+// compaction-immune account of what the driven agent did. Pinned entries
+// (answered clarifications, denies, user guidance) are never dropped.
+type HistoryEntry struct {
+	Turn   int         `json:"turn" msgpack:"turn"`
+	Kind   HistoryKind `json:"kind" msgpack:"kind"`
+	Text   string      `json:"text" msgpack:"text"`
+	Pinned bool        `json:"pinned,omitempty" msgpack:"pinned,omitempty"`
+}
+
+// TurnResult is the closed read-turn union, discriminated by Kind:
+//
+//	turn_complete  Actions, Text, RoundHistory, NumTurns?, CostUSD?, State, TurnDiff?
+//	clarification  ClarificationID, ToolName, Input
+//	ended          OK, Text, TurnDiff?
+//	error          Message, Code?, TurnDiff?
+//	max_rounds     OK, Text, Rounds, TurnDiff?
+type TurnResult struct {
+	Kind      TurnKind `json:"kind" msgpack:"kind"`
+	SessionID string   `json:"sessionId" msgpack:"sessionId"`
+	Turn      int      `json:"turn" msgpack:"turn"`
+
+	Text         string         `json:"text,omitempty" msgpack:"text,omitempty"`
+	Actions      []Action       `json:"actions,omitempty" msgpack:"actions,omitempty"`
+	RoundHistory []HistoryEntry `json:"roundHistory,omitempty" msgpack:"roundHistory,omitempty"`
+	NumTurns     int            `json:"numTurns,omitempty" msgpack:"numTurns,omitempty"`
+	CostUSD      float64        `json:"costUsd,omitempty" msgpack:"costUsd,omitempty"`
+	State        TurnState      `json:"state,omitempty" msgpack:"state,omitempty"`
+
+	ClarificationID string          `json:"clarificationId,omitempty" msgpack:"clarificationId,omitempty"`
+	ToolName        string          `json:"toolName,omitempty" msgpack:"toolName,omitempty"`
+	Input           json.RawMessage `json:"input,omitempty" msgpack:"input,omitempty"`
+
+	OK      bool   `json:"ok,omitempty" msgpack:"ok,omitempty"`
+	Message string `json:"message,omitempty" msgpack:"message,omitempty"`
+	Code    Code   `json:"code,omitempty" msgpack:"code,omitempty"`
+	Rounds  int    `json:"rounds,omitempty" msgpack:"rounds,omitempty"`
+
+	TurnDiff *TurnDiff `json:"turnDiff,omitempty" msgpack:"turnDiff,omitempty"`
+}
+
+// Validate checks that the fields the kind requires are present and that a
+// clarification carries no diff.
+func (r *TurnResult) Validate() error {
+	const op = OpReadTurn
+	if !r.Kind.Valid() {
+		return FieldError(op, "kind", "unknown kind %q", r.Kind)
+	}
+	switch r.Kind {
+	case KindClarification:
+		if r.ClarificationID == "" || r.ToolName == "" {
+			return FieldError(op, "clarificationId", "clarification needs an id and a tool name")
+		}
+		if r.TurnDiff != nil {
+			return FieldError(op, "turnDiff", "a clarification is not terminal and carries no diff")
+		}
+	case KindError:
+		if r.Message == "" {
+			return FieldError(op, "message", "error needs a message")
+		}
+	case KindMaxRounds:
+		if r.Rounds <= 0 {
+			return FieldError(op, "rounds", "max_rounds needs the round count")
+		}
+	}
+	return nil
+}
+
+// Answer resolves the pending clarification.
+type Answer struct {
+	SessionID       string   `json:"sessionId" msgpack:"sessionId"`
+	ClarificationID string   `json:"clarificationId" msgpack:"clarificationId"`
+	Decision        Decision `json:"decision" msgpack:"decision"`
+	Reason          string   `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	Note            string   `json:"note,omitempty" msgpack:"note,omitempty"`
+}
+
+func (a *Answer) Validate() error {
+	if err := validateSessionID(OpAnswer, a.SessionID); err != nil {
+		return err
+	}
+	if a.ClarificationID == "" {
+		return FieldError(OpAnswer, "clarificationId", "required")
+	}
+	if !a.Decision.Valid() {
+		return FieldError(OpAnswer, "decision", "unknown decision %q (want allow_once, allow_session, deny or cancel)", a.Decision)
+	}
+	if len(a.Reason) > MaxReasonBytes || len(a.Note) > MaxReasonBytes {
+		return FieldError(OpAnswer, "reason", "longer than %d bytes", MaxReasonBytes)
+	}
+	return nil
+}
+
+// Clarification is a pending or answered permission question.
+type Clarification struct {
+	ID       string          `json:"clarificationId" msgpack:"clarificationId"`
+	ToolName string          `json:"toolName" msgpack:"toolName"`
+	Input    json.RawMessage `json:"input,omitempty" msgpack:"input,omitempty"`
+	Decision Decision        `json:"decision,omitempty" msgpack:"decision,omitempty"`
+	Reason   string          `json:"reason,omitempty" msgpack:"reason,omitempty"`
+}
+
+// AnswerResult is what answer returns.
+type AnswerResult struct {
+	OK            bool          `json:"ok" msgpack:"ok"`
+	Clarification Clarification `json:"clarification" msgpack:"clarification"`
+}
+
+// Guide sends guidance. Mode defaults to queue; Source to driver. Model and
+// Effort switch the backend's model for the next turn where it allows.
+type Guide struct {
+	SessionID string         `json:"sessionId" msgpack:"sessionId"`
+	Text      string         `json:"text" msgpack:"text"`
+	Mode      GuideMode      `json:"mode,omitempty" msgpack:"mode,omitempty"`
+	Source    GuidanceSource `json:"source,omitempty" msgpack:"source,omitempty"`
+	Model     string         `json:"agentModel,omitempty" msgpack:"agentModel,omitempty"`
+	Effort    Effort         `json:"effort,omitempty" msgpack:"effort,omitempty"`
+}
+
+func (g *Guide) Validate() error {
+	if err := validateSessionID(OpGuide, g.SessionID); err != nil {
+		return err
+	}
+	if strings.TrimSpace(g.Text) == "" {
+		return FieldError(OpGuide, "text", "required")
+	}
+	if len(g.Text) > MaxGuidanceBytes {
+		return FieldError(OpGuide, "text", "longer than %d bytes", MaxGuidanceBytes)
+	}
+	if g.Mode != "" && !g.Mode.Valid() {
+		return FieldError(OpGuide, "mode", "unknown mode %q (want steer, queue or interrupt)", g.Mode)
+	}
+	if g.Source != "" && !g.Source.Valid() {
+		return FieldError(OpGuide, "source", "unknown source %q", g.Source)
+	}
+	if g.Effort != "" && !g.Effort.Valid() {
+		return FieldError(OpGuide, "effort", "unknown effort %q", g.Effort)
+	}
+	return nil
+}
+
+// EffectiveMode returns the mode with the default applied.
+func (g *Guide) EffectiveMode() GuideMode {
+	if g.Mode == "" {
+		return GuideQueue
+	}
+	return g.Mode
+}
+
+// OKResult is the result of ops that return only acknowledgement.
+type OKResult struct {
+	OK bool `json:"ok" msgpack:"ok"`
+}
+
+// SetPosture changes the session's posture, never above its ceiling.
+type SetPosture struct {
+	SessionID string  `json:"sessionId" msgpack:"sessionId"`
+	Posture   Posture `json:"posture" msgpack:"posture"`
+}
+
+func (s *SetPosture) Validate() error {
+	if err := validateSessionID(OpSetPosture, s.SessionID); err != nil {
+		return err
+	}
+	if !s.Posture.Valid() {
+		return FieldError(OpSetPosture, "posture", "unknown posture %q", s.Posture)
+	}
+	return nil
+}
+
+// SetPostureResult is what set-posture returns.
+type SetPostureResult struct {
+	OK      bool    `json:"ok" msgpack:"ok"`
+	Posture Posture `json:"posture" msgpack:"posture"`
+}
+
+// Interrupt aborts the running turn.
+type Interrupt struct {
+	SessionID string `json:"sessionId" msgpack:"sessionId"`
+}
+
+func (i *Interrupt) Validate() error { return validateSessionID(OpInterrupt, i.SessionID) }
+
+// Stop releases the session with an optional verdict. It is idempotent.
+type Stop struct {
+	SessionID string  `json:"sessionId" msgpack:"sessionId"`
+	Outcome   Outcome `json:"outcome,omitempty" msgpack:"outcome,omitempty"`
+	Note      string  `json:"note,omitempty" msgpack:"note,omitempty"`
+}
+
+func (s *Stop) Validate() error {
+	if err := validateSessionID(OpStop, s.SessionID); err != nil {
+		return err
+	}
+	if s.Outcome != "" && !s.Outcome.Valid() {
+		return FieldError(OpStop, "outcome", "unknown outcome %q (want success, partial, failed or aborted)", s.Outcome)
+	}
+	if len(s.Note) > MaxReasonBytes {
+		return FieldError(OpStop, "note", "longer than %d bytes", MaxReasonBytes)
+	}
+	return nil
+}
+
+// StopResult is what stop returns. Outcome is the verdict recorded: the
+// driver's, or the inferred one.
+type StopResult struct {
+	OK             bool    `json:"ok" msgpack:"ok"`
+	AlreadyStopped bool    `json:"alreadyStopped" msgpack:"alreadyStopped"`
+	Outcome        Outcome `json:"outcome,omitempty" msgpack:"outcome,omitempty"`
+}
+
+// ListBackends asks for the capability matrix; it is sessionless.
+type ListBackends struct{}
+
+func (ListBackends) Validate() error { return nil }
+
+// ListBackendsResult is what list-backends returns.
+type ListBackendsResult struct {
+	Backends []BackendListing `json:"backends" msgpack:"backends"`
+}
+
+// ScopeConstraints narrow what sessions of one owner scope may do.
+// Zero fields constrain nothing.
+type ScopeConstraints struct {
+	MaxPosture   Posture  `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
+	Backend      string   `json:"backend,omitempty" msgpack:"backend,omitempty"`
+	MaxRounds    int      `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	AllowedTools []string `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
+}
+
+func (c *ScopeConstraints) Validate() error {
+	const op = "set-scope-constraints"
+	if c.MaxPosture != "" && !c.MaxPosture.Valid() {
+		return FieldError(op, "maxPosture", "unknown posture %q", c.MaxPosture)
+	}
+	if c.MaxRounds < 0 {
+		return FieldError(op, "maxRounds", "must not be negative")
+	}
+	if c.AllowedTools != nil && len(c.AllowedTools) == 0 {
+		return FieldError(op, "allowedTools", "explicitly empty")
+	}
+	return nil
+}

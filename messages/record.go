@@ -1,0 +1,92 @@
+package messages
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// TaskBriefMax caps the brief stored on a record, in bytes.
+const TaskBriefMax = 2048
+
+// RecordVersion is the meta.json schema version this code writes.
+const RecordVersion = 1
+
+// Run is one entry of a record's resume chain.
+type Run struct {
+	StartedAt         time.Time `json:"startedAt" msgpack:"startedAt"`
+	ExternalSessionID string    `json:"externalSessionId,omitempty" msgpack:"externalSessionId,omitempty"`
+	OwnerScopeID      string    `json:"ownerScopeId" msgpack:"ownerScopeId"`
+}
+
+// SessionRecord is a session's meta.json.
+type SessionRecord struct {
+	SessionID     string    `json:"sessionId" msgpack:"sessionId"`
+	BackendID     string    `json:"backendId" msgpack:"backendId"`
+	Cwd           string    `json:"cwd" msgpack:"cwd"`
+	Model         string    `json:"model,omitempty" msgpack:"model,omitempty"`
+	Effort        Effort    `json:"effort,omitempty" msgpack:"effort,omitempty"`
+	MaxPosture    Posture   `json:"maxPosture" msgpack:"maxPosture"`
+	Posture       Posture   `json:"posture" msgpack:"posture"`
+	MaxRounds     int       `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	AllowedTools  []string  `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
+	TaskBrief     string    `json:"taskBrief" msgpack:"taskBrief"`
+	TaskTags      []string  `json:"taskTags,omitempty" msgpack:"taskTags,omitempty"`
+	Status        Status    `json:"status" msgpack:"status"`
+	CreatedAt     time.Time `json:"createdAt" msgpack:"createdAt"`
+	UpdatedAt     time.Time `json:"updatedAt" msgpack:"updatedAt"`
+	RoundsElapsed int       `json:"roundsElapsed" msgpack:"roundsElapsed"`
+	CostUSD       float64   `json:"costUsd,omitempty" msgpack:"costUsd,omitempty"`
+	Runs          []Run     `json:"runs" msgpack:"runs"`
+	Outcome       Outcome   `json:"outcome,omitempty" msgpack:"outcome,omitempty"`
+	OutcomeNote   string    `json:"outcomeNote,omitempty" msgpack:"outcomeNote,omitempty"`
+	Version       int       `json:"version" msgpack:"version"`
+}
+
+// Validate checks the fields a store relies on.
+func (r *SessionRecord) Validate() error {
+	const op = "record"
+	if err := validateSessionID(op, r.SessionID); err != nil {
+		return err
+	}
+	if r.BackendID == "" {
+		return FieldError(op, "backendId", "required")
+	}
+	if !r.Status.Valid() {
+		return FieldError(op, "status", "unknown status %q", r.Status)
+	}
+	if r.MaxPosture != "" && !r.MaxPosture.Valid() {
+		return FieldError(op, "maxPosture", "unknown posture %q", r.MaxPosture)
+	}
+	if len(r.TaskBrief) > TaskBriefMax {
+		return FieldError(op, "taskBrief", "longer than %d bytes", TaskBriefMax)
+	}
+	return nil
+}
+
+// LatestRun returns the last run, or nil.
+func (r *SessionRecord) LatestRun() *Run {
+	if len(r.Runs) == 0 {
+		return nil
+	}
+	return &r.Runs[len(r.Runs)-1]
+}
+
+// Clone returns a deep copy.
+func (r SessionRecord) Clone() SessionRecord {
+	r.AllowedTools = append([]string(nil), r.AllowedTools...)
+	r.TaskTags = append([]string(nil), r.TaskTags...)
+	r.Runs = append([]Run(nil), r.Runs...)
+	return r
+}
+
+// CapBrief cuts a brief to TaskBriefMax bytes on a rune boundary.
+func CapBrief(s string) string {
+	if len(s) <= TaskBriefMax {
+		return s
+	}
+	cut := TaskBriefMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
