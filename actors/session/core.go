@@ -1,0 +1,791 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/learning"
+	"github.com/codesession/codesession/messages"
+)
+
+// Spec is the resolved, fixed part of a session: what the registry decided
+// at start after applying defaults and scope constraints.
+type Spec struct {
+	SessionID          string
+	Descriptor         messages.Descriptor
+	Cwd                string
+	Model              string
+	Effort             messages.Effort
+	MaxPosture         messages.Posture
+	Posture            messages.Posture
+	MaxRounds          int // 0: unlimited
+	AllowedTools       []string
+	Brief              string
+	AppendSystemPrompt string
+	TaskTags           []string
+	OwnerScope         string
+	ResumeExternalID   string
+}
+
+// Phase is where a session is in its lifecycle.
+//
+//	starting -> baselining -> running -> diffing -> idle -> baselining ...
+//	any -> releasing -> released
+type Phase int
+
+const (
+	phaseInvalid Phase = iota
+	PhaseStarting
+	PhaseIdle
+	PhaseBaselining
+	PhaseRunning
+	PhaseDiffing
+	PhaseReleasing
+	PhaseReleased
+)
+
+func (p Phase) String() string {
+	return [...]string{"invalid", "starting", "idle", "baselining", "running", "diffing", "releasing", "released"}[p]
+}
+
+// TurnOpen reports whether a turn is in flight (being set up, run or diffed).
+func (p Phase) TurnOpen() bool {
+	return p == PhaseBaselining || p == PhaseRunning || p == PhaseDiffing
+}
+
+// Commands the core asks the shell to send to its children.
+type (
+	// TStartTurn starts turn Turn with Input.
+	TStartTurn struct {
+		Turn  int
+		Input string
+	}
+	// TAnswer answers a clarification.
+	TAnswer struct {
+		ClarificationID string
+		Decision        messages.Decision
+		Reason          string
+	}
+	TInterrupt struct{}
+	TSteer     struct{ Text string }
+	TSetModel  struct {
+		Model  string
+		Effort messages.Effort
+	}
+	TSetPosture struct{ Posture messages.Posture }
+
+	// DBaseline asks diff capture to snapshot before turn Turn.
+	DBaseline struct{ Turn int }
+	// DFinish asks diff capture for turn Turn's diff.
+	DFinish struct {
+		Turn      int
+		EditPaths []string
+	}
+)
+
+// Reply is a read-turn answer for the reader holding Token.
+type Reply struct {
+	Token  uint64
+	Result messages.TurnResult
+	Err    error
+}
+
+// Output is what one step of the core asks the shell to carry out, in order:
+// persist Events (one batch) and Meta, then send Transport and Diff
+// commands, then deliver Replies.
+type Output struct {
+	Events    []messages.PersistedEvent
+	Meta      *messages.SessionRecord
+	Transport []any
+	Diff      []any
+	Replies   []Reply
+}
+
+func (o *Output) Empty() bool {
+	return len(o.Events) == 0 && o.Meta == nil && len(o.Transport) == 0 && len(o.Diff) == 0 && len(o.Replies) == 0
+}
+
+type queuedResult struct {
+	result messages.TurnResult
+	seq    uint64 // deliverable once the store holds this seq
+}
+
+type reader struct {
+	token       uint64
+	includeDiff bool
+}
+
+// Core is a session's decisions as a single-threaded state machine: message
+// in, effects out (collected in an Output the shell drains). It does no I/O
+// and reads no clock; every input carries the time.
+type Core struct {
+	spec Spec
+	rec  messages.SessionRecord
+
+	seq        uint64 // last assigned
+	durableSeq uint64 // highest seq the store acknowledged (or gave up on)
+	phase      Phase
+	turn       int
+
+	turnText  string
+	actions   []messages.Action
+	editPaths []string
+	end       turnEnd
+	lastTotal float64
+
+	pending *messages.Clarification
+	queue   []queuedResult
+	reader  *reader
+
+	guidance []string // queued for the next turn
+	carry    []string // deny reasons riding into the next turn
+	diet     Diet
+
+	capped     bool // max_rounds reached
+	agentEnded bool
+
+	lastKind       messages.TurnKind
+	lastState      messages.TurnState
+	completedTurns int
+
+	failed        bool
+	outcome       messages.Outcome
+	releaseReason messages.ReleaseReason
+	releaseNote   string
+	releaseWhy    string
+	persistWarns  int
+	pendingInput  string // the input of a turn waiting for its baseline
+
+	out Output
+}
+
+type turnEnd struct {
+	kind    messages.TurnKind
+	state   messages.TurnState
+	text    string
+	message string
+	code    messages.Code
+	num     int
+	cost    float64
+}
+
+// New builds the core for a fresh session and its initial record. lastSeq is
+// the highest seq already in the store for this id (0 for a new session).
+func New(spec Spec, now time.Time, lastSeq uint64) *Core {
+	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq}
+	c.rec = messages.SessionRecord{
+		SessionID:    spec.SessionID,
+		BackendID:    spec.Descriptor.ID,
+		Cwd:          spec.Cwd,
+		Model:        spec.Model,
+		Effort:       spec.Effort,
+		MaxPosture:   spec.MaxPosture,
+		Posture:      spec.Posture,
+		MaxRounds:    spec.MaxRounds,
+		AllowedTools: spec.AllowedTools,
+		TaskBrief:    messages.CapBrief(spec.Brief),
+		TaskTags:     spec.TaskTags,
+		Status:       messages.StatusRunning,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+		Runs:         []messages.Run{{StartedAt: now, ExternalSessionID: spec.ResumeExternalID, OwnerScopeID: spec.OwnerScope}},
+		Version:      messages.RecordVersion,
+	}
+	return c
+}
+
+// Record returns a copy of the session record as the core sees it.
+func (c *Core) Record() messages.SessionRecord { return c.rec.Clone() }
+
+// Phase returns the lifecycle phase.
+func (c *Core) Phase() Phase { return c.phase }
+
+// Turn returns the current turn number.
+func (c *Core) Turn() int { return c.turn }
+
+// LastSeq returns the last assigned seq.
+func (c *Core) LastSeq() uint64 { return c.seq }
+
+// ExternalID returns the backend's own session id, once known.
+func (c *Core) ExternalID() string {
+	if r := c.rec.LatestRun(); r != nil {
+		return r.ExternalSessionID
+	}
+	return ""
+}
+
+// Pending returns the pending clarification, or nil.
+func (c *Core) Pending() *messages.Clarification { return c.pending }
+
+// Drain returns and clears the accumulated output.
+func (c *Core) Drain() Output {
+	o := c.out
+	c.out = Output{}
+	return o
+}
+
+func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
+	c.seq++
+	c.out.Events = append(c.out.Events, messages.PersistedEvent{Seq: c.seq, At: now, Turn: turn, Event: ev})
+	return c.seq
+}
+
+func (c *Core) touchMeta(now time.Time) {
+	c.rec.UpdatedAt = now
+	r := c.rec.Clone()
+	c.out.Meta = &r
+}
+
+func (c *Core) live() bool { return c.phase != PhaseReleasing && c.phase != PhaseReleased }
+
+// Created is called once the store holds the new record: the first turn
+// starts with the brief.
+func (c *Core) Created(now time.Time) {
+	if c.phase != PhaseStarting {
+		return
+	}
+	c.phase = PhaseIdle
+	c.beginTurn(now, c.spec.Brief)
+}
+
+func (c *Core) beginTurn(now time.Time, input string) {
+	c.turn++
+	c.phase = PhaseBaselining
+	c.turnText, c.actions, c.editPaths, c.end = "", nil, nil, turnEnd{}
+	c.pendingInput = input
+	c.out.Diff = append(c.out.Diff, DBaseline{Turn: c.turn})
+	c.rec.Status = messages.StatusRunning
+	c.touchMeta(now)
+}
+
+// BaselineReady is diff capture's answer to DBaseline: the turn may start.
+func (c *Core) BaselineReady(now time.Time, turn int) {
+	if c.phase != PhaseBaselining || turn != c.turn {
+		return
+	}
+	c.phase = PhaseRunning
+	input := c.pendingInput
+	c.pendingInput = ""
+	c.emit(now, c.turn, messages.Event{Type: messages.EvTurnStarted, Text: input})
+	c.out.Transport = append(c.out.Transport, TStartTurn{Turn: c.turn, Input: input})
+}
+
+// AgentEvent takes one normalized event from the transport.
+func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
+	if !c.live() {
+		return // released: emit nothing after released
+	}
+	seq := c.emit(now, turn, ev)
+	if ev.Type == messages.EvStarted {
+		if ev.ExternalSessionID != "" && ev.ExternalSessionID != c.ExternalID() {
+			c.rec.Runs[len(c.rec.Runs)-1].ExternalSessionID = ev.ExternalSessionID
+			c.touchMeta(now)
+		}
+		if ev.Model != "" && c.rec.Model == "" {
+			c.rec.Model = ev.Model
+			c.touchMeta(now)
+		}
+		return
+	}
+	if turn != c.turn || c.phase != PhaseRunning {
+		return // a stale event of an earlier (interrupted) turn: kept, never acted on
+	}
+	switch ev.Type {
+	case messages.EvText:
+		if ev.Delta {
+			c.turnText += ev.Text
+		} else {
+			c.turnText = ev.Text
+		}
+	case messages.EvToolUse:
+		c.actions = append(c.actions, messages.Action{ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Input: ev.Input})
+		c.diet.Add(messages.HistoryEntry{Turn: turn, Kind: messages.HistAction, Text: ev.ToolName + " " + compactJSON(ev.Input)})
+		if c.isEditTool(ev.ToolName) {
+			if p := editPath(ev.Input); p != "" {
+				c.editPaths = appendUnique(c.editPaths, p)
+			}
+		}
+	case messages.EvToolResult:
+		for i := len(c.actions) - 1; i >= 0; i-- {
+			if c.actions[i].ToolUseID == ev.ToolUseID {
+				c.actions[i].Result = cutText(ev.Output, DietMaxEntryText)
+				c.actions[i].IsError = ev.IsError
+				break
+			}
+		}
+	case messages.EvClarification:
+		if ev.Decision != "" || ev.ClarificationID == "" {
+			return
+		}
+		c.pending = &messages.Clarification{ID: ev.ClarificationID, ToolName: ev.ToolName, Input: ev.Input}
+		c.enqueue(messages.TurnResult{Kind: messages.KindClarification, ClarificationID: ev.ClarificationID,
+			ToolName: ev.ToolName, Input: ev.Input}, seq)
+	case messages.EvTurnEnd:
+		state := ev.State
+		if !state.Valid() {
+			state = messages.TurnCompleted
+		}
+		text := ev.Text
+		if text == "" {
+			text = c.turnText
+		}
+		e := turnEnd{kind: messages.KindTurnComplete, state: state, text: text, num: ev.NumTurns, cost: c.costDelta(ev)}
+		if state == messages.TurnErrored {
+			e.kind, e.message = messages.KindError, firstNonEmpty(ev.Text, "the turn failed")
+		}
+		c.finishTurn(e)
+	case messages.EvEnded:
+		c.agentEnded = true
+		c.finishTurn(turnEnd{kind: messages.KindEnded, state: messages.TurnEnded, text: firstNonEmpty(ev.Text, c.turnText)})
+	case messages.EvError:
+		if ev.Fatal {
+			c.finishTurn(turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: firstNonEmpty(ev.Text, "the backend exited"), code: messages.CodeInternal})
+		}
+	}
+	c.deliver()
+}
+
+func (c *Core) costDelta(ev messages.Event) float64 {
+	if ev.TotalCostUSD > 0 {
+		d := ev.TotalCostUSD - c.lastTotal
+		c.lastTotal = ev.TotalCostUSD
+		if d < 0 {
+			d = 0
+		}
+		return d
+	}
+	return ev.CostUSD
+}
+
+// finishTurn closes the running turn: the terminal result waits for the diff.
+func (c *Core) finishTurn(e turnEnd) {
+	if c.phase != PhaseRunning {
+		return
+	}
+	c.pending = nil
+	c.end = e
+	c.phase = PhaseDiffing
+	c.out.Diff = append(c.out.Diff, DFinish{Turn: c.turn, EditPaths: append([]string(nil), c.editPaths...)})
+}
+
+// TransportFailed ends the running turn with an error: the transport could
+// not carry out a command for turn, or its host failed and is restarting
+// (turn 0 means whatever turn is running).
+func (c *Core) TransportFailed(now time.Time, turn int, msg string) {
+	if !c.live() || (turn != 0 && turn != c.turn) {
+		return
+	}
+	switch c.phase {
+	case PhaseRunning:
+		c.finishTurn(turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: msg, code: messages.CodeInternal})
+	case PhaseBaselining:
+		// the turn never reached the backend; fail it the same way
+		c.phase = PhaseRunning
+		c.emit(now, c.turn, messages.Event{Type: messages.EvTurnStarted, Text: c.pendingInput})
+		c.pendingInput = ""
+		c.finishTurn(turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: msg, code: messages.CodeInternal})
+	}
+	c.deliver()
+}
+
+// DiffReady is diff capture's answer to DFinish: the terminal result is
+// built, persisted and queued for the reader; queued guidance starts the
+// next turn.
+func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
+	if c.phase != PhaseDiffing || turn != c.turn {
+		return
+	}
+	if diff == nil {
+		diff = &messages.TurnDiff{Source: messages.DiffNone, Files: []messages.FileChange{}, Summary: "no diff captured"}
+	}
+	c.emit(now, c.turn, messages.Event{Type: messages.EvTurnDiff, Diff: diff})
+	e := c.end
+	c.rec.CostUSD += e.cost
+	c.rec.RoundsElapsed++
+	atCap := c.spec.MaxRounds > 0 && c.rec.RoundsElapsed >= c.spec.MaxRounds
+	c.capped = c.capped || atCap
+	r := messages.TurnResult{Kind: e.kind, SessionID: c.spec.SessionID, Turn: c.turn, TurnDiff: diff}
+	switch e.kind {
+	case messages.KindTurnComplete:
+		r.Text, r.Actions, r.NumTurns, r.CostUSD, r.State = e.text, c.actions, e.num, e.cost, e.state
+		if atCap {
+			r = messages.TurnResult{Kind: messages.KindMaxRounds, SessionID: c.spec.SessionID, Turn: c.turn, OK: true,
+				Text: e.text, Rounds: c.rec.RoundsElapsed, TurnDiff: diff}
+		}
+	case messages.KindEnded:
+		r.OK, r.Text = true, e.text
+	case messages.KindError:
+		r.Message, r.Code = e.message, e.code
+	}
+	c.diet.Add(messages.HistoryEntry{Turn: c.turn, Kind: messages.HistTurn, Text: turnSummary(r)})
+	if r.Kind == messages.KindTurnComplete {
+		r.RoundHistory = c.diet.Snapshot()
+	}
+	c.lastKind, c.lastState = r.Kind, e.state
+	if r.Kind != messages.KindError && e.state != messages.TurnInterrupted {
+		c.completedTurns++
+	}
+	c.enqueue(r, c.seq)
+	c.phase = PhaseIdle
+	if c.agentEnded {
+		c.rec.Status = messages.StatusEnded
+	} else {
+		c.rec.Status = messages.StatusIdle
+	}
+	c.touchMeta(now)
+	if len(c.guidance) > 0 && c.canStartTurn() == nil {
+		c.beginTurn(now, c.nextInput(""))
+	}
+	c.deliver()
+}
+
+func (c *Core) canStartTurn() error {
+	switch {
+	case !c.live():
+		return messages.Errorf(messages.CodeNotLive, messages.OpGuide, "the session has been released")
+	case c.agentEnded:
+		return messages.Errorf(messages.CodeNotLive, messages.OpGuide, "the agent ended the session")
+	case c.capped:
+		return messages.Errorf(messages.CodeConflict, messages.OpGuide, "the session reached its maxRounds (%d)", c.spec.MaxRounds)
+	}
+	return nil
+}
+
+// nextInput joins carried deny reasons, queued guidance and text.
+func (c *Core) nextInput(text string) string {
+	parts := append(append([]string(nil), c.carry...), c.guidance...)
+	if text != "" {
+		parts = append(parts, text)
+	}
+	c.carry, c.guidance = nil, nil
+	return strings.Join(parts, "\n\n")
+}
+
+func (c *Core) enqueue(r messages.TurnResult, seq uint64) {
+	if r.SessionID == "" {
+		r.SessionID = c.spec.SessionID
+	}
+	if r.Turn == 0 {
+		r.Turn = c.turn
+	}
+	c.queue = append(c.queue, queuedResult{result: r, seq: seq})
+}
+
+// deliver hands the oldest durable result to a waiting reader.
+func (c *Core) deliver() {
+	if c.reader == nil || len(c.queue) == 0 || c.queue[0].seq > c.durableSeq {
+		return
+	}
+	q := c.queue[0]
+	c.queue = c.queue[1:]
+	r := q.result
+	if !c.reader.includeDiff {
+		r.TurnDiff = r.TurnDiff.WithoutUnified()
+	}
+	c.out.Replies = append(c.out.Replies, Reply{Token: c.reader.token, Result: r})
+	c.reader = nil
+}
+
+// Persisted records that the store holds every event up to seq. failed
+// means the store gave up on them: the session goes on (failure-soft) and
+// says so once per streak of failures.
+func (c *Core) Persisted(now time.Time, seq uint64, err error) {
+	if seq > c.durableSeq {
+		c.durableSeq = seq
+	}
+	if err != nil {
+		c.persistWarns++
+		if c.persistWarns == 1 && c.live() {
+			c.emit(now, c.turn, messages.Event{Type: messages.EvError, Text: "persisting events failed: " + messages.AsError("persist", err).Message})
+		}
+	} else {
+		c.persistWarns = 0
+	}
+	c.deliver()
+}
+
+// ReadTurn registers a reader. It returns an error at once when the read
+// cannot be served; otherwise the answer comes as a Reply (maybe in this
+// same step).
+func (c *Core) ReadTurn(token uint64, includeDiff bool) error {
+	if c.reader != nil {
+		return messages.Errorf(messages.CodeConflict, messages.OpReadTurn, "another read-turn is already waiting on this session")
+	}
+	if !c.live() && len(c.queue) == 0 {
+		return messages.Errorf(messages.CodeNotLive, messages.OpReadTurn, "the session has been released")
+	}
+	if len(c.queue) == 0 && !c.phase.TurnOpen() && c.phase != PhaseStarting && (c.agentEnded || c.capped) {
+		return messages.Errorf(messages.CodeNotLive, messages.OpReadTurn, "the session has no more turns: stop it")
+	}
+	c.reader = &reader{token: token, includeDiff: includeDiff}
+	c.deliver()
+	return nil
+}
+
+// CancelRead withdraws a waiting reader. It reports false when the reader
+// was already answered (the answer is then on its way and must be used).
+func (c *Core) CancelRead(token uint64) bool {
+	if c.reader != nil && c.reader.token == token {
+		c.reader = nil
+		return true
+	}
+	return false
+}
+
+// Answer resolves the pending clarification.
+func (c *Core) Answer(now time.Time, a messages.Answer) (messages.AnswerResult, error) {
+	if !c.live() {
+		return messages.AnswerResult{}, messages.Errorf(messages.CodeNotLive, messages.OpAnswer, "the session has been released")
+	}
+	if c.pending == nil {
+		return messages.AnswerResult{}, messages.Errorf(messages.CodeConflict, messages.OpAnswer, "no clarification is pending")
+	}
+	if c.pending.ID != a.ClarificationID {
+		return messages.AnswerResult{}, messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "unknown clarification %q", a.ClarificationID)
+	}
+	cl := *c.pending
+	cl.Decision, cl.Reason = a.Decision, a.Reason
+	c.pending = nil
+	// drop the clarification from the unread queue if the driver answered
+	// without reading it (it is answered; reading it now would mislead)
+	for i, q := range c.queue {
+		if q.result.Kind == messages.KindClarification && q.result.ClarificationID == cl.ID {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			break
+		}
+	}
+	c.emit(now, c.turn, messages.Event{Type: messages.EvClarification, ClarificationID: cl.ID, ToolName: cl.ToolName,
+		Decision: a.Decision, Reason: a.Reason, Note: a.Note})
+	kind, text := messages.HistClarification, fmt.Sprintf("%s: %s", cl.ToolName, a.Decision)
+	if a.Decision == messages.DecisionDeny {
+		kind = messages.HistDeny
+		reason := firstNonEmpty(a.Reason, "no reason given")
+		text = fmt.Sprintf("%s denied: %s", cl.ToolName, reason)
+		c.carry = append(c.carry, fmt.Sprintf("Note: your request to use %s was denied: %s", cl.ToolName, reason))
+	}
+	c.diet.Add(messages.HistoryEntry{Turn: c.turn, Kind: kind, Text: text, Pinned: true})
+	c.out.Transport = append(c.out.Transport, TAnswer{ClarificationID: cl.ID, Decision: a.Decision, Reason: a.Reason})
+	return messages.AnswerResult{OK: true, Clarification: cl}, nil
+}
+
+// Guide sends guidance according to its mode.
+func (c *Core) Guide(now time.Time, g messages.Guide) error {
+	const op = messages.OpGuide
+	if err := c.canStartTurn(); err != nil {
+		return err
+	}
+	d := &c.spec.Descriptor
+	mode := g.EffectiveMode()
+	if !d.SupportsGuideMode(mode) {
+		return messages.Errorf(messages.CodeUnsupported, op, "backend %s does not support %s guidance", d.ID, mode)
+	}
+	if g.Model != "" && d.ModelSelection != messages.ModelPerTurn {
+		return messages.Errorf(messages.CodeUnsupported, op, "backend %s selects its model per session: set it at start", d.ID)
+	}
+	if g.Effort != "" && d.EffortSupport != messages.EffortPerTurn {
+		return messages.Errorf(messages.CodeUnsupported, op, "backend %s cannot change effort mid-session: set it at start", d.ID)
+	}
+	source := g.Source
+	if source == "" {
+		source = messages.SourceDriver
+	}
+	if g.Model != "" || g.Effort != "" {
+		c.out.Transport = append(c.out.Transport, TSetModel{Model: g.Model, Effort: g.Effort})
+		if g.Model != "" {
+			c.rec.Model = g.Model
+		}
+		if g.Effort != "" {
+			c.rec.Effort = g.Effort
+		}
+		c.touchMeta(now)
+	}
+	c.emit(now, c.turn, messages.Event{Type: messages.EvGuidance, Source: source, Mode: mode, Text: g.Text, Model: g.Model})
+	if source == messages.SourceUser {
+		c.diet.Add(messages.HistoryEntry{Turn: c.turn, Kind: messages.HistGuidance, Text: "user: " + g.Text, Pinned: true})
+	}
+	switch {
+	case c.phase == PhaseIdle:
+		c.beginTurn(now, c.nextInput(g.Text))
+	case mode == messages.GuideSteer && c.phase == PhaseRunning:
+		c.out.Transport = append(c.out.Transport, TSteer{Text: g.Text})
+	case mode == messages.GuideInterrupt && c.phase == PhaseRunning:
+		c.emit(now, c.turn, messages.Event{Type: messages.EvInterrupt})
+		c.out.Transport = append(c.out.Transport, TInterrupt{})
+		c.guidance = append(c.guidance, g.Text)
+	default: // queue, or a turn that is being set up or diffed
+		c.guidance = append(c.guidance, g.Text)
+	}
+	return nil
+}
+
+// SetPosture changes the posture, never above the session's ceiling.
+func (c *Core) SetPosture(now time.Time, p messages.Posture) (messages.SetPostureResult, error) {
+	const op = messages.OpSetPosture
+	if !c.live() {
+		return messages.SetPostureResult{}, messages.Errorf(messages.CodeNotLive, op, "the session has been released")
+	}
+	if p.Above(c.spec.MaxPosture) {
+		return messages.SetPostureResult{}, &messages.Error{Code: messages.CodeCeilingExceeded, Op: op, Field: "posture",
+			Message: fmt.Sprintf("posture %s is above the session's maxPosture %s", p, c.spec.MaxPosture)}
+	}
+	if p == c.rec.Posture {
+		return messages.SetPostureResult{OK: true, Posture: p}, nil
+	}
+	if !c.spec.Descriptor.Live.SetPosture {
+		return messages.SetPostureResult{}, messages.Errorf(messages.CodeUnsupported, op, "backend %s cannot change posture live", c.spec.Descriptor.ID)
+	}
+	c.rec.Posture = p
+	c.emit(now, c.turn, messages.Event{Type: messages.EvPosture, Posture: p})
+	c.out.Transport = append(c.out.Transport, TSetPosture{Posture: p})
+	c.touchMeta(now)
+	return messages.SetPostureResult{OK: true, Posture: p}, nil
+}
+
+// Interrupt aborts the running turn; with no running turn it does nothing.
+func (c *Core) Interrupt(now time.Time) error {
+	if !c.live() {
+		return messages.Errorf(messages.CodeNotLive, messages.OpInterrupt, "the session has been released")
+	}
+	if !c.spec.Descriptor.Live.Interrupt {
+		return messages.Errorf(messages.CodeUnsupported, messages.OpInterrupt, "backend %s cannot be interrupted", c.spec.Descriptor.ID)
+	}
+	c.emit(now, c.turn, messages.Event{Type: messages.EvInterrupt})
+	switch c.phase {
+	case PhaseRunning:
+		c.out.Transport = append(c.out.Transport, TInterrupt{})
+	case PhaseBaselining:
+		// the turn has not reached the backend: close it here
+		c.phase = PhaseRunning
+		c.emit(now, c.turn, messages.Event{Type: messages.EvTurnStarted, Text: c.pendingInput})
+		c.pendingInput = ""
+		c.finishTurn(turnEnd{kind: messages.KindTurnComplete, state: messages.TurnInterrupted})
+	}
+	return nil
+}
+
+// Supervised records a supervision event (a child restarted).
+func (c *Core) Supervised(now time.Time, child, text string) {
+	if c.live() {
+		c.emit(now, c.turn, messages.Event{Type: messages.EvSupervision, Child: child, Text: text})
+	}
+}
+
+// BeginRelease starts releasing the session and returns the verdict: the
+// driver's when given, else inferred. A waiting reader is answered. It is
+// idempotent: a second call returns the first verdict.
+func (c *Core) BeginRelease(now time.Time, reason messages.ReleaseReason, outcome messages.Outcome, note string, why string) messages.Outcome {
+	if !c.live() {
+		return c.outcome
+	}
+	c.failed = reason == messages.ReleaseFailed
+	if outcome == "" {
+		outcome = learning.InferOutcome(learning.Facts{Failed: c.failed, LastKind: c.lastKind, LastState: c.lastState,
+			TurnRunning: c.phase.TurnOpen(), CompletedTurns: c.completedTurns})
+	}
+	c.outcome = outcome
+	c.rec.Outcome, c.rec.OutcomeNote = outcome, note
+	c.releaseReason, c.releaseNote, c.releaseWhy = reason, note, why
+	if c.reader != nil {
+		if c.failed {
+			r := messages.TurnResult{Kind: messages.KindError, SessionID: c.spec.SessionID, Turn: c.turn,
+				Message: "the session failed: " + firstNonEmpty(why, "supervision gave up"), Code: messages.CodeInternal}
+			c.out.Replies = append(c.out.Replies, Reply{Token: c.reader.token, Result: r})
+		} else {
+			c.out.Replies = append(c.out.Replies, Reply{Token: c.reader.token,
+				Err: messages.Errorf(messages.CodeNotLive, messages.OpReadTurn, "the session was released (%s)", reason)})
+		}
+		c.reader = nil
+	}
+	c.pending = nil
+	c.phase = PhaseReleasing
+	return outcome
+}
+
+// FinishRelease persists the released event, always the session's last, and
+// the final record. It returns the released event's seq.
+func (c *Core) FinishRelease(now time.Time) uint64 {
+	if c.phase != PhaseReleasing {
+		return c.seq
+	}
+	switch {
+	case c.failed:
+		c.rec.Status = messages.StatusFailed
+	case c.releaseReason == messages.ReleaseShutdown:
+		c.rec.Status = messages.StatusOrphaned
+	default:
+		c.rec.Status = messages.StatusEnded
+	}
+	seq := c.emit(now, c.turn, messages.Event{Type: messages.EvReleased, ReleaseReason: c.releaseReason,
+		Outcome: c.outcome, Note: c.releaseNote, Text: c.releaseWhy})
+	c.touchMeta(now)
+	c.phase = PhaseReleased
+	return seq
+}
+
+// Outcome returns the verdict once release has begun.
+func (c *Core) Outcome() messages.Outcome { return c.outcome }
+
+func (c *Core) isEditTool(name string) bool {
+	for _, n := range c.spec.Descriptor.EditToolNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// editPath pulls the file path out of an edit tool's input, whatever the
+// backend calls the field.
+func editPath(input json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(input, &m) != nil {
+		return ""
+	}
+	for _, k := range []string{"file_path", "path", "filePath", "notebook_path"} {
+		if s, ok := m[k].(string); ok && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func compactJSON(b json.RawMessage) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return cutText(string(b), 200)
+}
+
+func turnSummary(r messages.TurnResult) string {
+	s := string(r.Kind)
+	if r.State == messages.TurnInterrupted {
+		s += " (interrupted)"
+	}
+	if r.TurnDiff != nil && r.TurnDiff.Summary != "" {
+		s += "; " + r.TurnDiff.Summary
+	}
+	if t := firstNonEmpty(r.Message, r.Text); t != "" {
+		s += ": " + t
+	}
+	return s
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,293 @@
+// Package config is codesession's one configuration struct and how it is
+// built: defaults, then a JSON file decoded strictly (unknown keys are
+// errors), then CODESESSION_* environment variables, then flags (applied by
+// cmd, the only package that knows flags). Validate returns errors that name
+// the field.
+//
+// Config is plain data; build it once, validate it, then share it read-only.
+// Tests build a Config with Default and set fields directly.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// Duration is a time.Duration that reads and writes as "30s" in JSON.
+type Duration time.Duration
+
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Supervision is the restart policy of a session's children.
+type Supervision struct {
+	// MaxRestarts within Window before the session fails.
+	MaxRestarts int      `json:"maxRestarts"`
+	Window      Duration `json:"window"`
+	// BackoffInitial and BackoffMax bound the exponential backoff (with jitter).
+	BackoffInitial Duration `json:"backoffInitial"`
+	BackoffMax     Duration `json:"backoffMax"`
+	// ShutdownTimeout bounds each child's stop; after it the child (and its
+	// process group) is abandoned or killed.
+	ShutdownTimeout Duration `json:"shutdownTimeout"`
+	// Strategy is "one-for-one" or "rest-for-one".
+	Strategy string `json:"strategy"`
+}
+
+// Config is everything a runtime, the daemon and the CLI are configured by.
+type Config struct {
+	// Home is $CODESESSION_HOME: sessions, learning data, the token.
+	Home string `json:"home"`
+	// DefaultBackend is used when start names none.
+	DefaultBackend string `json:"defaultBackend"`
+	// DefaultMaxPosture is the ceiling when start names none.
+	DefaultMaxPosture messages.Posture `json:"defaultMaxPosture"`
+	// DefaultPosture is the initial posture when start names none (clamped to the ceiling).
+	DefaultPosture messages.Posture `json:"defaultPosture"`
+	// DefaultMaxRounds applies when start names none; 0 means unlimited.
+	DefaultMaxRounds int `json:"defaultMaxRounds"`
+	// SessionLifetime releases a session this long after its start; 0 disables.
+	SessionLifetime Duration `json:"sessionLifetime"`
+	// StallAfter marks a running turn stalled after this long without output; 0 disables.
+	StallAfter Duration `json:"stallAfter"`
+	// Env is extra environment for backend processes, KEY -> VALUE.
+	Env map[string]string `json:"env,omitempty"`
+	// Supervision is the restart policy of each session's children.
+	Supervision Supervision `json:"supervision"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `json:"logLevel"`
+}
+
+// Default returns the built-in defaults. Home is $HOME/.codesession.
+func Default() Config {
+	home := ".codesession"
+	if h, err := os.UserHomeDir(); err == nil {
+		home = filepath.Join(h, ".codesession")
+	}
+	return Config{
+		Home:              home,
+		DefaultBackend:    "claude-code",
+		DefaultMaxPosture: messages.PostureAcceptEdits,
+		DefaultPosture:    messages.PostureDefault,
+		DefaultMaxRounds:  50,
+		SessionLifetime:   Duration(24 * time.Hour),
+		StallAfter:        Duration(5 * time.Minute),
+		Supervision: Supervision{
+			MaxRestarts:     3,
+			Window:          Duration(30 * time.Second),
+			BackoffInitial:  Duration(250 * time.Millisecond),
+			BackoffMax:      Duration(30 * time.Second),
+			ShutdownTimeout: Duration(5 * time.Second),
+			Strategy:        "one-for-one",
+		},
+		LogLevel: "info",
+	}
+}
+
+// FieldError is a validation error that names the field.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Message }
+
+// Validate checks every field and returns all problems joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if strings.TrimSpace(c.Home) == "" {
+		bad("home", "required")
+	}
+	if c.DefaultBackend == "" {
+		bad("defaultBackend", "required")
+	}
+	if !c.DefaultMaxPosture.Valid() {
+		bad("defaultMaxPosture", "unknown posture %q", c.DefaultMaxPosture)
+	}
+	if !c.DefaultPosture.Valid() {
+		bad("defaultPosture", "unknown posture %q", c.DefaultPosture)
+	}
+	if c.DefaultMaxRounds < 0 {
+		bad("defaultMaxRounds", "must not be negative")
+	}
+	if c.SessionLifetime < 0 {
+		bad("sessionLifetime", "must not be negative")
+	}
+	if c.StallAfter < 0 {
+		bad("stallAfter", "must not be negative")
+	}
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			bad("env", "invalid variable name %q", k)
+		}
+	}
+	s := c.Supervision
+	if s.MaxRestarts < 0 {
+		bad("supervision.maxRestarts", "must not be negative")
+	}
+	if s.Window <= 0 {
+		bad("supervision.window", "must be positive")
+	}
+	if s.BackoffInitial <= 0 || s.BackoffMax < s.BackoffInitial {
+		bad("supervision.backoffInitial", "must be positive and not above backoffMax")
+	}
+	if s.ShutdownTimeout <= 0 {
+		bad("supervision.shutdownTimeout", "must be positive")
+	}
+	if s.Strategy != "one-for-one" && s.Strategy != "rest-for-one" {
+		bad("supervision.strategy", "want one-for-one or rest-for-one, got %q", s.Strategy)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("logLevel", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+// EnvList returns Env as sorted KEY=VALUE strings.
+func (c *Config) EnvList() []string {
+	out := make([]string, 0, len(c.Env))
+	for k, v := range c.Env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LoadFile merges a JSON config file over c. Unknown keys are errors; a
+// missing file is an error only when required.
+func (c *Config) LoadFile(path string, required bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !required {
+			return nil
+		}
+		return fmt.Errorf("config: read %s: %w", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("config: %s: trailing data after the JSON object", path)
+	}
+	return nil
+}
+
+// envVars maps CODESESSION_* variables to setters.
+var envVars = map[string]func(c *Config, v string) error{
+	"CODESESSION_HOME":            func(c *Config, v string) error { c.Home = v; return nil },
+	"CODESESSION_BACKEND":         func(c *Config, v string) error { c.DefaultBackend = v; return nil },
+	"CODESESSION_MAX_POSTURE":     func(c *Config, v string) error { return setPosture(&c.DefaultMaxPosture, v) },
+	"CODESESSION_POSTURE":         func(c *Config, v string) error { return setPosture(&c.DefaultPosture, v) },
+	"CODESESSION_MAX_ROUNDS":      func(c *Config, v string) error { return setInt(&c.DefaultMaxRounds, v) },
+	"CODESESSION_LIFETIME":        func(c *Config, v string) error { return setDuration(&c.SessionLifetime, v) },
+	"CODESESSION_STALL_AFTER":     func(c *Config, v string) error { return setDuration(&c.StallAfter, v) },
+	"CODESESSION_LOG_LEVEL":       func(c *Config, v string) error { c.LogLevel = v; return nil },
+	"CODESESSION_SUPERVISION_MAX": func(c *Config, v string) error { return setInt(&c.Supervision.MaxRestarts, v) },
+}
+
+// EnvNames lists the CODESESSION_* variables that config reads.
+func EnvNames() []string {
+	out := make([]string, 0, len(envVars))
+	for k := range envVars {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LoadEnv applies CODESESSION_* variables from getenv over c.
+func (c *Config) LoadEnv(getenv func(string) string) error {
+	for _, name := range EnvNames() {
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		if err := envVars[name](c, v); err != nil {
+			return fmt.Errorf("config: %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Load builds a Config: defaults, then the file (path, or
+// $CODESESSION_CONFIG, or <home>/config.json if present), then the
+// environment. Flags are applied by the caller, then Validate.
+func Load(path string, getenv func(string) string) (Config, error) {
+	c := Default()
+	if h := getenv("CODESESSION_HOME"); h != "" {
+		c.Home = h
+	}
+	required := path != ""
+	if path == "" {
+		path = getenv("CODESESSION_CONFIG")
+		required = path != ""
+	}
+	if path == "" {
+		path = filepath.Join(c.Home, "config.json")
+	}
+	if err := c.LoadFile(path, required); err != nil {
+		return c, err
+	}
+	if err := c.LoadEnv(getenv); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func setPosture(dst *messages.Posture, v string) error {
+	p, err := messages.ParsePosture(v)
+	if err != nil {
+		return err
+	}
+	*dst = p
+	return nil
+}
+
+func setInt(dst *int, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("not an integer: %q", v)
+	}
+	*dst = n
+	return nil
+}
+
+func setDuration(dst *Duration, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*dst = Duration(d)
+	return nil
+}
