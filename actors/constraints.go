@@ -1,0 +1,124 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/codesession/codesession/actors/session"
+	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+)
+
+// resolveStart applies the runtime's defaults and the owner scope's
+// constraints to a start op (seed 000 §3) and returns the session's spec:
+//   - maxPosture: an explicit one above the scope ceiling is rejected; an
+//     omitted one is the default clamped to the ceiling;
+//   - backend: an explicit one that contradicts the scope's pin is rejected;
+//     an omitted one resolves to the pin, else the default;
+//   - maxRounds: clamped toward the scope's budget, never rejected;
+//   - allowedTools: omitted takes the scope's list; explicit is intersected
+//     with it, and an empty intersection is rejected; explicit tools for a
+//     backend that cannot honour them are rejected;
+//   - effort: rejected for a backend without effort support.
+func resolveStart(op messages.Start, cons messages.ScopeConstraints, cfg *config.Config, backends *transports.Registry) (session.Spec, transports.Transport, error) {
+	const o = messages.OpStart
+	var spec session.Spec
+
+	backend := op.Backend
+	if cons.Backend != "" {
+		if backend != "" && backend != cons.Backend {
+			return spec, nil, &messages.Error{Code: messages.CodeInvalid, Op: o, Field: "backend",
+				Message: fmt.Sprintf("backend %q contradicts this scope's pinned backend %q", backend, cons.Backend)}
+		}
+		backend = cons.Backend
+	}
+	if backend == "" {
+		backend = cfg.DefaultBackend
+	}
+	t, err := backends.Get(backend)
+	if err != nil {
+		return spec, nil, err
+	}
+	d := t.Descriptor()
+
+	maxPosture := op.MaxPosture
+	if cons.MaxPosture != "" {
+		if maxPosture != "" && maxPosture.Above(cons.MaxPosture) {
+			return spec, nil, &messages.Error{Code: messages.CodeCeilingExceeded, Op: o, Field: "maxPosture",
+				Message: fmt.Sprintf("maxPosture %s is above this scope's ceiling %s", maxPosture, cons.MaxPosture)}
+		}
+		if maxPosture == "" {
+			maxPosture = messages.MinPosture(cfg.DefaultMaxPosture, cons.MaxPosture)
+		}
+	}
+	if maxPosture == "" {
+		maxPosture = cfg.DefaultMaxPosture
+	}
+	posture := op.InitialPosture
+	if posture == "" {
+		posture = messages.MinPosture(cfg.DefaultPosture, maxPosture)
+	} else if posture.Above(maxPosture) {
+		return spec, nil, &messages.Error{Code: messages.CodeCeilingExceeded, Op: o, Field: "initialPosture",
+			Message: fmt.Sprintf("initialPosture %s is above maxPosture %s", posture, maxPosture)}
+	}
+	if _, ok := d.PostureMap[posture]; !ok && len(d.PostureMap) > 0 {
+		return spec, nil, messages.Errorf(messages.CodeUnsupported, o, "backend %s has no mapping for posture %s", d.ID, posture)
+	}
+
+	maxRounds := op.MaxRounds
+	if maxRounds == 0 {
+		maxRounds = cfg.DefaultMaxRounds
+	}
+	if cons.MaxRounds > 0 && (maxRounds == 0 || maxRounds > cons.MaxRounds) {
+		maxRounds = cons.MaxRounds
+	}
+
+	tools := op.AllowedTools
+	if tools != nil && !d.HonorsAllowed {
+		return spec, nil, &messages.Error{Code: messages.CodeUnsupported, Op: o, Field: "allowedTools",
+			Message: fmt.Sprintf("backend %s cannot honour allowedTools; its posture is the only boundary", d.ID)}
+	}
+	if cons.AllowedTools != nil {
+		if tools == nil {
+			tools = append([]string(nil), cons.AllowedTools...)
+		} else {
+			tools = intersect(tools, cons.AllowedTools)
+			if len(tools) == 0 {
+				return spec, nil, &messages.Error{Code: messages.CodeInvalid, Op: o, Field: "allowedTools",
+					Message: "no requested tool is allowed in this scope"}
+			}
+		}
+	}
+
+	if op.Effort != "" && (d.EffortSupport == "" || d.EffortSupport == messages.EffortNone) {
+		return spec, nil, &messages.Error{Code: messages.CodeUnsupported, Op: o, Field: "effort",
+			Message: fmt.Sprintf("backend %s has no effort control", d.ID)}
+	}
+	model := op.Model
+	if m, ok := d.ModelClassMap[model]; ok {
+		model = m // a class sentinel (cheap/standard/frontier) resolves to the concrete id; "" lets the backend pick
+	}
+
+	spec = session.Spec{
+		Descriptor: d, Cwd: op.Cwd, Model: model, Effort: op.Effort,
+		MaxPosture: maxPosture, Posture: posture, MaxRounds: maxRounds, AllowedTools: tools,
+		Brief: op.Brief, AppendSystemPrompt: op.AppendSystemPrompt, TaskTags: op.TaskTags,
+		ResumeExternalID: op.ResumeSessionID,
+	}
+	return spec, t, nil
+}
+
+// intersect keeps the entries of a that are also in b, in a's order.
+func intersect(a, b []string) []string {
+	in := make(map[string]bool, len(b))
+	for _, x := range b {
+		in[x] = true
+	}
+	out := []string{}
+	for _, x := range a {
+		if in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}

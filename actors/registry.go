@@ -1,0 +1,332 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/codesession/codesession/actors/diffcapture"
+	"github.com/codesession/codesession/actors/session"
+	"github.com/codesession/codesession/actors/store"
+	"github.com/codesession/codesession/actors/supervise"
+	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+)
+
+// Messages from the Runtime to the registry.
+type (
+	regStart struct {
+		scope string
+		op    messages.Start
+		reply chan<- session.Result[messages.StartResult]
+	}
+	// regOp routes a session op; the session answers the op's own channel.
+	regOp struct {
+		scope     string
+		sessionID string
+		op        session.Op
+	}
+	regConstraints struct {
+		scope string
+		cons  *messages.ScopeConstraints // nil clears
+		reply chan<- session.Result[int]
+	}
+	// regRelease releases every live session of scope (all scopes when
+	// all is set) and answers once they are all gone.
+	regRelease struct {
+		scope  string
+		all    bool
+		reason messages.ReleaseReason
+		reply  chan<- session.Result[int]
+	}
+	regLive struct {
+		reply chan<- session.Result[[]string]
+	}
+)
+
+type liveEntry struct {
+	pid   *actor.PID
+	scope string
+}
+
+type releasedEntry struct {
+	scope   string
+	outcome messages.Outcome
+}
+
+type releaseWaiter struct {
+	left  map[string]bool
+	count int
+	reply chan<- session.Result[int]
+}
+
+// registry routes ops to sessions, owns ownership scopes and their
+// constraints, and places and releases sessions. Only it spawns sessions.
+type registry struct {
+	cfg      *config.Config
+	backends *transports.Registry
+	store    store.Store
+	capture  diffcapture.Factory
+	policy   supervise.Policy
+	hooks    session.Hooks
+	metrics  *Metrics
+	now      func() time.Time
+
+	live        map[string]liveEntry
+	released    map[string]releasedEntry
+	constraints map[string]messages.ScopeConstraints
+	waiters     []*releaseWaiter
+	closing     bool
+}
+
+func (r *registry) Receive(c *actor.Context) {
+	switch m := c.Message().(type) {
+	case actor.Started:
+		r.live = map[string]liveEntry{}
+		r.released = map[string]releasedEntry{}
+		r.constraints = map[string]messages.ScopeConstraints{}
+	case regStart:
+		r.start(c, m)
+	case regOp:
+		r.route(c, m)
+	case regConstraints:
+		if m.cons == nil {
+			delete(r.constraints, m.scope)
+		} else {
+			r.constraints[m.scope] = *m.cons
+		}
+		m.reply <- session.Result[int]{}
+	case regRelease:
+		r.release(c, m)
+	case regLive:
+		ids := make([]string, 0, len(r.live))
+		for id := range r.live {
+			ids = append(ids, id)
+		}
+		m.reply <- session.Result[[]string]{Val: ids}
+	case session.Created:
+		r.metrics.live.Inc()
+	case session.Done:
+		r.done(m)
+	case supervise.ChildFailed:
+		r.sessionCrashed(c, m)
+	case supervise.Undelivered:
+		if op, ok := m.Message.(session.Op); ok {
+			op.Fail(messages.Errorf(messages.CodeInternal, "route", "the session failed"))
+		}
+	}
+}
+
+func (r *registry) start(c *actor.Context, m regStart) {
+	if r.closing {
+		m.reply <- session.Result[messages.StartResult]{Err: messages.Errorf(messages.CodeNotLive, messages.OpStart, "the runtime is shutting down")}
+		return
+	}
+	spec, t, err := resolveStart(m.op, r.constraints[m.scope], r.cfg, r.backends)
+	if err != nil {
+		r.metrics.startRejected.Inc()
+		m.reply <- session.Result[messages.StartResult]{Err: err}
+		return
+	}
+	spec.SessionID = messages.NewSessionID()
+	spec.OwnerScope = m.scope
+	var capt diffcapture.Capturer = diffcapture.Noop{}
+	if r.capture != nil {
+		capt = r.capture(spec.Cwd, spec.Descriptor)
+	}
+	opts := session.Options{
+		Spec: spec, Transport: t, Env: r.cfg.EnvList(), Store: r.store, Capturer: capt, Policy: r.policy,
+		ShutdownTimeout: r.cfg.Supervision.ShutdownTimeout.D(), Lifetime: r.cfg.SessionLifetime.D(),
+		Registry: c.PID(), StartReply: m.reply, Now: r.now, Hooks: r.hooks,
+	}
+	pid := c.SpawnChild(session.NewProducer(opts), "session", actor.WithID(spec.SessionID),
+		actor.WithMiddleware(supervise.Recover(supervise.RecoverOptions{Name: "session"})),
+		actor.WithMaxRestarts(-1), actor.WithInboxSize(supervise.DefaultInboxSize))
+	r.live[spec.SessionID] = liveEntry{pid: pid, scope: m.scope}
+	r.metrics.started.WithLabelValues(spec.Descriptor.ID).Inc()
+}
+
+func (r *registry) route(c *actor.Context, m regOp) {
+	if e, ok := r.live[m.sessionID]; ok && e.scope == m.scope {
+		if rel, isRel := m.op.(session.OpRelease); isRel && rel.Reason == "" {
+			rel.Reason = messages.ReleaseExplicit
+			m.op = rel
+		}
+		c.Send(e.pid, m.op)
+		return
+	}
+	if rel, ok := r.released[m.sessionID]; ok && rel.scope == m.scope {
+		r.notLive(m, rel.outcome)
+		return
+	}
+	if cancel, ok := m.op.(session.OpCancelRead); ok {
+		// the session is gone; its reader was answered when it released
+		cancel.Reply <- session.Result[bool]{Val: false}
+		return
+	}
+	// Not in memory: ask the store, off the registry's goroutine. A record
+	// owned by another scope is reported exactly like a missing one.
+	st, op, scope, sid := r.store, m, m.scope, m.sessionID
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec, err := st.GetMeta(ctx, sid)
+		if err != nil || rec.LatestRun() == nil || rec.LatestRun().OwnerScopeID != scope {
+			op.op.Fail(messages.Errorf(messages.CodeNotFound, "route", "no session %s in this scope", sid))
+			return
+		}
+		r.notLiveRecord(op, rec.Outcome)
+	}()
+}
+
+// notLive answers an op aimed at a released session: stop is idempotent,
+// everything else is not_live.
+func (r *registry) notLive(m regOp, outcome messages.Outcome) { r.notLiveRecord(m, outcome) }
+
+func (r *registry) notLiveRecord(m regOp, outcome messages.Outcome) {
+	if rel, ok := m.op.(session.OpRelease); ok && rel.Reply != nil {
+		rel.Reply <- session.Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: true, Outcome: outcome}}
+		return
+	}
+	m.op.Fail(messages.Errorf(messages.CodeNotLive, "route", "session %s is not live", m.sessionID))
+}
+
+func (r *registry) release(c *actor.Context, m regRelease) {
+	if m.all {
+		r.closing = true
+	} else {
+		delete(r.constraints, m.scope)
+	}
+	w := &releaseWaiter{left: map[string]bool{}, reply: m.reply}
+	for id, e := range r.live {
+		if m.all || e.scope == m.scope {
+			w.left[id] = true
+			c.Send(e.pid, session.OpRelease{Reason: m.reason})
+		}
+	}
+	w.count = len(w.left)
+	if w.count == 0 {
+		m.reply <- session.Result[int]{}
+		return
+	}
+	r.waiters = append(r.waiters, w)
+}
+
+func (r *registry) done(m session.Done) {
+	e, ok := r.live[m.SessionID]
+	if !ok {
+		return
+	}
+	delete(r.live, m.SessionID)
+	if m.Err == nil {
+		r.released[m.SessionID] = releasedEntry{scope: e.scope, outcome: m.Outcome}
+		r.metrics.live.Dec()
+		r.metrics.released.WithLabelValues(string(m.Reason)).Inc()
+	}
+	r.forget(m.SessionID)
+}
+
+// forget removes a gone session from the release waiters, answering those
+// whose sessions are all gone.
+func (r *registry) forget(sid string) {
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		delete(w.left, sid)
+		if len(w.left) == 0 {
+			w.reply <- session.Result[int]{Val: w.count}
+			continue
+		}
+		kept = append(kept, w)
+	}
+	r.waiters = kept
+}
+
+// sessionCrashed handles a session actor that panicked: its state cannot be
+// trusted, so it is stopped and its record marked failed with a released
+// event appended after the last persisted one.
+func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
+	var sid string
+	for id, e := range r.live {
+		if e.pid.Equals(m.PID) {
+			sid = id
+		}
+	}
+	slog.Error("session actor panicked", "session", sid, "reason", m.Reason)
+	if sid == "" {
+		return
+	}
+	e := r.live[sid]
+	delete(r.live, sid)
+	r.released[sid] = releasedEntry{scope: e.scope, outcome: messages.OutcomeFailed}
+	r.metrics.live.Dec()
+	r.metrics.released.WithLabelValues(string(messages.ReleaseFailed)).Inc()
+	r.forget(sid)
+	poisoned := c.Engine().Poison(e.pid)
+	st, now := r.store, r.now
+	go func() {
+		<-poisoned.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := markFailed(ctx, st, sid, now(), "the session actor crashed: "+m.Reason); err != nil {
+			slog.Error("marking a crashed session failed", "session", sid, "err", err)
+		}
+	}()
+}
+
+// markFailed appends `released{failed}` after the last persisted event and
+// sets the record's status, for a session whose actor is gone.
+func markFailed(ctx context.Context, st store.Store, sid string, now time.Time, why string) error {
+	rec, err := st.GetMeta(ctx, sid)
+	if err != nil {
+		return err
+	}
+	last, err := st.LastSeq(ctx, sid)
+	if err != nil {
+		return err
+	}
+	ev := messages.PersistedEvent{Seq: last + 1, At: now, Event: messages.Event{Type: messages.EvReleased,
+		ReleaseReason: messages.ReleaseFailed, Outcome: messages.OutcomeFailed, Text: why}}
+	if err := st.Append(ctx, sid, []messages.PersistedEvent{ev}); err != nil {
+		return err
+	}
+	rec.Status, rec.Outcome, rec.UpdatedAt = messages.StatusFailed, messages.OutcomeFailed, now
+	return st.PutMeta(ctx, rec)
+}
+
+// sweepOrphans marks every record still running or idle as orphaned, with
+// an event: their owning process died before releasing them. Failures are
+// logged and never block boot.
+func sweepOrphans(ctx context.Context, st store.Store, now time.Time) (int, error) {
+	recs, err := st.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, rec := range recs {
+		if !rec.Status.Live() {
+			continue
+		}
+		last, err := st.LastSeq(ctx, rec.SessionID)
+		if err != nil {
+			slog.Warn("orphan sweep: cannot read log", "session", rec.SessionID, "err", err)
+			continue
+		}
+		ev := messages.PersistedEvent{Seq: last + 1, At: now, Event: messages.Event{Type: messages.EvOrphaned,
+			Text: fmt.Sprintf("the process that owned this session (status %s) ended without releasing it", rec.Status)}}
+		if err := st.Append(ctx, rec.SessionID, []messages.PersistedEvent{ev}); err != nil {
+			slog.Warn("orphan sweep: cannot append", "session", rec.SessionID, "err", err)
+			continue
+		}
+		rec.Status, rec.UpdatedAt = messages.StatusOrphaned, now
+		if err := st.PutMeta(ctx, rec); err != nil {
+			slog.Warn("orphan sweep: cannot write record", "session", rec.SessionID, "err", err)
+			continue
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,412 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codesession/codesession/actors/diffcapture"
+	"github.com/codesession/codesession/actors/session"
+	"github.com/codesession/codesession/actors/store"
+	"github.com/codesession/codesession/actors/store/filestore"
+	"github.com/codesession/codesession/actors/supervise"
+	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/script"
+)
+
+// Option adjusts what New wires in.
+type Option func(*options)
+
+type options struct {
+	store    store.Store
+	backends *transports.Registry
+	metrics  prometheus.Registerer
+	capture  diffcapture.Factory
+	now      func() time.Time
+	onEvent  func(sessionID string, ev messages.PersistedEvent)
+}
+
+// WithStore uses s instead of the file store under the config's home.
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
+
+// WithBackends uses r instead of DefaultBackends().
+func WithBackends(r *transports.Registry) Option { return func(o *options) { o.backends = r } }
+
+// WithMetrics registers the runtime's metrics into reg.
+func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.metrics = reg } }
+
+// WithDiffCapture sets how each session's turns are diffed.
+func WithDiffCapture(f diffcapture.Factory) Option { return func(o *options) { o.capture = f } }
+
+// WithClock sets the clock that stamps events and records.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithEventListener sees every event of every session as it is emitted, on
+// the session's goroutine: it must not block (the live-event seam).
+func WithEventListener(f func(sessionID string, ev messages.PersistedEvent)) Option {
+	return func(o *options) { o.onEvent = f }
+}
+
+// DefaultBackends returns a registry of every built-in backend.
+func DefaultBackends() *transports.Registry {
+	return transports.NewRegistry(script.New())
+}
+
+// Runtime is the embedded API. Create it with New; Close it when done.
+type Runtime struct {
+	cfg      config.Config
+	engine   *actor.Engine
+	registry *actor.PID
+	store    store.Store
+	backends *transports.Registry
+	metrics  *Metrics
+	tokens   atomic.Uint64
+	closed   atomic.Bool
+}
+
+// New validates cfg, opens the store, marks orphaned records and starts the
+// registry.
+func New(cfg config.Config, opts ...Option) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{now: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.backends == nil {
+		o.backends = DefaultBackends()
+	}
+	if o.store == nil {
+		fs, err := filestore.Open(cfg.Home)
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		o.store = fs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if n, err := sweepOrphans(ctx, o.store, o.now()); err != nil {
+		slog.Warn("orphan sweep failed", "err", err)
+	} else if n > 0 {
+		slog.Info("marked orphaned sessions", "count", n)
+	}
+	for _, rp := range o.store.Repairs() {
+		slog.Warn("store repaired a torn event log", "session", rp.SessionID, "offset", rp.Offset, "bytes", rp.Bytes)
+	}
+	engine, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return nil, err
+	}
+	m := newMetrics(o.metrics)
+	rt := &Runtime{cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m}
+	hooks := session.Hooks{
+		Event: o.onEvent,
+		Result: func(r messages.TurnResult) {
+			m.readTurn.WithLabelValues(string(r.Kind)).Inc()
+		},
+		Supervision: func(ev supervise.Event) {
+			if ev.Kind == supervise.EventRestarted {
+				m.restarts.WithLabelValues(ev.Child).Inc()
+			}
+		},
+		Append: func(d time.Duration, err error) {
+			m.appendLatency.Observe(d.Seconds())
+			if err != nil {
+				m.persistErrors.Inc()
+			}
+		},
+		Released: func(rec messages.SessionRecord, _ messages.ReleaseReason) {
+			m.rounds.Observe(float64(rec.RoundsElapsed))
+			m.duration.Observe(float64(rec.UpdatedAt.Sub(rec.CreatedAt).Milliseconds()))
+		},
+	}
+	reg := &registry{cfg: &rt.cfg, backends: o.backends, store: o.store, capture: o.capture,
+		policy: policyFrom(cfg.Supervision), hooks: hooks, metrics: m, now: o.now}
+	rt.registry = supervise.Spawn(engine, func() actor.Receiver { return reg }, "registry",
+		supervise.RecoverOptions{Name: "registry", OnFailure: func(f supervise.ChildFailed) {
+			slog.Error("registry panicked; ops will fail until the runtime is recreated", "reason", f.Reason)
+		}, OnUndelivered: func(u supervise.Undelivered) {
+			if op, ok := u.Message.(session.Op); ok {
+				op.Fail(messages.Errorf(messages.CodeInternal, "route", "the registry failed"))
+			}
+		}}, actor.WithID("registry"))
+	return rt, nil
+}
+
+func policyFrom(s config.Supervision) supervise.Policy {
+	p := supervise.DefaultPolicy()
+	p.Intensity = s.MaxRestarts
+	p.Window = s.Window.D()
+	p.Backoff.InitialInterval = s.BackoffInitial.D()
+	p.Backoff.MaxInterval = s.BackoffMax.D()
+	if s.Strategy == "rest-for-one" {
+		p.Strategy = supervise.RestForOne
+	}
+	return p
+}
+
+// Store returns the runtime's store (read it for records and events).
+func (r *Runtime) Store() store.Store { return r.store }
+
+// Backends returns the runtime's backend registry.
+func (r *Runtime) Backends() *transports.Registry { return r.backends }
+
+func (r *Runtime) check(op string) error {
+	if r.closed.Load() {
+		return messages.Errorf(messages.CodeNotLive, op, "the runtime is closed")
+	}
+	return nil
+}
+
+// await waits for an op's reply; ctx ending first is a timeout.
+func await[T any](ctx context.Context, op string, ch <-chan session.Result[T]) (T, error) {
+	select {
+	case res := <-ch:
+		return res.Val, res.Err
+	case <-ctx.Done():
+		var zero T
+		return zero, messages.Wrap(messages.CodeTimeout, op, ctx.Err(), "timed out waiting for the session")
+	}
+}
+
+func (r *Runtime) count(op string, err error) {
+	outcome := "ok"
+	switch messages.ErrorCode(err) {
+	case "":
+	case messages.CodeInternal, messages.CodeTimeout:
+		outcome = "error"
+	default:
+		outcome = "rejected"
+	}
+	r.metrics.ops.WithLabelValues(op, outcome).Inc()
+}
+
+// Start opens a session owned by scope. It returns once the session's record
+// is durable; the first turn is then running.
+func (r *Runtime) Start(ctx context.Context, scope string, op messages.Start) (res messages.StartResult, err error) {
+	defer func() { r.count(messages.OpStart, err) }()
+	if err := r.check(messages.OpStart); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	ch := make(chan session.Result[messages.StartResult], 1)
+	r.engine.Send(r.registry, regStart{scope: scope, op: op, reply: ch})
+	return await(ctx, messages.OpStart, ch)
+}
+
+func (r *Runtime) route(scope, sid string, op session.Op) {
+	r.engine.Send(r.registry, regOp{scope: scope, sessionID: sid, op: op})
+}
+
+// ReadTurn blocks until the session's next result: one of turn_complete,
+// clarification, ended, error, max_rounds. When ctx ends first the read is
+// withdrawn (timeout); a result that was already on its way is returned
+// rather than lost.
+func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTurn) (res messages.TurnResult, err error) {
+	defer func() { r.count(messages.OpReadTurn, err) }()
+	if err := r.check(messages.OpReadTurn); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	token := r.tokens.Add(1)
+	ch := make(chan session.Result[messages.TurnResult], 1)
+	r.route(scope, op.SessionID, session.OpReadTurn{Token: token, Op: op, Reply: ch})
+	select {
+	case out := <-ch:
+		return out.Val, out.Err
+	case <-ctx.Done():
+	}
+	cancelCh := make(chan session.Result[bool], 1)
+	r.route(scope, op.SessionID, session.OpCancelRead{Token: token, Reply: cancelCh})
+	wait := time.NewTimer(r.cfg.Supervision.ShutdownTimeout.D())
+	defer wait.Stop()
+	select {
+	case c := <-cancelCh:
+		if c.Err == nil && c.Val {
+			return res, messages.Wrap(messages.CodeTimeout, messages.OpReadTurn, ctx.Err(), "no result before the deadline")
+		}
+	case out := <-ch:
+		return out.Val, out.Err
+	case <-wait.C:
+		return res, messages.Wrap(messages.CodeTimeout, messages.OpReadTurn, ctx.Err(), "no result before the deadline")
+	}
+	// the session answered before it saw the cancel: the answer is coming
+	select {
+	case out := <-ch:
+		return out.Val, out.Err
+	case <-wait.C:
+		return res, messages.Wrap(messages.CodeTimeout, messages.OpReadTurn, ctx.Err(), "no result before the deadline")
+	}
+}
+
+// Answer resolves the session's pending clarification.
+func (r *Runtime) Answer(ctx context.Context, scope string, op messages.Answer) (res messages.AnswerResult, err error) {
+	defer func() {
+		r.count(messages.OpAnswer, err)
+		if err == nil {
+			r.metrics.answers.WithLabelValues(fmt.Sprint(op.Decision.Allows())).Inc()
+		}
+	}()
+	if err := r.check(messages.OpAnswer); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	ch := make(chan session.Result[messages.AnswerResult], 1)
+	r.route(scope, op.SessionID, session.OpAnswer{Op: op, Reply: ch})
+	return await(ctx, messages.OpAnswer, ch)
+}
+
+// Guide sends guidance (steer, queue or interrupt).
+func (r *Runtime) Guide(ctx context.Context, scope string, op messages.Guide) (res messages.OKResult, err error) {
+	defer func() { r.count(messages.OpGuide, err) }()
+	if err := r.check(messages.OpGuide); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	ch := make(chan session.Result[messages.OKResult], 1)
+	r.route(scope, op.SessionID, session.OpGuide{Op: op, Reply: ch})
+	return await(ctx, messages.OpGuide, ch)
+}
+
+// SetPosture changes the session's posture; above its ceiling is
+// ceiling_exceeded.
+func (r *Runtime) SetPosture(ctx context.Context, scope string, op messages.SetPosture) (res messages.SetPostureResult, err error) {
+	defer func() {
+		r.count(messages.OpSetPosture, err)
+		if err == nil {
+			r.metrics.postureChanges.WithLabelValues("ok").Inc()
+		} else if messages.IsCode(err, messages.CodeCeilingExceeded) {
+			r.metrics.postureChanges.WithLabelValues("rejected").Inc()
+		}
+	}()
+	if err := r.check(messages.OpSetPosture); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	ch := make(chan session.Result[messages.SetPostureResult], 1)
+	r.route(scope, op.SessionID, session.OpSetPosture{Op: op, Reply: ch})
+	return await(ctx, messages.OpSetPosture, ch)
+}
+
+// Interrupt aborts the running turn; it ends `interrupted`.
+func (r *Runtime) Interrupt(ctx context.Context, scope string, op messages.Interrupt) (res messages.OKResult, err error) {
+	defer func() { r.count(messages.OpInterrupt, err) }()
+	if err := r.check(messages.OpInterrupt); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	ch := make(chan session.Result[messages.OKResult], 1)
+	r.route(scope, op.SessionID, session.OpInterrupt{Reply: ch})
+	return await(ctx, messages.OpInterrupt, ch)
+}
+
+// Stop releases the session with an optional verdict. It is idempotent:
+// stopping a released session of this scope returns alreadyStopped.
+func (r *Runtime) Stop(ctx context.Context, scope string, op messages.Stop) (res messages.StopResult, err error) {
+	defer func() { r.count(messages.OpStop, err) }()
+	if err := r.check(messages.OpStop); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	ch := make(chan session.Result[messages.StopResult], 1)
+	r.route(scope, op.SessionID, session.OpRelease{Reason: messages.ReleaseExplicit, Outcome: op.Outcome, Note: op.Note, Reply: ch})
+	return await(ctx, messages.OpStop, ch)
+}
+
+// ListBackends returns every backend's descriptor and a live probe.
+func (r *Runtime) ListBackends(ctx context.Context, scope string) (res messages.ListBackendsResult, err error) {
+	defer func() { r.count(messages.OpListBackends, err) }()
+	ids := r.backends.IDs()
+	res.Backends = make([]messages.BackendListing, len(ids))
+	done := make(chan struct{}, len(ids))
+	for i, id := range ids {
+		t, gerr := r.backends.Get(id)
+		if gerr != nil {
+			return res, gerr
+		}
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					res.Backends[i].Availability = messages.Availability{Reason: fmt.Sprintf("probe failed: %v", p), CheckedAt: time.Now()}
+				}
+				done <- struct{}{}
+			}()
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			res.Backends[i] = messages.BackendListing{Descriptor: t.Descriptor(), Availability: t.Probe(pctx)}
+		}()
+	}
+	for range ids {
+		<-done
+	}
+	return res, nil
+}
+
+// SetScopeConstraints registers constraints for the sessions scope starts
+// from now on.
+func (r *Runtime) SetScopeConstraints(ctx context.Context, scope string, c messages.ScopeConstraints) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	ch := make(chan session.Result[int], 1)
+	r.engine.Send(r.registry, regConstraints{scope: scope, cons: &c, reply: ch})
+	_, err := await(ctx, "set-scope-constraints", ch)
+	return err
+}
+
+// ReleaseScope releases every session scope owns (reason sweep), clears its
+// constraints and returns how many sessions it released once they are gone.
+func (r *Runtime) ReleaseScope(ctx context.Context, scope string) (int, error) {
+	ch := make(chan session.Result[int], 1)
+	r.engine.Send(r.registry, regRelease{scope: scope, reason: messages.ReleaseSweep, reply: ch})
+	return await(ctx, "release-scope", ch)
+}
+
+// LiveSessions lists the ids of live sessions (any scope), for operators.
+func (r *Runtime) LiveSessions(ctx context.Context) ([]string, error) {
+	ch := make(chan session.Result[[]string], 1)
+	r.engine.Send(r.registry, regLive{reply: ch})
+	return await(ctx, "live", ch)
+}
+
+// Close releases every live session (reason shutdown: their records become
+// orphaned, resumable later), stops the registry and closes the store.
+func (r *Runtime) Close(ctx context.Context) error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	ch := make(chan session.Result[int], 1)
+	r.engine.Send(r.registry, regRelease{all: true, reason: messages.ReleaseShutdown, reply: ch})
+	_, err := await(ctx, "close", ch)
+	select {
+	case <-r.engine.Poison(r.registry).Done():
+	case <-ctx.Done():
+		err = messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the registry did not stop in time")
+	}
+	if cerr := r.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
