@@ -176,7 +176,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-
 func TestErrorMatching(t *testing.T) {
 	err := Errorf(CodeNotFound, OpStop, "no such session")
 	assert.True(t, errors.Is(err, &Error{Code: CodeNotFound}))
