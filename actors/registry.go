@@ -46,6 +46,8 @@ type (
 	regLive struct {
 		reply chan<- session.Result[[]string]
 	}
+	// sessionGone: a session actor has fully stopped.
+	sessionGone struct{ sessionID string }
 )
 
 type liveEntry struct {
@@ -77,6 +79,7 @@ type registry struct {
 	now      func() time.Time
 
 	live        map[string]liveEntry
+	stopping    map[string]string // released, actor still stopping: sid -> scope
 	released    map[string]releasedEntry
 	constraints map[string]messages.ScopeConstraints
 	waiters     []*releaseWaiter
@@ -87,6 +90,7 @@ func (r *registry) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case actor.Started:
 		r.live = map[string]liveEntry{}
+		r.stopping = map[string]string{}
 		r.released = map[string]releasedEntry{}
 		r.constraints = map[string]messages.ScopeConstraints{}
 	case regStart:
@@ -111,7 +115,10 @@ func (r *registry) Receive(c *actor.Context) {
 	case session.Created:
 		r.metrics.live.Inc()
 	case session.Done:
-		r.done(m)
+		r.done(c, m)
+	case sessionGone:
+		delete(r.stopping, m.sessionID)
+		r.forget(m.sessionID)
 	case supervise.ChildFailed:
 		r.sessionCrashed(c, m)
 	case supervise.Undelivered:
@@ -208,6 +215,13 @@ func (r *registry) release(c *actor.Context, m regRelease) {
 			c.Send(e.pid, session.OpRelease{Reason: m.reason})
 		}
 	}
+	// sessions already released but still stopping count too: the caller
+	// (Close above all) must not go on while their actors run
+	for id, scope := range r.stopping {
+		if m.all || scope == m.scope {
+			w.left[id] = true
+		}
+	}
 	w.count = len(w.left)
 	if w.count == 0 {
 		m.reply <- session.Result[int]{}
@@ -216,18 +230,33 @@ func (r *registry) release(c *actor.Context, m regRelease) {
 	r.waiters = append(r.waiters, w)
 }
 
-func (r *registry) done(m session.Done) {
+func (r *registry) done(c *actor.Context, m session.Done) {
 	e, ok := r.live[m.SessionID]
 	if !ok {
 		return
 	}
 	delete(r.live, m.SessionID)
+	r.stopping[m.SessionID] = e.scope
 	if m.Err == nil {
 		r.released[m.SessionID] = releasedEntry{scope: e.scope, outcome: m.Outcome}
 		r.metrics.live.Dec()
 		r.metrics.released.WithLabelValues(string(m.Reason)).Inc()
 	}
-	r.forget(m.SessionID)
+	r.stopSession(c, m.SessionID, e.pid, nil)
+}
+
+// stopSession poisons a session actor (the registry is the only one that
+// does) and reports sessionGone once it has stopped; then runs after, if any.
+func (r *registry) stopSession(c *actor.Context, sid string, pid *actor.PID, after func()) {
+	poisoned := c.Engine().Poison(pid)
+	engine, self := c.Engine(), c.PID()
+	go func() {
+		<-poisoned.Done()
+		if after != nil {
+			after()
+		}
+		engine.Send(self, sessionGone{sessionID: sid})
+	}()
 }
 
 // forget removes a gone session from the release waiters, answering those
@@ -261,20 +290,18 @@ func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
 	}
 	e := r.live[sid]
 	delete(r.live, sid)
+	r.stopping[sid] = e.scope
 	r.released[sid] = releasedEntry{scope: e.scope, outcome: messages.OutcomeFailed}
 	r.metrics.live.Dec()
 	r.metrics.released.WithLabelValues(string(messages.ReleaseFailed)).Inc()
-	r.forget(sid)
-	poisoned := c.Engine().Poison(e.pid)
 	st, now := r.store, r.now
-	go func() {
-		<-poisoned.Done()
+	r.stopSession(c, sid, e.pid, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := markFailed(ctx, st, sid, now(), "the session actor crashed: "+m.Reason); err != nil {
 			slog.Error("marking a crashed session failed", "session", sid, "err", err)
 		}
-	}()
+	})
 }
 
 // markFailed appends `released{failed}` after the last persisted event and

@@ -86,6 +86,7 @@ type Actor struct {
 	lifetime     *time.Timer
 	deadline     *time.Timer
 	done         bool
+	doneMsg      Done
 	pendingReads map[uint64]chan<- Result[messages.TurnResult]
 }
 
@@ -174,7 +175,11 @@ func (a *Actor) Receive(c *actor.Context) {
 		slog.Warn("session: the released event was not acknowledged in time; finishing release", "session", a.o.Spec.SessionID)
 		a.finish(c)
 	case persistStopped:
-		c.Engine().Poison(c.PID())
+		// The registry stops this actor when it hears Done: one poisoner
+		// only, since a second pill to a stopping actor is never answered
+		// (hollywood waits on it forever).
+		c.Send(a.o.Registry, a.doneMsg)
+		return
 	}
 	a.flush(c)
 }
@@ -240,7 +245,7 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 	if !a.created {
 		if m.createErr != nil {
 			a.o.StartReply <- Result[messages.StartResult]{Err: messages.AsError(messages.OpStart, m.createErr)}
-			c.Send(a.o.Registry, Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Err: m.createErr})
+			a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Err: m.createErr}
 			a.done = true
 			a.sup.StopAll(c, persistStopped{})
 			return
@@ -308,8 +313,8 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 	a.sup.StopChildren(c, []string{ChildTransport, ChildDiff}, childrenStopped{})
 }
 
-// finish answers the stop callers, tells the registry, then stops persist
-// and finally the session itself.
+// finish answers the stop callers, stops persist and then tells the
+// registry, which stops the session actor itself.
 func (a *Actor) finish(c *actor.Context) {
 	if a.done {
 		return
@@ -326,6 +331,6 @@ func (a *Actor) finish(c *actor.Context) {
 	if a.o.Hooks.Released != nil {
 		a.o.Hooks.Released(a.core.Record(), a.reason)
 	}
-	c.Send(a.o.Registry, Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Reason: a.reason, Outcome: outcome})
+	a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Reason: a.reason, Outcome: outcome}
 	a.sup.StopChildren(c, []string{ChildPersist}, persistStopped{})
 }

@@ -135,7 +135,7 @@ type Core struct {
 	end       turnEnd
 	lastTotal float64
 
-	pending *messages.Clarification
+	pending []messages.Clarification // raised and not yet answered, oldest first
 	queue   []queuedResult
 	reader  *reader
 
@@ -216,8 +216,28 @@ func (c *Core) ExternalID() string {
 	return ""
 }
 
-// Pending returns the pending clarification, or nil.
-func (c *Core) Pending() *messages.Clarification { return c.pending }
+// Pending returns the oldest unanswered clarification, or nil.
+func (c *Core) Pending() *messages.Clarification {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	cl := c.pending[0]
+	return &cl
+}
+
+// dropPending forgets every unanswered clarification and removes their
+// unread results: once the turn is closed they can no longer be answered,
+// and reading them would mislead.
+func (c *Core) dropPending() {
+	c.pending = nil
+	kept := c.queue[:0]
+	for _, q := range c.queue {
+		if q.result.Kind != messages.KindClarification {
+			kept = append(kept, q)
+		}
+	}
+	c.queue = kept
+}
 
 // Drain returns and clears the accumulated output.
 func (c *Core) Drain() Output {
@@ -289,6 +309,9 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		}
 		return
 	}
+	if ev.Type == messages.EvEnded {
+		c.agentEnded = true // whenever it comes, the backend has said it is done
+	}
 	if turn != c.turn || c.phase != PhaseRunning {
 		return // a stale event of an earlier (interrupted) turn: kept, never acted on
 	}
@@ -302,16 +325,17 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 	case messages.EvToolUse:
 		c.actions = append(c.actions, messages.Action{ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Input: ev.Input})
 		c.diet.Add(messages.HistoryEntry{Turn: turn, Kind: messages.HistAction, Text: ev.ToolName + " " + compactJSON(ev.Input)})
-		if c.isEditTool(ev.ToolName) {
-			if p := editPath(ev.Input); p != "" {
-				c.editPaths = appendUnique(c.editPaths, p)
-			}
-		}
 	case messages.EvToolResult:
 		for i := len(c.actions) - 1; i >= 0; i-- {
 			if c.actions[i].ToolUseID == ev.ToolUseID {
 				c.actions[i].Result = cutText(ev.Output, DietMaxEntryText)
 				c.actions[i].IsError = ev.IsError
+				// an edit counts for the tool-event diff fallback only once it ran
+				if !ev.IsError && c.isEditTool(c.actions[i].ToolName) {
+					if p := editPath(c.actions[i].Input); p != "" {
+						c.editPaths = appendUnique(c.editPaths, p)
+					}
+				}
 				break
 			}
 		}
@@ -319,7 +343,7 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		if ev.Decision != "" || ev.ClarificationID == "" {
 			return
 		}
-		c.pending = &messages.Clarification{ID: ev.ClarificationID, ToolName: ev.ToolName, Input: ev.Input}
+		c.pending = append(c.pending, messages.Clarification{ID: ev.ClarificationID, ToolName: ev.ToolName, Input: ev.Input})
 		c.enqueue(messages.TurnResult{Kind: messages.KindClarification, ClarificationID: ev.ClarificationID,
 			ToolName: ev.ToolName, Input: ev.Input}, seq)
 	case messages.EvTurnEnd:
@@ -364,7 +388,7 @@ func (c *Core) finishTurn(e turnEnd) {
 	if c.phase != PhaseRunning {
 		return
 	}
-	c.pending = nil
+	c.dropPending()
 	c.end = e
 	c.phase = PhaseDiffing
 	c.out.Diff = append(c.out.Diff, DFinish{Turn: c.turn, EditPaths: append([]string(nil), c.editPaths...)})
@@ -376,6 +400,9 @@ func (c *Core) finishTurn(e turnEnd) {
 func (c *Core) TransportFailed(now time.Time, turn int, msg string) {
 	if !c.live() || (turn != 0 && turn != c.turn) {
 		return
+	}
+	if c.phase == PhaseRunning || c.phase == PhaseBaselining {
+		defer c.emit(now, c.turn, messages.Event{Type: messages.EvError, Text: msg})
 	}
 	switch c.phase {
 	case PhaseRunning:
@@ -412,7 +439,7 @@ func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
 		r.Text, r.Actions, r.NumTurns, r.CostUSD, r.State = e.text, c.actions, e.num, e.cost, e.state
 		if atCap {
 			r = messages.TurnResult{Kind: messages.KindMaxRounds, SessionID: c.spec.SessionID, Turn: c.turn, OK: true,
-				Text: e.text, Rounds: c.rec.RoundsElapsed, TurnDiff: diff}
+				Text: e.text, Rounds: c.rec.RoundsElapsed, State: e.state, TurnDiff: diff}
 		}
 	case messages.KindEnded:
 		r.OK, r.Text = true, e.text
@@ -435,8 +462,14 @@ func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
 		c.rec.Status = messages.StatusIdle
 	}
 	c.touchMeta(now)
-	if len(c.guidance) > 0 && c.canStartTurn() == nil {
-		c.beginTurn(now, c.nextInput(""))
+	if len(c.guidance) > 0 {
+		if err := c.canStartTurn(); err == nil {
+			c.beginTurn(now, c.nextInput(""))
+		} else {
+			c.emit(now, c.turn, messages.Event{Type: messages.EvWarning,
+				Text: fmt.Sprintf("%d queued guidance message(s) not delivered: %s", len(c.guidance), messages.AsError("guide", err).Message)})
+			c.guidance = nil
+		}
 	}
 	c.deliver()
 }
@@ -539,15 +572,21 @@ func (c *Core) Answer(now time.Time, a messages.Answer) (messages.AnswerResult, 
 	if !c.live() {
 		return messages.AnswerResult{}, messages.Errorf(messages.CodeNotLive, messages.OpAnswer, "the session has been released")
 	}
-	if c.pending == nil {
+	if len(c.pending) == 0 {
 		return messages.AnswerResult{}, messages.Errorf(messages.CodeConflict, messages.OpAnswer, "no clarification is pending")
 	}
-	if c.pending.ID != a.ClarificationID {
+	idx := -1
+	for i, p := range c.pending {
+		if p.ID == a.ClarificationID {
+			idx = i
+		}
+	}
+	if idx < 0 {
 		return messages.AnswerResult{}, messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "unknown clarification %q", a.ClarificationID)
 	}
-	cl := *c.pending
+	cl := c.pending[idx]
 	cl.Decision, cl.Reason = a.Decision, a.Reason
-	c.pending = nil
+	c.pending = append(c.pending[:idx], c.pending[idx+1:]...)
 	// drop the clarification from the unread queue if the driver answered
 	// without reading it (it is answered; reading it now would mislead)
 	for i, q := range c.queue {
@@ -601,13 +640,16 @@ func (c *Core) Guide(now time.Time, g messages.Guide) error {
 		}
 		c.touchMeta(now)
 	}
+	startsTurn := c.phase == PhaseIdle
+	if startsTurn {
+		c.beginTurn(now, c.nextInput(g.Text)) // the guidance belongs to the turn it starts
+	}
 	c.emit(now, c.turn, messages.Event{Type: messages.EvGuidance, Source: source, Mode: mode, Text: g.Text, Model: g.Model})
 	if source == messages.SourceUser {
 		c.diet.Add(messages.HistoryEntry{Turn: c.turn, Kind: messages.HistGuidance, Text: "user: " + g.Text, Pinned: true})
 	}
 	switch {
-	case c.phase == PhaseIdle:
-		c.beginTurn(now, c.nextInput(g.Text))
+	case startsTurn:
 	case mode == messages.GuideSteer && c.phase == PhaseRunning:
 		c.out.Transport = append(c.out.Transport, TSteer{Text: g.Text})
 	case mode == messages.GuideInterrupt && c.phase == PhaseRunning:
@@ -651,12 +693,13 @@ func (c *Core) Interrupt(now time.Time) error {
 	if !c.spec.Descriptor.Live.Interrupt {
 		return messages.Errorf(messages.CodeUnsupported, messages.OpInterrupt, "backend %s cannot be interrupted", c.spec.Descriptor.ID)
 	}
-	c.emit(now, c.turn, messages.Event{Type: messages.EvInterrupt})
 	switch c.phase {
 	case PhaseRunning:
+		c.emit(now, c.turn, messages.Event{Type: messages.EvInterrupt})
 		c.out.Transport = append(c.out.Transport, TInterrupt{})
 	case PhaseBaselining:
 		// the turn has not reached the backend: close it here
+		c.emit(now, c.turn, messages.Event{Type: messages.EvInterrupt})
 		c.phase = PhaseRunning
 		c.emit(now, c.turn, messages.Event{Type: messages.EvTurnStarted, Text: c.pendingInput})
 		c.pendingInput = ""
@@ -698,7 +741,7 @@ func (c *Core) BeginRelease(now time.Time, reason messages.ReleaseReason, outcom
 		}
 		c.reader = nil
 	}
-	c.pending = nil
+	c.dropPending()
 	c.phase = PhaseReleasing
 	return outcome
 }

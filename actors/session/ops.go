@@ -78,7 +78,8 @@ func (o OpRelease) Fail(err error) {
 type (
 	// Created: the record is durable; the session is live.
 	Created struct{ SessionID string }
-	// Done: the session was released (or never got going) and is gone.
+	// Done: the session was released (or never got going); its children
+	// are stopped and the registry stops the session actor.
 	Done struct {
 		SessionID string
 		Scope     string

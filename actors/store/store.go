@@ -6,6 +6,11 @@
 // Faulty wraps any Store to fail on demand. storetest is the conformance
 // suite every implementation passes.
 //
+// Every method checks the session id (CheckSessionID) before the id touches
+// storage; implementations return *messages.Error values whose Op is one of
+// the Op constants. The rules shared by implementations (CheckBatch,
+// CheckRecord, MaxEventBytes, SortNewestFirst) live here.
+//
 // Sequence numbers are assigned by the session actor, never by the store:
 // Append refuses a batch whose first seq is not LastSeq+1, so disk order and
 // seq order always agree. All methods are safe for concurrent use; appends to
@@ -20,7 +25,8 @@ import (
 
 // Store persists session records and events.
 type Store interface {
-	// Create writes a new record; conflict if one with the id exists.
+	// Create writes a new record; conflict if one with the id exists,
+	// invalid if the record fails messages.SessionRecord.Validate.
 	Create(ctx context.Context, rec messages.SessionRecord) error
 	// PutMeta atomically replaces an existing record; not_found if absent.
 	PutMeta(ctx context.Context, rec messages.SessionRecord) error
@@ -29,17 +35,25 @@ type Store interface {
 	// List returns every record, newest (CreatedAt) first.
 	List(ctx context.Context) ([]messages.SessionRecord, error)
 	// Append durably appends events to a session's log. The batch must be
-	// gapless and start at LastSeq+1 (conflict otherwise). When Append
-	// returns nil the events survive a crash.
+	// gapless and start at LastSeq+1 (conflict otherwise, and nothing is
+	// written); an event encoding to more than MaxEventBytes is invalid;
+	// not_found if the session has neither a record nor a log; an empty
+	// batch is a no-op. When Append returns nil the events survive a crash.
+	// When it fails otherwise, whether the batch landed is unknown: the
+	// caller rereads LastSeq before retrying.
 	Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error
 	// ReadEvents returns events with seq > afterSeq in order, at most limit
-	// of them (limit <= 0: all).
+	// of them (limit <= 0: all); none for a session with a record but no
+	// log, not_found for a session with neither.
 	ReadEvents(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]messages.PersistedEvent, error)
-	// LastSeq returns the highest persisted seq, 0 when the log is empty.
+	// LastSeq returns the highest persisted seq, 0 when the log is empty or
+	// absent; not_found for a session with neither a record nor a log.
 	LastSeq(ctx context.Context, sessionID string) (uint64, error)
 	// Repairs reports what was repaired when logs were opened (torn tails cut).
 	Repairs() []Repair
-	// Close flushes and releases resources; the store is unusable afterwards.
+	// Close flushes and releases resources; the store is unusable afterwards
+	// (every other method returns an internal error) and a second Close
+	// returns nil.
 	Close() error
 }
 

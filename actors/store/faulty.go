@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// Faulty wraps a Store and fails on demand, so tests can drive the failure
+// paths of the store's callers (the persist actor, the restart policy).
+// An injected failure is decided before the inner store is called, so a
+// failed call writes nothing. With nothing armed Faulty is transparent.
+// It is safe for concurrent use.
+type Faulty struct {
+	inner Store
+
+	mu      sync.Mutex
+	appends int // Append calls still to fail
+	meta    int // Create and PutMeta calls still to fail
+	hook    func(op, sessionID string) error
+}
+
+var _ Store = (*Faulty)(nil)
+
+// NewFaulty wraps inner.
+func NewFaulty(inner Store) *Faulty { return &Faulty{inner: inner} }
+
+// Injected builds the error Faulty returns for an armed failure: code
+// internal, not retryable, naming the op and the session.
+func Injected(op, sessionID string) error {
+	return messages.Errorf(messages.CodeInternal, op, "injected failure (session %q)", sessionID)
+}
+
+// FailAppends makes the next n Append calls fail with Injected.
+func (f *Faulty) FailAppends(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.appends = n
+}
+
+// FailMeta makes the next n record writes (Create or PutMeta) fail with
+// Injected. Reads are failed with SetFailure.
+func (f *Faulty) FailMeta(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.meta = n
+}
+
+// SetFailure installs a hook consulted before every call (op is one of the
+// Op constants, sessionID empty for List and Close): a non-nil result is
+// returned instead of calling the inner store. It is consulted before the
+// counters of FailAppends and FailMeta, which a hook failure does not use
+// up. nil removes the hook.
+func (f *Faulty) SetFailure(fn func(op, sessionID string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hook = fn
+}
+
+// Inner returns the wrapped store, to inspect what was really written.
+func (f *Faulty) Inner() Store { return f.inner }
+
+func (f *Faulty) fail(op, sessionID string) error {
+	f.mu.Lock()
+	hook := f.hook
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(op, sessionID); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	counter := (*int)(nil)
+	switch op {
+	case OpAppend:
+		counter = &f.appends
+	case OpCreate, OpPutMeta:
+		counter = &f.meta
+	}
+	if counter != nil && *counter > 0 {
+		*counter--
+		return Injected(op, sessionID)
+	}
+	return nil
+}
+
+func (f *Faulty) Create(ctx context.Context, rec messages.SessionRecord) error {
+	if err := f.fail(OpCreate, rec.SessionID); err != nil {
+		return err
+	}
+	return f.inner.Create(ctx, rec)
+}
+
+func (f *Faulty) PutMeta(ctx context.Context, rec messages.SessionRecord) error {
+	if err := f.fail(OpPutMeta, rec.SessionID); err != nil {
+		return err
+	}
+	return f.inner.PutMeta(ctx, rec)
+}
+
+func (f *Faulty) GetMeta(ctx context.Context, sessionID string) (messages.SessionRecord, error) {
+	if err := f.fail(OpGetMeta, sessionID); err != nil {
+		return messages.SessionRecord{}, err
+	}
+	return f.inner.GetMeta(ctx, sessionID)
+}
+
+func (f *Faulty) List(ctx context.Context) ([]messages.SessionRecord, error) {
+	if err := f.fail(OpList, ""); err != nil {
+		return nil, err
+	}
+	return f.inner.List(ctx)
+}
+
+func (f *Faulty) Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error {
+	if err := f.fail(OpAppend, sessionID); err != nil {
+		return err
+	}
+	return f.inner.Append(ctx, sessionID, events)
+}
+
+func (f *Faulty) ReadEvents(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]messages.PersistedEvent, error) {
+	if err := f.fail(OpReadEvents, sessionID); err != nil {
+		return nil, err
+	}
+	return f.inner.ReadEvents(ctx, sessionID, afterSeq, limit)
+}
+
+func (f *Faulty) LastSeq(ctx context.Context, sessionID string) (uint64, error) {
+	if err := f.fail(OpLastSeq, sessionID); err != nil {
+		return 0, err
+	}
+	return f.inner.LastSeq(ctx, sessionID)
+}
+
+func (f *Faulty) Repairs() []Repair { return f.inner.Repairs() }
+
+func (f *Faulty) Close() error {
+	if err := f.fail(OpClose, ""); err != nil {
+		return err
+	}
+	return f.inner.Close()
+}

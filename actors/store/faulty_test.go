@@ -1,0 +1,100 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/store"
+	"github.com/codesession/codesession/actors/store/storetest"
+	"github.com/codesession/codesession/messages"
+)
+
+func TestFaultyConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return store.NewFaulty(store.NewMemory()) })
+}
+
+func TestFaultyFailAppends(t *testing.T) {
+	ctx := context.Background()
+	f := store.NewFaulty(store.NewMemory())
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, f.Create(ctx, rec))
+
+	f.FailAppends(2)
+	for i := 0; i < 2; i++ {
+		err := f.Append(ctx, rec.SessionID, storetest.NewEvents(1, 3))
+		storetest.RequireCode(t, err, messages.CodeInternal, "append %d", i)
+		last, err := f.LastSeq(ctx, rec.SessionID)
+		require.NoError(t, err)
+		require.Zero(t, last, "a failed append writes nothing")
+	}
+	require.NoError(t, f.Append(ctx, rec.SessionID, storetest.NewEvents(1, 3)), "the third append goes through")
+	last, err := f.Inner().LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), last)
+}
+
+func TestFaultyFailMeta(t *testing.T) {
+	ctx := context.Background()
+	f := store.NewFaulty(store.NewMemory())
+	rec := storetest.NewRecord(time.Now())
+
+	f.FailMeta(2)
+	storetest.RequireCode(t, f.Create(ctx, rec), messages.CodeInternal)
+	_, err := f.GetMeta(ctx, rec.SessionID)
+	storetest.RequireCode(t, err, messages.CodeNotFound, "a failed Create writes nothing; reads are not failed")
+	require.NoError(t, f.Append(ctx, storetest.NewRecord(time.Now()).SessionID, nil), "appends are not failed by FailMeta")
+
+	storetest.RequireCode(t, f.Create(ctx, rec), messages.CodeInternal, "second failure")
+	require.NoError(t, f.Create(ctx, rec), "the counter is used up")
+
+	f.FailMeta(1)
+	changed := rec.Clone()
+	changed.Status = messages.StatusEnded
+	storetest.RequireCode(t, f.PutMeta(ctx, changed), messages.CodeInternal)
+	got, err := f.GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	require.Equal(t, messages.StatusRunning, got.Status, "a failed PutMeta writes nothing")
+	require.NoError(t, f.PutMeta(ctx, changed))
+}
+
+func TestFaultySetFailure(t *testing.T) {
+	ctx := context.Background()
+	f := store.NewFaulty(store.NewMemory())
+	a, b := storetest.NewRecord(time.Now()), storetest.NewRecord(time.Now())
+	require.NoError(t, f.Create(ctx, a))
+	require.NoError(t, f.Create(ctx, b))
+
+	boom := messages.Errorf(messages.CodeTimeout, "custom", "disk asleep")
+	var ops []string
+	f.SetFailure(func(op, sessionID string) error {
+		ops = append(ops, op)
+		if sessionID == a.SessionID && op == store.OpReadEvents {
+			return boom
+		}
+		return nil
+	})
+	_, err := f.ReadEvents(ctx, a.SessionID, 0, 0)
+	require.True(t, errors.Is(err, boom), "got %v", err)
+	_, err = f.ReadEvents(ctx, b.SessionID, 0, 0)
+	require.NoError(t, err, "only the chosen session fails")
+	_, err = f.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{store.OpReadEvents, store.OpReadEvents, store.OpList}, ops)
+
+	// A hook failure does not use up an armed counter.
+	f.FailAppends(1)
+	f.SetFailure(func(op, _ string) error {
+		if op == store.OpAppend {
+			return boom
+		}
+		return nil
+	})
+	require.ErrorIs(t, f.Append(ctx, a.SessionID, storetest.NewEvents(1, 1)), boom)
+	f.SetFailure(nil)
+	storetest.RequireCode(t, f.Append(ctx, a.SessionID, storetest.NewEvents(1, 1)), messages.CodeInternal)
+	require.NoError(t, f.Append(ctx, a.SessionID, storetest.NewEvents(1, 1)))
+}
