@@ -78,16 +78,19 @@ type Actor struct {
 	core *Core
 	sup  *supervise.Supervisor
 
-	created      bool
-	releasing    bool
-	releasedSeq  uint64
-	stopWaiters  []chan<- Result[messages.StopResult]
-	reason       messages.ReleaseReason
-	lifetime     *time.Timer
-	deadline     *time.Timer
-	done         bool
-	doneMsg      Done
-	pendingReads map[uint64]chan<- Result[messages.TurnResult]
+	created     bool
+	releasing   bool
+	releasedSeq uint64
+	stopWaiters []chan<- Result[messages.StopResult]
+	reason      messages.ReleaseReason
+	lifetime    *time.Timer
+	deadline    *time.Timer
+	done        bool
+	doneMsg     Done
+	// stoppedByCaller: the release was begun by a stop op (its caller is
+	// the one answered alreadyStopped=false).
+	stoppedByCaller bool
+	pendingReads    map[uint64]chan<- Result[messages.TurnResult]
 }
 
 // NewProducer returns the hollywood producer of a session actor.
@@ -297,6 +300,13 @@ func (a *Actor) flush(c *actor.Context) {
 }
 
 func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, outcome messages.Outcome, note, why string, reply chan<- Result[messages.StopResult]) {
+	if a.done {
+		// released already: stop is idempotent
+		if reply != nil {
+			reply <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: true, Outcome: a.core.Outcome()}}
+		}
+		return
+	}
 	if reply != nil {
 		a.stopWaiters = append(a.stopWaiters, reply)
 	}
@@ -304,6 +314,7 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 		return
 	}
 	a.releasing = true
+	a.stoppedByCaller = reply != nil
 	a.reason = reason
 	if a.lifetime != nil {
 		a.lifetime.Stop()
@@ -325,7 +336,8 @@ func (a *Actor) finish(c *actor.Context) {
 	}
 	outcome := a.core.Outcome()
 	for i, w := range a.stopWaiters {
-		w <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: i > 0, Outcome: outcome}}
+		first := i == 0 && a.stoppedByCaller
+		w <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: !first, Outcome: outcome}}
 	}
 	a.stopWaiters = nil
 	if a.o.Hooks.Released != nil {
