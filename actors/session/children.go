@@ -281,7 +281,18 @@ type persister struct {
 	meta      *messages.SessionRecord
 	scheduled bool
 	onAppend  func(time.Duration, error)
+	// retryIn is the delay before retrying a failed write; 0 when healthy.
+	retryIn time.Duration
 }
+
+// Retry bounds for failed writes: the events are kept (in seq order, so
+// the log stays gapless) and written again, with backoff, until the store
+// takes them or the cap is hit.
+const (
+	persistRetryMin = 50 * time.Millisecond
+	persistRetryMax = 5 * time.Second
+	persistMaxHeld  = 1 << 16
+)
 
 func newPersister(s store.Store, sid string, parent *actor.PID, timeout time.Duration, onAppend func(time.Duration, error)) actor.Producer {
 	return func() actor.Receiver {
@@ -309,6 +320,20 @@ func (p *persister) Receive(c *actor.Context) {
 	}
 }
 
+func (p *persister) scheduleRetry(c *actor.Context) {
+	if p.retryIn == 0 {
+		p.retryIn = persistRetryMin
+	} else if p.retryIn *= 2; p.retryIn > persistRetryMax {
+		p.retryIn = persistRetryMax
+	}
+	if p.scheduled {
+		return
+	}
+	p.scheduled = true
+	engine, self := c.Engine(), c.PID()
+	time.AfterFunc(p.retryIn, func() { engine.Send(self, persistFlush{}) })
+}
+
 func (p *persister) flush(c *actor.Context) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
@@ -329,13 +354,28 @@ func (p *persister) flush(c *actor.Context) {
 			p.onAppend(time.Since(start), ack.err)
 		}
 		ack.upTo = p.events[n-1].Seq
-		p.events = nil
+		if ack.err == nil {
+			p.events = nil
+		} else if n > persistMaxHeld {
+			// the store has been refusing for long: give up on the oldest
+			// rather than hold memory without bound (the log will show the
+			// gap; the error events say why)
+			slog.Error("persist: dropping events the store keeps refusing", "session", p.sessionID, "dropped", n-persistMaxHeld)
+			p.events = append([]messages.PersistedEvent(nil), p.events[n-persistMaxHeld:]...)
+		}
 	}
 	if p.meta != nil {
-		if err := p.store.PutMeta(ctx, *p.meta); err != nil && ack.err == nil {
+		err := p.store.PutMeta(ctx, *p.meta)
+		if err == nil {
+			p.meta = nil
+		} else if ack.err == nil {
 			ack.err = err
 		}
-		p.meta = nil
+	}
+	if ack.err != nil {
+		p.scheduleRetry(c)
+	} else {
+		p.retryIn = 0
 	}
 	c.Send(p.parent, ack)
 }
