@@ -276,3 +276,46 @@ func TestPersistFailuresAreSoft(t *testing.T) {
 		assert.Equal(t, uint64(i+1), e.Seq, "the failed batches were retried: nothing is missing")
 	}
 }
+
+// TestSessionActorPanicEscalatesToTheRegistry: a panic in the session actor
+// itself (here from a faulty event listener) is contained: the registry
+// stops that session, marks its record failed with a final released event,
+// answers its waiting callers, and goes on serving others.
+func TestSessionActorPanicEscalatesToTheRegistry(t *testing.T) {
+	cfg := testConfig(t)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
+	var armed atomic.Bool
+	listener := func(sid string, ev messages.PersistedEvent) {
+		if armed.Load() && ev.Event.Type == messages.EvGuidance {
+			panic("listener bug")
+		}
+	}
+	rt := newRuntime(t, cfg, sc, WithEventListener(listener))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	readKind(t, rt, "s", st.SessionID)
+
+	armed.Store(true)
+	// the guide is answered (accepted before the listener panicked); what
+	// matters is that the caller is never left hanging
+	_, _ = rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "boom"})
+	armed.Store(false)
+
+	require.Eventually(t, func() bool {
+		rec, err := rt.Store().GetMeta(ctx, st.SessionID)
+		return err == nil && rec.Status == messages.StatusFailed
+	}, 10*time.Second, 10*time.Millisecond)
+	evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
+	require.NoError(t, err)
+	for i, e := range evs {
+		require.Equal(t, uint64(i+1), e.Seq)
+	}
+	assert.Equal(t, messages.ReleaseFailed, evs[len(evs)-1].Event.ReleaseReason)
+	_, err = rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "again"})
+	assert.Equal(t, messages.CodeNotLive, messages.ErrorCode(err))
+
+	st2, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	assert.Equal(t, messages.KindTurnComplete, readKind(t, rt, "s", st2.SessionID).Kind)
+}
