@@ -193,7 +193,12 @@ func TestKilledRuntimeLeavesAnOrphanAndATornLine(t *testing.T) {
 	rec, err := rt.Store().GetMeta(ctx, st.SessionID)
 	require.NoError(t, err)
 	require.True(t, rec.Status.Live())
-	rt.closed.Store(true) // keep Cleanup's Close from releasing it
+	rt.closed.Store(true) // no op reaches it any more, as if the process were gone
+	t.Cleanup(func() {
+		// after the test, stop the abandoned runtime's goroutines; it must
+		// not write (its records were already swept by rt2)
+		rt.closed.Store(false)
+	})
 
 	// a torn write: half of a next event, no newline
 	line, err := json.Marshal(messages.PersistedEvent{Seq: uint64(len(before) + 1), At: time.Now(), Turn: 1,
