@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/codesession/codesession/config"
+)
+
+// configFlags are the flags that form the last configuration layer.
+type configFlags struct {
+	path string            // --config: the file; required when set
+	home string            // --home: cfg.Home (and where <home>/config.json is looked for)
+	env  map[string]string // --env KEY=VALUE: merged into cfg.Env
+}
+
+func (c *configFlags) addConfig(fs *pflag.FlagSet) {
+	fs.StringVar(&c.path, "config", "", "config file (default $CODESESSION_CONFIG, else <home>/config.json when present)")
+}
+
+func (c *configFlags) addHome(fs *pflag.FlagSet) {
+	fs.StringVar(&c.home, "home", "", "codesession home: sessions, learning data (default $CODESESSION_HOME, else ~/.codesession)")
+}
+
+// addEnv collects repeated --env KEY=VALUE flags; parseEnv checks them.
+func addEnv(fs *pflag.FlagSet, dst *[]string) {
+	fs.StringArrayVar(dst, "env", nil, "extra environment for the backend, KEY=VALUE (repeatable)")
+}
+
+// parseEnv turns KEY=VALUE strings into a map, rejecting malformed ones.
+func parseEnv(cmd string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n\x00") {
+			return nil, usagef(cmd, "--env %q: want KEY=VALUE", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// load builds the command's Config: defaults, the file, CODESESSION_*
+// variables, then these flags, then Validate. Every problem is a usage
+// error (exit 2) that names the file, variable or field.
+func (c *configFlags) load(cmd string, getenv func(string) string) (config.Config, error) {
+	home := c.home
+	if home != "" {
+		abs, err := filepath.Abs(home)
+		if err != nil {
+			return config.Config{}, usagef(cmd, "--home %q: %v", home, err)
+		}
+		home = abs
+		// --home stands for CODESESSION_HOME everywhere, including where
+		// <home>/config.json is looked for.
+		outer := getenv
+		getenv = func(k string) string {
+			if k == "CODESESSION_HOME" {
+				return home
+			}
+			return outer(k)
+		}
+	}
+	cfg, err := config.Load(c.path, getenv)
+	if err != nil {
+		return cfg, &usageError{cmd: cmd, err: err}
+	}
+	if home != "" {
+		cfg.Home = home
+	}
+	for _, k := range sortedKeys(c.env) {
+		if cfg.Env == nil {
+			cfg.Env = map[string]string{}
+		}
+		cfg.Env[k] = c.env[k]
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, &usageError{cmd: cmd, err: fieldErrors(err)}
+	}
+	return cfg, nil
+}
+
+// fieldErrors introduces Validate's errors, which are joined one per line.
+func fieldErrors(err error) error {
+	return fmt.Errorf("invalid configuration:\n%w", err)
+}

@@ -1,0 +1,239 @@
+// Command codesession is codesession's CLI ops console: it drives coding
+// agents as supervised sessions in the embedded runtime (actors.Runtime).
+//
+//	codesession run [flags] BRIEF    start, drive and stop one session
+//	codesession backends [--json]    the capability matrix with availability
+//	codesession demo [--json]        the whole loop against the scripted backend
+//	codesession version | help
+//
+// main only wires the process to run(ctx, args, getenv, stdin, stdout,
+// stderr), which returns the exit code: 0 success, 1 the session failed or
+// ended in error, 2 a usage or configuration error (printed with a
+// "Try: codesession <cmd> --help" hint). Exit codes are decided in one place,
+// exitCode.
+//
+// Each command lives in its own file with its own pflag.FlagSet. Parsing
+// (parseRunFlags, ...) is apart from running (runCmd.exec, ...), so tests can
+// build a command's options without flags. Configuration flows one way:
+// defaults, then a JSON file (--config, else $CODESESSION_CONFIG, else
+// <home>/config.json when present), then CODESESSION_* variables, then
+// flags, then config.Validate.
+//
+// Concurrency: run is safe to call from several goroutines with separate
+// streams; each call builds its own runtime. Only main installs a
+// process-wide slog logger.
+//
+// Testing: the tests drive run with argument lists and buffers against the
+// scripted backend (scenario files through --env CODESESSION_SCRIPT=...);
+// hygiene_test.go holds the module's dependency direction and package-doc
+// rules with `go list`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/codesession/codesession/messages"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	installLogger = func(w io.Writer, level string) {
+		var l slog.Level
+		_ = l.UnmarshalText([]byte(level)) // config.Validate has checked it
+		slog.SetDefault(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})))
+	}
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// installLogger, when set, routes the runtime's slog output once the config
+// is known. Only main sets it: the default logger is process-wide.
+var installLogger func(w io.Writer, level string)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// streams is what a command reads and writes; run fills it from its arguments.
+type streams struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// command is one subcommand: parse turns its arguments into a runner
+// (returning *usageError for bad ones), and the runner does the work.
+type command struct {
+	name    string
+	summary string
+	usage   string // the synopsis after "codesession "
+	flags   func() *pflag.FlagSet
+	parse   func(args []string) (runner, error)
+}
+
+type runner interface {
+	exec(ctx context.Context, s *streams) error
+}
+
+func commands() []command {
+	return []command{runCommand(), backendsCommand(), demoCommand(), versionCommand(), helpCommand()}
+}
+
+func findCommand(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// run is the whole CLI: it parses args (without the program name), runs the
+// command and returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	s := &streams{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		writeHelp(stderr)
+		return report(s, "", &usageError{cmd: "help", err: errors.New("no command given")})
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help":
+		writeHelp(stdout)
+		return exitOK
+	}
+	cmd, ok := findCommand(name)
+	if !ok {
+		return report(s, "", &usageError{cmd: "help", err: fmt.Errorf("unknown command %q", name)})
+	}
+	r, err := cmd.parse(args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		writeCommandHelp(stdout, cmd)
+		return exitOK
+	}
+	if err != nil {
+		return report(s, name, err)
+	}
+	return report(s, name, r.exec(ctx, s))
+}
+
+// newFlagSet returns a command's flag set: errors are returned, never
+// printed or fatal, and help is printed by run.
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	return fs
+}
+
+// parseFlags parses args into fs, turning flag errors into usage errors.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return &usageError{cmd: fs.Name(), err: err}
+	}
+	return nil
+}
+
+// usageError is a bad command line or configuration: exit 2 with a hint.
+type usageError struct {
+	cmd string
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, err: fmt.Errorf(format, args...)}
+}
+
+// failedError says the session failed or ended in error; what happened has
+// already been printed.
+type failedError struct{ reason string }
+
+func (e *failedError) Error() string { return e.reason }
+
+// exitCode is the one place errors become exit codes.
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	default:
+		return exitFailed
+	}
+}
+
+// report prints err (with the Try hint for usage errors) and returns the
+// exit code.
+func report(s *streams, cmd string, err error) int {
+	code := exitCode(err)
+	if err == nil {
+		return code
+	}
+	prefix := "codesession"
+	if cmd != "" {
+		prefix += " " + cmd
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(s.stderr, "%s: %s\n", prefix, line)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		if ue.cmd == "help" || ue.cmd == "" {
+			fmt.Fprintln(s.stderr, "Try: codesession help")
+		} else {
+			fmt.Fprintf(s.stderr, "Try: codesession %s --help\n", ue.cmd)
+		}
+	}
+	return code
+}
+
+// rejected turns a start refused for what the user asked (a bad field, an
+// unknown backend, a posture above its ceiling, an unsupported option) into
+// a usage error; other errors pass through.
+func rejected(cmd string, err error) error {
+	switch messages.ErrorCode(err) {
+	case messages.CodeInvalid, messages.CodeNotFound, messages.CodeCeilingExceeded, messages.CodeUnsupported:
+		return &usageError{cmd: cmd, err: err}
+	}
+	return err
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
