@@ -194,6 +194,7 @@ func TestKilledRuntimeLeavesAnOrphanAndATornLine(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rec.Status.Live())
 	rt.closed.Store(true) // no op reaches it any more, as if the process were gone
+	rt.lease.release()    // the kernel drops a dead process's flock
 	t.Cleanup(func() {
 		// after the test, stop the abandoned runtime's goroutines; it must
 		// not write (its records were already swept by rt2)
@@ -291,8 +292,8 @@ func TestSessionActorPanicEscalatesToTheRegistry(t *testing.T) {
 	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
 	var armed atomic.Bool
 	listener := func(sid string, ev messages.PersistedEvent) {
-		if armed.Load() && ev.Event.Type == messages.EvGuidance {
-			panic("listener bug")
+		if ev.Event.Type == messages.EvGuidance && armed.CompareAndSwap(true, false) {
+			panic("listener bug") // once
 		}
 	}
 	rt := newRuntime(t, cfg, sc, WithEventListener(listener))
@@ -305,7 +306,6 @@ func TestSessionActorPanicEscalatesToTheRegistry(t *testing.T) {
 	// the guide is answered (accepted before the listener panicked); what
 	// matters is that the caller is never left hanging
 	_, _ = rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "boom"})
-	armed.Store(false)
 
 	require.Eventually(t, func() bool {
 		rec, err := rt.Store().GetMeta(ctx, st.SessionID)
@@ -323,4 +323,44 @@ func TestSessionActorPanicEscalatesToTheRegistry(t *testing.T) {
 	st2, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
 	require.NoError(t, err)
 	assert.Equal(t, messages.KindTurnComplete, readKind(t, rt, "s", st2.SessionID).Kind)
+}
+
+// TestSharedHomeLeavesOtherLiveRuntimesAlone: a second process on the same
+// home does not orphan the first one's live sessions (its lease is held);
+// once the first is gone, the next boot does.
+func TestSharedHomeLeavesOtherLiveRuntimesAlone(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := ctxT(t)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
+	rt1 := newRuntime(t, cfg, sc)
+	st, err := rt1.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	readKind(t, rt1, "s", st.SessionID)
+
+	rt2 := newRuntime(t, cfg, sc)
+	rec, err := rt2.Store().GetMeta(ctx, st.SessionID)
+	require.NoError(t, err)
+	assert.True(t, rec.Status.Live(), "a live runtime's session is not orphaned by another boot")
+	_, err = rt2.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "x"})
+	assert.Equal(t, messages.CodeConflict, messages.ErrorCode(err), "it is live elsewhere")
+	require.NoError(t, rt2.Close(ctx))
+
+	// the first runtime dies without releasing
+	rt1.closed.Store(true)
+	rt1.lease.release()
+	t.Cleanup(func() { rt1.closed.Store(false) })
+	rt3 := newRuntime(t, cfg, sc)
+	rec, err = rt3.Store().GetMeta(ctx, st.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusOrphaned, rec.Status)
+}
+
+func TestStartChecksTheWorkingDirectory(t *testing.T) {
+	rt := newRuntime(t, testConfig(t), nil)
+	ctx := ctxT(t)
+	_, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: filepath.Join(t.TempDir(), "missing")})
+	var e *messages.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, messages.CodeInvalid, e.Code)
+	assert.Equal(t, "cwd", e.Field)
 }

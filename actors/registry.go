@@ -69,14 +69,17 @@ type releaseWaiter struct {
 // registry routes ops to sessions, owns ownership scopes and their
 // constraints, and places and releases sessions. Only it spawns sessions.
 type registry struct {
-	cfg      *config.Config
-	backends *transports.Registry
-	store    store.Store
-	capture  diffcapture.Factory
-	policy   supervise.Policy
-	hooks    session.Hooks
-	metrics  *Metrics
-	now      func() time.Time
+	runtimeID string
+	log       *slog.Logger
+	leaseHeld func(runtimeID string) bool
+	cfg       *config.Config
+	backends  *transports.Registry
+	store     store.Store
+	capture   diffcapture.Factory
+	policy    supervise.Policy
+	hooks     session.Hooks
+	metrics   *Metrics
+	now       func() time.Time
 
 	live        map[string]liveEntry
 	stopping    map[string]string // released, actor still stopping: sid -> scope
@@ -141,6 +144,7 @@ func (r *registry) start(c *actor.Context, m regStart) {
 	}
 	spec.SessionID = messages.NewSessionID()
 	spec.OwnerScope = m.scope
+	spec.Runtime = r.runtimeID
 	var capt diffcapture.Capturer = diffcapture.Noop{}
 	if r.capture != nil {
 		capt = r.capture(spec.Cwd, spec.Descriptor)
@@ -184,6 +188,11 @@ func (r *registry) route(c *actor.Context, m regOp) {
 		rec, err := st.GetMeta(ctx, sid)
 		if err != nil || rec.LatestRun() == nil || rec.LatestRun().OwnerScopeID != scope {
 			op.op.Fail(messages.Errorf(messages.CodeNotFound, "route", "no session %s in this scope", sid))
+			return
+		}
+		if rec.Status.Live() && r.leaseHeld(rec.LatestRun().Runtime) {
+			op.op.Fail(messages.Errorf(messages.CodeConflict, "route",
+				"session %s is live in another runtime (%s): drive it there", sid, rec.LatestRun().Runtime))
 			return
 		}
 		r.notLiveRecord(op, rec.Outcome)
@@ -284,7 +293,7 @@ func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
 			sid = id
 		}
 	}
-	slog.Error("session actor panicked", "session", sid, "reason", m.Reason)
+	r.log.Error("session actor panicked", "session", sid, "reason", m.Reason)
 	if sid == "" {
 		return
 	}
@@ -299,7 +308,7 @@ func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := markFailed(ctx, st, sid, now(), "the session actor crashed: "+m.Reason); err != nil {
-			slog.Error("marking a crashed session failed", "session", sid, "err", err)
+			r.log.Error("marking a crashed session failed", "session", sid, "err", err)
 		}
 	})
 }
@@ -327,7 +336,7 @@ func markFailed(ctx context.Context, st store.Store, sid string, now time.Time, 
 // sweepOrphans marks every record still running or idle as orphaned, with
 // an event: their owning process died before releasing them. Failures are
 // logged and never block boot.
-func sweepOrphans(ctx context.Context, st store.Store, now time.Time) (int, error) {
+func sweepOrphans(ctx context.Context, st store.Store, now time.Time, alive func(runtimeID string) bool, log *slog.Logger) (int, error) {
 	recs, err := st.List(ctx)
 	if err != nil {
 		return 0, err
@@ -337,20 +346,23 @@ func sweepOrphans(ctx context.Context, st store.Store, now time.Time) (int, erro
 		if !rec.Status.Live() {
 			continue
 		}
+		if run := rec.LatestRun(); run != nil && alive(run.Runtime) {
+			continue // another live process drives it
+		}
 		last, err := st.LastSeq(ctx, rec.SessionID)
 		if err != nil {
-			slog.Warn("orphan sweep: cannot read log", "session", rec.SessionID, "err", err)
+			log.Warn("orphan sweep: cannot read log", "session", rec.SessionID, "err", err)
 			continue
 		}
 		ev := messages.PersistedEvent{Seq: last + 1, At: now, Event: messages.Event{Type: messages.EvOrphaned,
 			Text: fmt.Sprintf("the process that owned this session (status %s) ended without releasing it", rec.Status)}}
 		if err := st.Append(ctx, rec.SessionID, []messages.PersistedEvent{ev}); err != nil {
-			slog.Warn("orphan sweep: cannot append", "session", rec.SessionID, "err", err)
+			log.Warn("orphan sweep: cannot append", "session", rec.SessionID, "err", err)
 			continue
 		}
 		rec.Status, rec.UpdatedAt = messages.StatusOrphaned, now
 		if err := st.PutMeta(ctx, rec); err != nil {
-			slog.Warn("orphan sweep: cannot write record", "session", rec.SessionID, "err", err)
+			log.Warn("orphan sweep: cannot write record", "session", rec.SessionID, "err", err)
 			continue
 		}
 		n++

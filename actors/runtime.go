@@ -2,8 +2,11 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +34,7 @@ type options struct {
 	capture  diffcapture.Factory
 	now      func() time.Time
 	onEvent  func(sessionID string, ev messages.PersistedEvent)
+	logger   *slog.Logger
 }
 
 // WithStore uses s instead of the file store under the config's home.
@@ -54,6 +58,9 @@ func WithEventListener(f func(sessionID string, ev messages.PersistedEvent)) Opt
 	return func(o *options) { o.onEvent = f }
 }
 
+// WithLogger sets the runtime's logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
 // DefaultBackends returns a registry of every built-in backend.
 func DefaultBackends() *transports.Registry {
 	return transports.NewRegistry(script.New())
@@ -61,6 +68,8 @@ func DefaultBackends() *transports.Registry {
 
 // Runtime is the embedded API. Create it with New; Close it when done.
 type Runtime struct {
+	id       string
+	lease    *lease
 	cfg      config.Config
 	engine   *actor.Engine
 	registry *actor.PID
@@ -77,10 +86,11 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{now: time.Now}
+	o := options{now: time.Now, logger: slog.Default()}
 	for _, f := range opts {
 		f(&o)
 	}
+	log := o.logger
 	if o.backends == nil {
 		o.backends = DefaultBackends()
 	}
@@ -91,22 +101,29 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		}
 		o.store = fs
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if n, err := sweepOrphans(ctx, o.store, o.now()); err != nil {
-		slog.Warn("orphan sweep failed", "err", err)
-	} else if n > 0 {
-		slog.Info("marked orphaned sessions", "count", n)
-	}
-	for _, rp := range o.store.Repairs() {
-		slog.Warn("store repaired a torn event log", "session", rp.SessionID, "offset", rp.Offset, "bytes", rp.Bytes)
-	}
-	engine, err := actor.NewEngine(actor.NewEngineConfig())
+	id := newRuntimeID()
+	ls, err := takeLease(cfg.Home, id)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alive := func(rid string) bool { return rid == id || leaseHeld(cfg.Home, rid) }
+	if n, err := sweepOrphans(ctx, o.store, o.now(), alive, log); err != nil {
+		log.Warn("orphan sweep failed", "err", err)
+	} else if n > 0 {
+		log.Info("marked orphaned sessions", "count", n)
+	}
+	for _, rp := range o.store.Repairs() {
+		log.Warn("store repaired a torn event log", "session", rp.SessionID, "offset", rp.Offset, "bytes", rp.Bytes)
+	}
+	engine, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		ls.release()
+		return nil, err
+	}
 	m := newMetrics(o.metrics)
-	rt := &Runtime{cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m}
+	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m}
 	hooks := session.Hooks{
 		Event: o.onEvent,
 		Result: func(r messages.TurnResult) {
@@ -128,11 +145,11 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 			m.duration.Observe(float64(rec.UpdatedAt.Sub(rec.CreatedAt).Milliseconds()))
 		},
 	}
-	reg := &registry{cfg: &rt.cfg, backends: o.backends, store: o.store, capture: o.capture,
+	reg := &registry{runtimeID: id, log: log, leaseHeld: func(rid string) bool { return rid != id && leaseHeld(cfg.Home, rid) }, cfg: &rt.cfg, backends: o.backends, store: o.store, capture: o.capture,
 		policy: policyFrom(cfg.Supervision), hooks: hooks, metrics: m, now: o.now}
 	rt.registry = supervise.Spawn(engine, func() actor.Receiver { return reg }, "registry",
 		supervise.RecoverOptions{Name: "registry", OnFailure: func(f supervise.ChildFailed) {
-			slog.Error("registry panicked; ops will fail until the runtime is recreated", "reason", f.Reason)
+			log.Error("registry panicked; ops will fail until the runtime is recreated", "reason", f.Reason)
 		}, OnUndelivered: func(u supervise.Undelivered) {
 			if op, ok := u.Message.(session.Op); ok {
 				op.Fail(messages.Errorf(messages.CodeInternal, "route", "the registry failed"))
@@ -173,8 +190,38 @@ func await[T any](ctx context.Context, op string, ch <-chan session.Result[T]) (
 		return res.Val, res.Err
 	case <-ctx.Done():
 		var zero T
-		return zero, messages.Wrap(messages.CodeTimeout, op, ctx.Err(), "timed out waiting for the session")
+		return zero, ctxError(ctx, op)
 	}
+}
+
+// ctxError is the typed error for a context that ended: a deadline or a
+// cancellation, said as such.
+func ctxError(ctx context.Context, op string) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return messages.Wrap(messages.CodeTimeout, op, ctx.Err(), "cancelled before the session answered")
+	}
+	return messages.Wrap(messages.CodeTimeout, op, ctx.Err(), "the deadline passed before the session answered")
+}
+
+// resolveCwd makes a session's working directory absolute and checks that
+// it is a directory; empty means the process's working directory.
+func resolveCwd(cwd string) (string, error) {
+	if cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot read the working directory")
+		}
+		return wd, nil
+	}
+	abs, err := filepath.Abs(cwd)
+	if err != nil {
+		return "", messages.FieldError(messages.OpStart, "cwd", "not a usable path")
+	}
+	fi, err := os.Stat(abs)
+	if err != nil || !fi.IsDir() {
+		return "", messages.FieldError(messages.OpStart, "cwd", "%s is not a directory", abs)
+	}
+	return abs, nil
 }
 
 func (r *Runtime) count(op string, err error) {
@@ -199,6 +246,11 @@ func (r *Runtime) Start(ctx context.Context, scope string, op messages.Start) (r
 	if err := op.Validate(); err != nil {
 		return res, err
 	}
+	cwd, err := resolveCwd(op.Cwd)
+	if err != nil {
+		return res, err
+	}
+	op.Cwd = cwd
 	ch := make(chan session.Result[messages.StartResult], 1)
 	r.engine.Send(r.registry, regStart{scope: scope, op: op, reply: ch})
 	return await(ctx, messages.OpStart, ch)
@@ -235,19 +287,19 @@ func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTu
 	select {
 	case c := <-cancelCh:
 		if c.Err == nil && c.Val {
-			return res, messages.Wrap(messages.CodeTimeout, messages.OpReadTurn, ctx.Err(), "no result before the deadline")
+			return res, ctxError(ctx, messages.OpReadTurn)
 		}
 	case out := <-ch:
 		return out.Val, out.Err
 	case <-wait.C:
-		return res, messages.Wrap(messages.CodeTimeout, messages.OpReadTurn, ctx.Err(), "no result before the deadline")
+		return res, ctxError(ctx, messages.OpReadTurn)
 	}
 	// the session answered before it saw the cancel: the answer is coming
 	select {
 	case out := <-ch:
 		return out.Val, out.Err
 	case <-wait.C:
-		return res, messages.Wrap(messages.CodeTimeout, messages.OpReadTurn, ctx.Err(), "no result before the deadline")
+		return res, ctxError(ctx, messages.OpReadTurn)
 	}
 }
 
@@ -346,7 +398,9 @@ func (r *Runtime) ListBackends(ctx context.Context, scope string) (res messages.
 		if gerr != nil {
 			return res, gerr
 		}
+		res.Backends[i].Descriptor = t.Descriptor()
 		go func() {
+			// a probe that panics degrades to probe-failed, never fails the op
 			defer func() {
 				if p := recover(); p != nil {
 					res.Backends[i].Availability = messages.Availability{Reason: fmt.Sprintf("probe failed: %v", p), CheckedAt: time.Now()}
@@ -355,7 +409,7 @@ func (r *Runtime) ListBackends(ctx context.Context, scope string) (res messages.
 			}()
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			res.Backends[i] = messages.BackendListing{Descriptor: t.Descriptor(), Availability: t.Probe(pctx)}
+			res.Backends[i].Availability = t.Probe(pctx)
 		}()
 	}
 	for range ids {
@@ -408,5 +462,6 @@ func (r *Runtime) Close(ctx context.Context) error {
 	if cerr := r.store.Close(); err == nil {
 		err = cerr
 	}
+	r.lease.release()
 	return err
 }

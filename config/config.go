@@ -245,6 +245,9 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 // environment. Flags are applied by the caller, then Validate.
 func Load(path string, getenv func(string) string) (Config, error) {
 	c := Default()
+	if h := getenv("HOME"); h != "" {
+		c.Home = filepath.Join(h, ".codesession") // the caller's environment, not the process's
+	}
 	if h := getenv("CODESESSION_HOME"); h != "" {
 		c.Home = h
 	}

@@ -16,6 +16,9 @@ type Run struct {
 	StartedAt         time.Time `json:"startedAt" msgpack:"startedAt"`
 	ExternalSessionID string    `json:"externalSessionId,omitempty" msgpack:"externalSessionId,omitempty"`
 	OwnerScopeID      string    `json:"ownerScopeId" msgpack:"ownerScopeId"`
+	// Runtime is the id of the runtime (process) that drove this run; the
+	// orphan sweep leaves alone runs whose runtime is still alive.
+	Runtime string `json:"runtime,omitempty" msgpack:"runtime,omitempty"`
 }
 
 // SessionRecord is a session's meta.json.

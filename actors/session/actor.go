@@ -60,8 +60,9 @@ type Options struct {
 	// StartReply gets the start result once the record is durable.
 	StartReply chan<- Result[messages.StartResult]
 
-	Now   func() time.Time
-	Hooks Hooks
+	Now    func() time.Time
+	Hooks  Hooks
+	Logger *slog.Logger // nil: slog.Default()
 }
 
 type (
@@ -96,6 +97,13 @@ type Actor struct {
 // NewProducer returns the hollywood producer of a session actor.
 func NewProducer(o Options) actor.Producer {
 	return func() actor.Receiver { return &Actor{o: o} }
+}
+
+func (a *Actor) log() *slog.Logger {
+	if a.o.Logger != nil {
+		return a.o.Logger
+	}
+	return slog.Default()
 }
 
 func (a *Actor) now() time.Time {
@@ -175,7 +183,7 @@ func (a *Actor) Receive(c *actor.Context) {
 		a.releasedSeq = a.core.FinishRelease(now)
 		a.deadline = time.AfterFunc(2*a.o.ShutdownTimeout, func() { c.Engine().Send(c.PID(), releaseDeadline{}) })
 	case releaseDeadline:
-		slog.Warn("session: the released event was not acknowledged in time; finishing release", "session", a.o.Spec.SessionID)
+		a.log().Warn("session: the released event was not acknowledged in time; finishing release", "session", a.o.Spec.SessionID)
 		a.finish(c)
 	case persistStopped:
 		// The registry stops this actor when it hears Done: one poisoner
@@ -205,11 +213,11 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	}
 	specs := []supervise.ChildSpec{
 		{Name: ChildPersist, Restart: supervise.Permanent, ShutdownTimeout: timeout,
-			Producer: newPersister(a.o.Store, a.o.Spec.SessionID, self, timeout, a.o.Hooks.Append)},
+			Producer: newPersister(a.o.Store, a.o.Spec.SessionID, self, timeout, a.o.Hooks.Append, a.log())},
 		{Name: ChildDiff, Restart: supervise.Transient, ShutdownTimeout: timeout,
 			Producer: newDiffer(capturer, self, 4*timeout)},
 		{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: timeout,
-			Producer: newHost(a.o.Transport, specFn, self, timeout)},
+			Producer: newHost(a.o.Transport, specFn, self, timeout, a.log())},
 	}
 	a.sup = supervise.New(specs, a.o.Policy)
 	a.sup.OnEvent = func(ev supervise.Event) {
@@ -240,7 +248,7 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 
 func (a *Actor) send(c *actor.Context, child string, msg any) {
 	if err := a.sup.Send(c, child, msg); err != nil {
-		slog.Error("session: cannot reach child", "session", a.o.Spec.SessionID, "child", child, "err", err)
+		a.log().Error("session: cannot reach child", "session", a.o.Spec.SessionID, "child", child, "err", err)
 	}
 }
 

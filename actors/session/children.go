@@ -68,11 +68,12 @@ type host struct {
 	opening bool
 	queue   []any
 	closed  *atomic.Bool
+	log     *slog.Logger
 }
 
-func newHost(t transports.Transport, spec func() transports.SessionSpec, parent *actor.PID, timeout time.Duration) actor.Producer {
+func newHost(t transports.Transport, spec func() transports.SessionSpec, parent *actor.PID, timeout time.Duration, log *slog.Logger) actor.Producer {
 	return func() actor.Receiver {
-		return &host{transport: t, spec: spec, parent: parent, timeout: timeout, closed: new(atomic.Bool)}
+		return &host{transport: t, spec: spec, parent: parent, timeout: timeout, closed: new(atomic.Bool), log: log}
 	}
 }
 
@@ -101,7 +102,7 @@ func (h *host) Receive(c *actor.Context) {
 		if h.sess != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 			if err := h.sess.Close(ctx); err != nil {
-				slog.Warn("closing backend session", "err", err)
+				h.log.Warn("closing backend session", "err", err)
 			}
 			cancel()
 			h.sess = nil
@@ -281,6 +282,7 @@ type persister struct {
 	meta      *messages.SessionRecord
 	scheduled bool
 	onAppend  func(time.Duration, error)
+	log       *slog.Logger
 	// retryIn is the delay before retrying a failed write; 0 when healthy.
 	retryIn time.Duration
 }
@@ -294,9 +296,9 @@ const (
 	persistMaxHeld  = 1 << 16
 )
 
-func newPersister(s store.Store, sid string, parent *actor.PID, timeout time.Duration, onAppend func(time.Duration, error)) actor.Producer {
+func newPersister(s store.Store, sid string, parent *actor.PID, timeout time.Duration, onAppend func(time.Duration, error), log *slog.Logger) actor.Producer {
 	return func() actor.Receiver {
-		return &persister{store: s, sessionID: sid, parent: parent, timeout: timeout, onAppend: onAppend}
+		return &persister{store: s, sessionID: sid, parent: parent, timeout: timeout, onAppend: onAppend, log: log}
 	}
 }
 
@@ -360,7 +362,7 @@ func (p *persister) flush(c *actor.Context) {
 			// the store has been refusing for long: give up on the oldest
 			// rather than hold memory without bound (the log will show the
 			// gap; the error events say why)
-			slog.Error("persist: dropping events the store keeps refusing", "session", p.sessionID, "dropped", n-persistMaxHeld)
+			p.log.Error("persist: dropping events the store keeps refusing", "session", p.sessionID, "dropped", n-persistMaxHeld)
 			p.events = append([]messages.PersistedEvent(nil), p.events[n-persistMaxHeld:]...)
 		}
 	}

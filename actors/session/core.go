@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ type Spec struct {
 	TaskTags           []string
 	OwnerScope         string
 	ResumeExternalID   string
+	// Runtime is the id of the runtime driving the session.
+	Runtime string
 }
 
 // Phase is where a session is in its lifecycle.
@@ -190,7 +193,7 @@ func New(spec Spec, now time.Time, lastSeq uint64) *Core {
 		Status:       messages.StatusRunning,
 		CreatedAt:    now,
 		UpdatedAt:    now,
-		Runs:         []messages.Run{{StartedAt: now, ExternalSessionID: spec.ResumeExternalID, OwnerScopeID: spec.OwnerScope}},
+		Runs:         []messages.Run{{StartedAt: now, ExternalSessionID: spec.ResumeExternalID, OwnerScopeID: spec.OwnerScope, Runtime: spec.Runtime}},
 		Version:      messages.RecordVersion,
 	}
 	return c
@@ -378,7 +381,8 @@ func (c *Core) costDelta(ev messages.Event) float64 {
 		if d < 0 {
 			d = 0
 		}
-		return d
+		// totals are cumulative floats: keep deltas free of subtraction noise
+		return math.Round(d*1e9) / 1e9
 	}
 	return ev.CostUSD
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/actors/store/filestore"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/script"
@@ -150,12 +151,12 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 	defer cancel()
 	if rec, gerr := rt.Store().GetMeta(rctx, sid); gerr == nil {
 		out.note("record:     %s (status %s, outcome %s, %d rounds)",
-			filepath.Join(cfg.Home, "sessions", sid, "meta.json"), rec.Status, orDash(string(rec.Outcome)), rec.RoundsElapsed)
+			filestore.MetaPath(cfg.Home, sid), rec.Status, orDash(string(rec.Outcome)), rec.RoundsElapsed)
 	} else {
 		out.note("warning: cannot read the session's record back: %v", gerr)
 	}
 	if evs, rerr := rt.Store().ReadEvents(rctx, sid, 0, 0); rerr == nil {
-		out.note("events:     %s (%d events)", filepath.Join(cfg.Home, "sessions", sid, "events.jsonl"), len(evs))
+		out.note("events:     %s (%d events)", filestore.EventsPath(cfg.Home, sid), len(evs))
 	} else {
 		out.note("warning: cannot read the session's events back: %v", rerr)
 	}

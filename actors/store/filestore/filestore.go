@@ -813,3 +813,13 @@ func putBuffer(buf *bytes.Buffer) {
 		bufPool.Put(buf)
 	}
 }
+
+// MetaPath is where a session's record lives under home.
+func MetaPath(home, sessionID string) string {
+	return filepath.Join(home, sessionsDir, sessionID, metaName)
+}
+
+// EventsPath is where a session's event log lives under home.
+func EventsPath(home, sessionID string) string {
+	return filepath.Join(home, sessionsDir, sessionID, logName)
+}
