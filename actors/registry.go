@@ -48,6 +48,17 @@ type (
 	}
 	// sessionGone: a session actor has fully stopped.
 	sessionGone struct{ sessionID string }
+	regResume   struct {
+		scope string
+		op    messages.Resume
+		reply chan<- session.Result[messages.StartResult]
+	}
+	// regAdopt carries a record read for a resume back to the registry.
+	regAdopt struct {
+		regResume
+		rec     messages.SessionRecord
+		lastSeq uint64
+	}
 )
 
 type liveEntry struct {
@@ -81,12 +92,14 @@ type registry struct {
 	metrics   *Metrics
 	now       func() time.Time
 
-	live        map[string]liveEntry
-	stopping    map[string]string // released, actor still stopping: sid -> scope
-	released    map[string]releasedEntry
-	constraints map[string]messages.ScopeConstraints
-	waiters     []*releaseWaiter
-	closing     bool
+	live     map[string]liveEntry
+	stopping map[string]string // released, actor still stopping: sid -> scope
+	// waitingResumes are resumes of stopping sessions, retried once gone.
+	waitingResumes map[string][]regResume
+	released       map[string]releasedEntry
+	constraints    map[string]messages.ScopeConstraints
+	waiters        []*releaseWaiter
+	closing        bool
 }
 
 func (r *registry) Receive(c *actor.Context) {
@@ -94,10 +107,15 @@ func (r *registry) Receive(c *actor.Context) {
 	case actor.Started:
 		r.live = map[string]liveEntry{}
 		r.stopping = map[string]string{}
+		r.waitingResumes = map[string][]regResume{}
 		r.released = map[string]releasedEntry{}
 		r.constraints = map[string]messages.ScopeConstraints{}
 	case regStart:
 		r.start(c, m)
+	case regResume:
+		r.resume(c, m)
+	case regAdopt:
+		r.adopt(c, m)
 	case regOp:
 		r.route(c, m)
 	case regConstraints:
@@ -122,6 +140,10 @@ func (r *registry) Receive(c *actor.Context) {
 	case sessionGone:
 		delete(r.stopping, m.sessionID)
 		r.forget(m.sessionID)
+		for _, res := range r.waitingResumes[m.sessionID] {
+			r.resume(c, res)
+		}
+		delete(r.waitingResumes, m.sessionID)
 	case supervise.ChildFailed:
 		r.sessionCrashed(c, m)
 	case supervise.Undelivered:
@@ -145,6 +167,11 @@ func (r *registry) start(c *actor.Context, m regStart) {
 	spec.SessionID = messages.NewSessionID()
 	spec.OwnerScope = m.scope
 	spec.Runtime = r.runtimeID
+	r.spawn(c, spec, t, m.reply, nil, 0)
+}
+
+// spawn starts a session actor as a child of the registry.
+func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Transport, reply chan<- session.Result[messages.StartResult], adopt *messages.SessionRecord, lastSeq uint64) {
 	var capt diffcapture.Capturer = diffcapture.Noop{}
 	if r.capture != nil {
 		capt = r.capture(spec.Cwd, spec.Descriptor)
@@ -152,13 +179,98 @@ func (r *registry) start(c *actor.Context, m regStart) {
 	opts := session.Options{
 		Spec: spec, Transport: t, Env: r.cfg.EnvList(), Store: r.store, Capturer: capt, Policy: r.policy,
 		ShutdownTimeout: r.cfg.Supervision.ShutdownTimeout.D(), Lifetime: r.cfg.SessionLifetime.D(),
-		Registry: c.PID(), StartReply: m.reply, Now: r.now, Hooks: r.hooks,
+		Registry: c.PID(), StartReply: reply, Now: r.now, Hooks: r.hooks, Logger: r.log,
+		Adopt: adopt, LastSeq: lastSeq,
 	}
 	pid := c.SpawnChild(session.NewProducer(opts), "session", actor.WithID(spec.SessionID),
 		actor.WithMiddleware(supervise.Recover(supervise.RecoverOptions{Name: "session"})),
 		actor.WithMaxRestarts(-1), actor.WithInboxSize(supervise.DefaultInboxSize))
-	r.live[spec.SessionID] = liveEntry{pid: pid, scope: m.scope}
+	r.live[spec.SessionID] = liveEntry{pid: pid, scope: spec.OwnerScope}
+	delete(r.released, spec.SessionID)
 	r.metrics.started.WithLabelValues(spec.Descriptor.ID).Inc()
+}
+
+// resume checks a resume request against the live sessions, then reads the
+// record off the registry's goroutine and comes back with regAdopt.
+func (r *registry) resume(c *actor.Context, m regResume) {
+	const op = messages.OpResume
+	fail := func(err error) { m.reply <- session.Result[messages.StartResult]{Err: err} }
+	if r.closing {
+		fail(messages.Errorf(messages.CodeNotLive, op, "the runtime is shutting down"))
+		return
+	}
+	sid := m.op.SessionID
+	if e, ok := r.live[sid]; ok {
+		if e.scope != m.scope && !m.op.Takeover {
+			fail(messages.Errorf(messages.CodeNotFound, op, "no session %s in this scope", sid))
+			return
+		}
+		fail(messages.Errorf(messages.CodeAlreadyLive, op, "session %s is still live: stop it first", sid))
+		return
+	}
+	if _, ok := r.stopping[sid]; ok {
+		// released, actor still stopping: resume once it is gone
+		r.waitingResumes[sid] = append(r.waitingResumes[sid], m)
+		return
+	}
+	engine, self, st := c.Engine(), c.PID(), r.store
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec, err := st.GetMeta(ctx, sid)
+		if err != nil {
+			fail(messages.Errorf(messages.CodeNotFound, op, "no session %s", sid))
+			return
+		}
+		run := rec.LatestRun()
+		if !m.op.Takeover && (run == nil || run.OwnerScopeID != m.scope) {
+			fail(messages.Errorf(messages.CodeNotFound, op, "no session %s in this scope", sid))
+			return
+		}
+		if rec.Status.Live() && run != nil && r.leaseHeld(run.Runtime) {
+			fail(messages.Errorf(messages.CodeAlreadyLive, op, "session %s is live in another runtime (%s)", sid, run.Runtime))
+			return
+		}
+		last, err := st.LastSeq(ctx, sid)
+		if err != nil {
+			fail(messages.AsError(op, err))
+			return
+		}
+		engine.Send(self, regAdopt{regResume: m, rec: rec, lastSeq: last})
+	}()
+}
+
+// adopt spawns the session that continues a record: same id, seq after the
+// last persisted one, rounds continuing, a new run owned by the resumer.
+func (r *registry) adopt(c *actor.Context, m regAdopt) {
+	const op = messages.OpResume
+	sid := m.op.SessionID
+	if _, ok := r.live[sid]; ok {
+		m.reply <- session.Result[messages.StartResult]{Err: messages.Errorf(messages.CodeAlreadyLive, op, "session %s is already live", sid)}
+		return
+	}
+	t, err := r.backends.Get(m.rec.BackendID)
+	if err != nil {
+		m.reply <- session.Result[messages.StartResult]{Err: err}
+		return
+	}
+	rec := m.rec
+	brief := m.op.Brief
+	if brief == "" {
+		brief = "You are resuming an earlier session on this task. Check the current state of the workspace, then continue.\n\nThe task: " + rec.TaskBrief
+	}
+	resumeID := ""
+	if run := rec.LatestRun(); run != nil && t.Descriptor().Resume != messages.ResumeNone {
+		resumeID = run.ExternalSessionID
+	}
+	posture := rec.Posture
+	if !posture.Valid() || posture.Above(rec.MaxPosture) {
+		posture = messages.MinPosture(r.cfg.DefaultPosture, rec.MaxPosture)
+	}
+	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: rec.Model, Effort: rec.Effort,
+		MaxPosture: rec.MaxPosture, Posture: posture, MaxRounds: rec.MaxRounds, AllowedTools: rec.AllowedTools,
+		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID}
+	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)
 }
 
 func (r *registry) route(c *actor.Context, m regOp) {

@@ -387,6 +387,25 @@ func (r *Runtime) Stop(ctx context.Context, scope string, op messages.Stop) (res
 	return await(ctx, messages.OpStop, ch)
 }
 
+// Resume revives an ended, failed or orphaned session under its own id
+// (seed 000 §5): the record gets a new run owned by scope, the event log
+// continues gaplessly after its last persisted seq (even across a restart),
+// rounds continue, and the backend resumes its own session where it can.
+// not_found when there is no such record (in this scope, unless Takeover);
+// already_live when it is still live.
+func (r *Runtime) Resume(ctx context.Context, scope string, op messages.Resume) (res messages.StartResult, err error) {
+	defer func() { r.count(messages.OpResume, err) }()
+	if err := r.check(messages.OpResume); err != nil {
+		return res, err
+	}
+	if err := op.Validate(); err != nil {
+		return res, err
+	}
+	ch := make(chan session.Result[messages.StartResult], 1)
+	r.engine.Send(r.registry, regResume{scope: scope, op: op, reply: ch})
+	return await(ctx, messages.OpResume, ch)
+}
+
 // ListBackends returns every backend's descriptor and a live probe.
 func (r *Runtime) ListBackends(ctx context.Context, scope string) (res messages.ListBackendsResult, err error) {
 	defer func() { r.count(messages.OpListBackends, err) }()

@@ -378,3 +378,27 @@ func (c *ScopeConstraints) Validate() error {
 	}
 	return nil
 }
+
+// OpResume names the resume op.
+const OpResume = "resume"
+
+// Resume revives an ended, failed or orphaned session under its own id:
+// same record, gapless seq, rounds continuing, a new entry in runs[]. Brief
+// is what the resumed run is told first (default: continue the task).
+// Takeover lets a scope other than the record's owner resume it (the
+// control plane's operator); without it only the owner scope may.
+type Resume struct {
+	SessionID string `json:"sessionId" msgpack:"sessionId"`
+	Brief     string `json:"brief,omitempty" msgpack:"brief,omitempty"`
+	Takeover  bool   `json:"takeover,omitempty" msgpack:"takeover,omitempty"`
+}
+
+func (r *Resume) Validate() error {
+	if err := validateSessionID(OpResume, r.SessionID); err != nil {
+		return err
+	}
+	if len(r.Brief) > MaxBriefBytes {
+		return FieldError(OpResume, "brief", "longer than %d bytes", MaxBriefBytes)
+	}
+	return nil
+}

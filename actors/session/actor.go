@@ -54,6 +54,9 @@ type Options struct {
 	Lifetime time.Duration
 	// LastSeq continues an adopted record's log; 0 for a new session.
 	LastSeq uint64
+	// Adopt, when set, is the record a resumed session continues (its id
+	// is Spec.SessionID); the record is replaced, not created.
+	Adopt *messages.SessionRecord
 
 	// Registry gets Created and Done.
 	Registry *actor.PID
@@ -91,6 +94,7 @@ type Actor struct {
 	// stoppedByCaller: the release was begun by a stop op (its caller is
 	// the one answered alreadyStopped=false).
 	stoppedByCaller bool
+	stopsAnswered   bool
 	pendingReads    map[uint64]chan<- Result[messages.TurnResult]
 }
 
@@ -188,8 +192,11 @@ func (a *Actor) Receive(c *actor.Context) {
 	case persistStopped:
 		// The registry stops this actor when it hears Done: one poisoner
 		// only, since a second pill to a stopping actor is never answered
-		// (hollywood waits on it forever).
+		// (hollywood waits on it forever). Done goes before the stop
+		// replies, so whatever a stop caller does next reaches a registry
+		// that already knows the session is released.
 		c.Send(a.o.Registry, a.doneMsg)
+		a.answerStops()
 		return
 	}
 	a.flush(c)
@@ -197,7 +204,11 @@ func (a *Actor) Receive(c *actor.Context) {
 
 func (a *Actor) start(c *actor.Context, now time.Time) {
 	a.pendingReads = map[uint64]chan<- Result[messages.TurnResult]{}
-	a.core = New(a.o.Spec, now, a.o.LastSeq)
+	if a.o.Adopt != nil {
+		a.core = Adopt(a.o.Spec, *a.o.Adopt, now, a.o.LastSeq)
+	} else {
+		a.core = New(a.o.Spec, now, a.o.LastSeq)
+	}
 	self := c.PID()
 	timeout := a.o.ShutdownTimeout
 	specFn := func() transports.SessionSpec {
@@ -239,7 +250,12 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 		panic(err) // a programming error in the child specs
 	}
 	rec := a.core.Record()
-	a.send(c, ChildPersist, persistReq{create: &rec})
+	if a.core.Adopted() {
+		out := a.core.Drain() // the adopted event goes with the record
+		a.send(c, ChildPersist, persistReq{adopt: &rec, events: out.Events})
+	} else {
+		a.send(c, ChildPersist, persistReq{create: &rec})
+	}
 	if a.o.Lifetime > 0 {
 		engine := c.Engine()
 		a.lifetime = time.AfterFunc(a.o.Lifetime, func() { engine.Send(self, lifetimeDue{}) })
@@ -308,15 +324,12 @@ func (a *Actor) flush(c *actor.Context) {
 }
 
 func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, outcome messages.Outcome, note, why string, reply chan<- Result[messages.StopResult]) {
-	if a.done {
-		// released already: stop is idempotent
-		if reply != nil {
-			reply <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: true, Outcome: a.core.Outcome()}}
-		}
-		return
-	}
 	if reply != nil {
 		a.stopWaiters = append(a.stopWaiters, reply)
+	}
+	if a.stopsAnswered {
+		a.answerStops() // released already: stop is idempotent
+		return
 	}
 	if a.releasing {
 		return
@@ -332,8 +345,20 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 	a.sup.StopChildren(c, []string{ChildTransport, ChildDiff}, childrenStopped{})
 }
 
-// finish answers the stop callers, stops persist and then tells the
-// registry, which stops the session actor itself.
+// answerStops answers every stop caller: the first alreadyStopped=false
+// when a stop began the release.
+func (a *Actor) answerStops() {
+	outcome := a.core.Outcome()
+	for i, w := range a.stopWaiters {
+		first := i == 0 && a.stoppedByCaller
+		w <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: !first, Outcome: outcome}}
+	}
+	a.stopWaiters = nil
+	a.stopsAnswered = true
+}
+
+// finish stops persist; then (persistStopped) the registry is told and the
+// stop callers answered, and the registry stops the session actor itself.
 func (a *Actor) finish(c *actor.Context) {
 	if a.done {
 		return
@@ -343,11 +368,6 @@ func (a *Actor) finish(c *actor.Context) {
 		a.deadline.Stop()
 	}
 	outcome := a.core.Outcome()
-	for i, w := range a.stopWaiters {
-		first := i == 0 && a.stoppedByCaller
-		w <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: !first, Outcome: outcome}}
-	}
-	a.stopWaiters = nil
 	if a.o.Hooks.Released != nil {
 		a.o.Hooks.Released(a.core.Record(), a.reason)
 	}

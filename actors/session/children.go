@@ -32,6 +32,7 @@ type (
 	}
 	persistReq struct {
 		create *messages.SessionRecord
+		adopt  *messages.SessionRecord // a resumed session's record: replaced, not created
 		events []messages.PersistedEvent
 		meta   *messages.SessionRecord
 	}
@@ -278,6 +279,7 @@ type persister struct {
 	timeout   time.Duration
 
 	create    *messages.SessionRecord
+	adopt     *messages.SessionRecord
 	events    []messages.PersistedEvent
 	meta      *messages.SessionRecord
 	scheduled bool
@@ -307,6 +309,9 @@ func (p *persister) Receive(c *actor.Context) {
 	case persistReq:
 		if m.create != nil {
 			p.create = m.create
+		}
+		if m.adopt != nil {
+			p.adopt = m.adopt
 		}
 		p.events = append(p.events, m.events...)
 		if m.meta != nil {
@@ -340,6 +345,22 @@ func (p *persister) flush(c *actor.Context) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
 	var ack persistAck
+	if p.adopt != nil {
+		// the adopted event must land before the record says running
+		if err := p.store.Append(ctx, p.sessionID, p.events); err != nil {
+			ack.createErr = err
+		} else if err := p.store.PutMeta(ctx, *p.adopt); err != nil {
+			ack.createErr = err
+		} else if n := len(p.events); n > 0 {
+			ack.upTo = p.events[n-1].Seq
+		}
+		p.adopt, p.events = nil, nil
+		if ack.createErr != nil {
+			p.meta = nil
+		}
+		c.Send(p.parent, ack)
+		return
+	}
 	if p.create != nil {
 		ack.createErr = p.store.Create(ctx, *p.create)
 		p.create = nil

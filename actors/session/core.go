@@ -160,6 +160,7 @@ type Core struct {
 	releaseWhy    string
 	persistWarns  int
 	pendingInput  string // the input of a turn waiting for its baseline
+	adopted       bool   // continues an earlier record (resume)
 
 	out Output
 }
@@ -198,6 +199,28 @@ func New(spec Spec, now time.Time, lastSeq uint64) *Core {
 	}
 	return c
 }
+
+// Adopt builds the core for a resumed session: it continues rec (same id,
+// rounds, cost, runs) after lastSeq, appends the new run and records an
+// `adopted` event. Turn numbers continue after the rounds already run.
+func Adopt(spec Spec, rec messages.SessionRecord, now time.Time, lastSeq uint64) *Core {
+	c := New(spec, now, lastSeq)
+	run := c.rec.Runs[0]
+	c.rec = rec.Clone()
+	c.rec.Runs = append(c.rec.Runs, run)
+	c.rec.Status = messages.StatusRunning
+	c.rec.Posture = spec.Posture
+	c.rec.Outcome, c.rec.OutcomeNote = "", ""
+	c.rec.UpdatedAt = now
+	c.turn = rec.RoundsElapsed
+	c.adopted = true
+	c.emit(now, c.turn, messages.Event{Type: messages.EvAdopted, Text: fmt.Sprintf("run %d resumes the session", len(c.rec.Runs)),
+		ExternalSessionID: run.ExternalSessionID})
+	return c
+}
+
+// Adopted reports whether this core continues an earlier record.
+func (c *Core) Adopted() bool { return c.adopted }
 
 // Record returns a copy of the session record as the core sees it.
 func (c *Core) Record() messages.SessionRecord { return c.rec.Clone() }
