@@ -52,6 +52,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Lifetime releases the session this long after start; 0 disables.
 	Lifetime time.Duration
+	// StallAfter records a warning when a running turn has produced no
+	// output for this long (once per silence); 0 disables.
+	StallAfter time.Duration
 	// LastSeq continues an adopted record's log; 0 for a new session.
 	LastSeq uint64
 	// Adopt, when set, is the record a resumed session continues (its id
@@ -73,6 +76,8 @@ type (
 	persistStopped  struct{}
 	lifetimeDue     struct{}
 	releaseDeadline struct{}
+	// stallCheck fires StallAfter after the last sign of life of a turn.
+	stallCheck struct{ gen int }
 )
 
 // Actor is the session's thin shell: it translates messages into Core
@@ -95,6 +100,8 @@ type Actor struct {
 	// the one answered alreadyStopped=false).
 	stoppedByCaller bool
 	stopsAnswered   bool
+	stall           *time.Timer
+	stallGen        int
 	pendingReads    map[uint64]chan<- Result[messages.TurnResult]
 }
 
@@ -136,6 +143,9 @@ func (a *Actor) Receive(c *actor.Context) {
 		if a.lifetime != nil {
 			a.lifetime.Stop()
 		}
+		if a.stall != nil {
+			a.stall.Stop()
+		}
 		if a.deadline != nil {
 			a.deadline.Stop()
 		}
@@ -170,6 +180,12 @@ func (a *Actor) Receive(c *actor.Context) {
 		a.beginRelease(c, messages.ReleaseLifetime, "", "", "the session's lifetime elapsed", nil)
 	case agentEvent:
 		a.core.AgentEvent(now, m.turn, m.ev)
+		a.armStall(c)
+	case stallCheck:
+		if m.gen == a.stallGen && a.core.Phase() == PhaseRunning {
+			a.core.AgentEvent(now, a.core.Turn(), messages.Event{Type: messages.EvWarning,
+				Text: fmt.Sprintf("stalled: the backend has produced no output for %s", a.o.StallAfter)})
+		}
 	case transportCmdFailed:
 		if m.turn > 0 {
 			a.core.TransportFailed(now, m.turn, m.err.Error())
@@ -178,6 +194,7 @@ func (a *Actor) Receive(c *actor.Context) {
 		}
 	case baselineReady:
 		a.core.BaselineReady(now, m.turn)
+		a.armStall(c)
 	case diffReady:
 		d := m.diff
 		a.core.DiffReady(now, m.turn, &d)
@@ -260,6 +277,20 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 		engine := c.Engine()
 		a.lifetime = time.AfterFunc(a.o.Lifetime, func() { engine.Send(self, lifetimeDue{}) })
 	}
+}
+
+// armStall restarts the stall timer: status comes from protocol events plus
+// this timer, never from scraping a screen.
+func (a *Actor) armStall(c *actor.Context) {
+	if a.o.StallAfter <= 0 {
+		return
+	}
+	a.stallGen++
+	if a.stall != nil {
+		a.stall.Stop()
+	}
+	engine, self, gen := c.Engine(), c.PID(), a.stallGen
+	a.stall = time.AfterFunc(a.o.StallAfter, func() { engine.Send(self, stallCheck{gen: gen}) })
 }
 
 func (a *Actor) send(c *actor.Context, child string, msg any) {

@@ -147,10 +147,10 @@ func (h *host) open(c *actor.Context) {
 }
 
 func (h *host) failQueued(c *actor.Context, err error) {
-	msg := messages.AsError("open", err)
+	// the cause (a missing binary, a refused flag) is what the driver needs
 	for _, cmd := range h.queue {
 		if st, ok := cmd.(TStartTurn); ok {
-			c.Send(h.parent, transportCmdFailed{turn: st.Turn, err: fmt.Errorf("the backend could not start: %s", msg.Message)})
+			c.Send(h.parent, transportCmdFailed{turn: st.Turn, err: fmt.Errorf("the backend could not start: %w", err)})
 		}
 	}
 	h.queue = nil
