@@ -20,6 +20,7 @@ type Metrics struct {
 	restarts       *prometheus.CounterVec
 	appendLatency  prometheus.Histogram
 	persistErrors  prometheus.Counter
+	diffFailures   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *Metrics {
@@ -50,10 +51,12 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Latency of durable event appends.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9)}),
 		persistErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "code_session_persist_errors_total",
 			Help: "Store writes that failed (the session goes on; the event is reported)."}),
+		diffFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "code_session_diff_capture_failures_total",
+			Help: "Turn diffs that could not be captured (source none with a warning; the turn goes on)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.ops, m.started, m.startRejected, m.readTurn, m.answers, m.postureChanges, m.released,
-			m.rounds, m.duration, m.live, m.restarts, m.appendLatency, m.persistErrors)
+			m.rounds, m.duration, m.live, m.restarts, m.appendLatency, m.persistErrors, m.diffFailures)
 	}
 	return m
 }

@@ -46,7 +46,8 @@ func WithBackends(r *transports.Registry) Option { return func(o *options) { o.b
 // WithMetrics registers the runtime's metrics into reg.
 func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.metrics = reg } }
 
-// WithDiffCapture sets how each session's turns are diffed.
+// WithDiffCapture sets how each session's turns are diffed (default
+// diffcapture.GitFactory: git in a work tree, else the edit-tool paths).
 func WithDiffCapture(f diffcapture.Factory) Option { return func(o *options) { o.capture = f } }
 
 // WithClock sets the clock that stamps events and records.
@@ -94,6 +95,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if o.backends == nil {
 		o.backends = DefaultBackends()
 	}
+	if o.capture == nil {
+		o.capture = diffcapture.GitFactory
+	}
 	if o.store == nil {
 		fs, err := filestore.Open(cfg.Home)
 		if err != nil {
@@ -124,8 +128,16 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	}
 	m := newMetrics(o.metrics)
 	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m}
+	onEvent := o.onEvent
 	hooks := session.Hooks{
-		Event: o.onEvent,
+		Event: func(sessionID string, ev messages.PersistedEvent) {
+			if ev.Event.Type == messages.EvTurnDiff && ev.Event.Diff != nil && ev.Event.Diff.Warning != "" {
+				m.diffFailures.Inc()
+			}
+			if onEvent != nil {
+				onEvent(sessionID, ev)
+			}
+		},
 		Result: func(r messages.TurnResult) {
 			m.readTurn.WithLabelValues(string(r.Kind)).Inc()
 		},

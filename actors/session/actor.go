@@ -270,6 +270,11 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	if a.core.Adopted() {
 		out := a.core.Drain() // the adopted event goes with the record
 		a.send(c, ChildPersist, persistReq{adopt: &rec, events: out.Events})
+		if a.o.Hooks.Event != nil {
+			for _, ev := range out.Events { // the live seam sees it too
+				a.o.Hooks.Event(a.o.Spec.SessionID, ev)
+			}
+		}
 	} else {
 		a.send(c, ChildPersist, persistReq{create: &rec})
 	}

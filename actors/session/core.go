@@ -455,6 +455,10 @@ func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
 		diff = &messages.TurnDiff{Source: messages.DiffNone, Files: []messages.FileChange{}, Summary: "no diff captured"}
 	}
 	c.emit(now, c.turn, messages.Event{Type: messages.EvTurnDiff, Diff: diff})
+	if diff.Warning != "" {
+		// a capture problem is loud, never fatal: the turn's result goes on
+		c.emit(now, c.turn, messages.Event{Type: messages.EvWarning, Text: "diff capture: " + diff.Warning})
+	}
 	e := c.end
 	c.rec.CostUSD += e.cost
 	c.rec.RoundsElapsed++

@@ -1,0 +1,442 @@
+package diffcapture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// DefaultTimeout bounds one Begin or one Finish of the git capture.
+const DefaultTimeout = 30 * time.Second
+
+// Empty trees of the two object formats git knows; git has them built in.
+const (
+	emptyTreeSHA1   = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+	emptyTreeSHA256 = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+)
+
+// Option adjusts a Git capturer.
+type Option func(*Git)
+
+// WithGitBinary runs bin instead of the git found on PATH (a path that does
+// not exist makes git unavailable: the tool-event fallback).
+func WithGitBinary(bin string) Option { return func(g *Git) { g.bin = bin } }
+
+// WithTimeout bounds each Begin and each Finish (default DefaultTimeout).
+func WithTimeout(d time.Duration) Option { return func(g *Git) { g.timeout = d } }
+
+// WithMaxDiffBytes caps the unified diff (default DefaultMaxDiffBytes).
+func WithMaxDiffBytes(n int) Option { return func(g *Git) { g.maxBytes = n } }
+
+// WithMaxFiles caps the file list (default DefaultMaxFiles).
+func WithMaxFiles(n int) Option { return func(g *Git) { g.maxFiles = n } }
+
+// Git is the capture of seed 000 §6 for one working directory: git when the
+// directory is inside a work tree at the turn's start, else the tool-event
+// fallback. It keeps no state between calls (all of it is in the Baseline),
+// so it is safe for concurrent use.
+type Git struct {
+	cwd      string
+	bin      string
+	timeout  time.Duration
+	maxBytes int
+	maxFiles int
+	env      []string
+}
+
+// NewGit returns the capture for cwd. It does no I/O: whether cwd is a work
+// tree is decided at each Begin (a directory may become one mid-session).
+func NewGit(cwd string, opts ...Option) *Git {
+	g := &Git{cwd: cwd, bin: "git", timeout: DefaultTimeout, maxBytes: DefaultMaxDiffBytes, maxFiles: DefaultMaxFiles,
+		env: scrubEnv(os.Environ())}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+// GitFactory is the runtime's default Factory: NewGit for the session's
+// cwd. The backend's edit-tool names are already applied by the session,
+// which passes only paths from successful edit-tool results to Finish.
+func GitFactory(cwd string, _ messages.Descriptor) Capturer { return NewGit(cwd) }
+
+type baseKind int
+
+const (
+	kindGit      baseKind = iota + 1
+	kindFallback          // no git or no work tree: tool events
+	kindBroken            // the baseline could not be taken
+)
+
+// repo is where a work tree's git lives.
+type repo struct {
+	top       string // the top of the work tree
+	objects   string // the repository's object directory
+	emptyTree string // the empty tree in the repository's object format
+}
+
+// gitBaseline is the state of the work tree at a turn's start: HEAD, and the
+// content of every path git status reported then (dirty, staged, unmerged
+// or untracked), hashed into a scratch index whose objects live in a
+// private directory (dir) beside the repository, never in it.
+type gitBaseline struct {
+	kind baseKind
+	why  string // kindFallback: why not git; kindBroken: the problem
+
+	repo repo
+	head string // "" when HEAD was unborn
+	// known maps each path status reported to whether it existed then;
+	// the ones that existed are in dir's index with their content.
+	known map[string]bool
+	dir   string // "" until something needs a scratch index
+}
+
+func (g *Git) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if g.timeout > 0 {
+		return context.WithTimeout(ctx, g.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// Begin records HEAD and what git status reports, hashing the content of
+// every reported path that exists, so Finish diffs those against their
+// content now rather than against HEAD. It never returns an error: a
+// problem rides in the Baseline and Finish reports it.
+func (g *Git) Begin(ctx context.Context) (b Baseline, _ error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b = &gitBaseline{kind: kindBroken, why: fmt.Sprintf("baseline panicked: %v", r)}
+		}
+	}()
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	gb, err := g.begin(ctx)
+	if err != nil {
+		gb.remove()
+		return &gitBaseline{kind: kindBroken, why: "baseline: " + err.Error()}, nil
+	}
+	return gb, nil
+}
+
+func (g *Git) begin(ctx context.Context) (*gitBaseline, error) {
+	r, rp, head, why, err := g.discover(ctx)
+	if err != nil {
+		return &gitBaseline{}, err
+	}
+	if why != "" {
+		return &gitBaseline{kind: kindFallback, why: why}, nil
+	}
+	b := &gitBaseline{kind: kindGit, repo: rp, head: head, known: map[string]bool{}}
+	// (HEAD comes from rev-parse: --branch would add most of the time of
+	// the work-tree scan itself)
+	out, err := r.output(ctx, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
+		"--ignore-submodules=dirty")
+	if err != nil {
+		return b, err
+	}
+	st, err := parseStatusV2(out)
+	if err != nil {
+		return b, err
+	}
+	var present []string
+	for _, p := range st.paths {
+		if _, dup := b.known[p]; dup {
+			continue
+		}
+		ok := indexable(filepath.Join(rp.top, filepath.FromSlash(p)))
+		b.known[p] = ok
+		if ok {
+			present = append(present, p)
+		}
+	}
+	if len(present) == 0 {
+		return b, nil
+	}
+	if err := b.makeDir(); err != nil {
+		return b, err
+	}
+	s := r.scratch(b.dir, rp.objects)
+	if _, err := s.input(ctx, nulJoin(present), "update-index", "--add", "--replace", "-z", "--stdin"); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// discover finds git, the work tree around g.cwd and its HEAD ("" when
+// unborn). A reason (why) instead of a runner means the tool-event fallback
+// applies; an error is a problem.
+func (g *Git) discover(ctx context.Context) (r *runner, rp repo, head, why string, err error) {
+	if g.cwd == "" {
+		return nil, repo{}, "", "the session has no working directory", nil
+	}
+	bin, err := exec.LookPath(g.bin)
+	if err != nil {
+		return nil, repo{}, "", "git is not available", nil
+	}
+	r = &runner{bin: bin, dir: g.cwd, env: g.env}
+	out, err := r.output(ctx, "rev-parse", "--show-toplevel", "--git-common-dir", "--show-object-format", "--verify", "-q", "HEAD")
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if err != nil {
+		var ge *gitError
+		var ee *exec.ExitError
+		switch {
+		case ctx.Err() != nil || !errors.As(err, &ge):
+			return nil, repo{}, "", "", err
+		case strings.Contains(ge.stderr, "not a git repository") || strings.Contains(ge.stderr, "must be run in a work tree"):
+			return nil, repo{}, "", "not a git work tree", nil
+		case errors.As(err, &ee) && ee.ExitCode() == 1 && len(lines) == 3:
+			// --verify -q failed quietly: HEAD names no commit yet (unborn)
+		default:
+			if _, statErr := os.Stat(g.cwd); statErr != nil {
+				return nil, repo{}, "", "", fmt.Errorf("working directory: %w", statErr)
+			}
+			return nil, repo{}, "", "", err
+		}
+	}
+	if len(lines) < 3 || lines[0] == "" {
+		return nil, repo{}, "", "not a git work tree", nil
+	}
+	if len(lines) > 3 {
+		head = lines[3]
+	}
+	rp = repo{top: lines[0], objects: lines[1]}
+	if !filepath.IsAbs(rp.objects) {
+		rp.objects = filepath.Join(g.cwd, rp.objects)
+	}
+	rp.objects = filepath.Join(rp.objects, "objects")
+	switch lines[2] {
+	case "sha1":
+		rp.emptyTree = emptyTreeSHA1
+	case "sha256":
+		rp.emptyTree = emptyTreeSHA256
+	default:
+		return nil, repo{}, "", "", fmt.Errorf("unknown object format %q", lines[2])
+	}
+	r.dir = rp.top
+	if r.filters, err = r.filterOverrides(ctx); err != nil {
+		return nil, repo{}, "", "", err
+	}
+	return r, rp, head, "", nil
+}
+
+// indexable says whether path holds something git can put in an index: a
+// file, a symlink, or a directory that is a repository (a submodule).
+func indexable(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	switch {
+	case fi.Mode().IsRegular(), fi.Mode()&fs.ModeSymlink != 0:
+		return true
+	case fi.IsDir():
+		_, err := os.Lstat(filepath.Join(path, ".git"))
+		return err == nil
+	}
+	return false
+}
+
+func (b *gitBaseline) makeDir() error {
+	if b.dir != "" {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "codesession-diff-")
+	if err != nil {
+		return fmt.Errorf("scratch directory: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "objects"), 0o700); err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("scratch directory: %w", err)
+	}
+	b.dir = dir
+	// a baseline dropped without Finish (a turn abandoned, the actor
+	// restarted) still removes its scratch directory once collected
+	runtime.AddCleanup(b, func(d string) { _ = os.RemoveAll(d) }, dir)
+	return nil
+}
+
+func (b *gitBaseline) remove() {
+	if b != nil && b.dir != "" {
+		_ = os.RemoveAll(b.dir)
+		b.dir = ""
+	}
+}
+
+// Finish diffs the work tree now against the baseline: a tree of the
+// baseline (HEAD at Begin with the reported paths' content then) against
+// the work tree now, both built in the scratch index from only the paths
+// that can differ, so the cost is two work-tree scans (diff-index, ls-files)
+// plus work proportional to what changed. Commits made during the
+// turn are folded in (the work tree is compared, not HEAD), files already
+// dirty at Begin show only this turn's change, and untracked files are
+// additions. It never fails: problems become source none with a warning.
+func (g *Git) Finish(ctx context.Context, base Baseline, editPaths []string) (d messages.TurnDiff) {
+	defer func() {
+		if r := recover(); r != nil {
+			d = noneDiff(fmt.Sprintf("diff capture panicked: %v", r))
+		}
+	}()
+	b, _ := base.(*gitBaseline)
+	if b == nil {
+		return noneDiff("no baseline for this turn")
+	}
+	defer b.remove()
+	switch b.kind {
+	case kindFallback:
+		return ToolEventDiff(g.cwd, editPaths, g.maxFiles, b.why)
+	case kindBroken:
+		return noneDiff(b.why)
+	}
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	d, err := g.finish(ctx, b)
+	if err != nil {
+		return noneDiff(err.Error())
+	}
+	return d
+}
+
+func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, error) {
+	bin, err := exec.LookPath(g.bin)
+	if err != nil {
+		return messages.TurnDiff{}, fmt.Errorf("git is no longer available: %w", err)
+	}
+	r := &runner{bin: bin, dir: b.repo.top, env: g.env}
+	if r.filters, err = r.filterOverrides(ctx); err != nil {
+		return messages.TurnDiff{}, err
+	}
+	start := b.head
+	if start == "" {
+		start = b.repo.emptyTree
+	}
+	// the paths that may differ between the baseline and now: those the
+	// work tree (through the index) changed against the start commit,
+	// those untracked now, and those status reported at Begin
+	out, err := r.output(ctx, "diff-index", "--raw", "-z", "--no-renames", "--ignore-submodules=dirty", start)
+	if err != nil {
+		return messages.TurnDiff{}, err
+	}
+	changed, _, err := parseRaw(fields(out), 0)
+	if err != nil {
+		return messages.TurnDiff{}, err
+	}
+	out, err = r.output(ctx, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return messages.TurnDiff{}, err
+	}
+	untracked := fields(out)
+
+	inIndex := map[string]bool{} // what the scratch index holds
+	cand := make([]string, 0, len(b.known)+len(changed)+len(untracked))
+	for p, existed := range b.known {
+		cand = append(cand, p)
+		inIndex[p] = existed
+	}
+	// the baseline of a path status did not report is its content at the
+	// start commit
+	var startEntries []byte
+	for _, e := range changed {
+		p := e.src
+		if _, dup := inIndex[p]; dup {
+			continue
+		}
+		cand = append(cand, p)
+		inIndex[p] = false
+		// (an unmerged path shows its start content too: diff-index
+		// compares the tree with the work tree, not the stages)
+		if e.srcMode != "000000" {
+			startEntries = fmt.Appendf(startEntries, "%s %s\t%s\x00", e.srcMode, e.srcOID, p)
+			inIndex[p] = true
+		}
+	}
+	for _, p := range untracked {
+		if _, dup := inIndex[p]; !dup {
+			cand = append(cand, p)
+			inIndex[p] = false
+		}
+	}
+	if len(cand) == 0 {
+		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
+	}
+	if err := b.makeDir(); err != nil {
+		return messages.TurnDiff{}, err
+	}
+	s := r.scratch(b.dir, b.repo.objects)
+	if len(startEntries) > 0 {
+		if _, err := s.input(ctx, startEntries, "update-index", "-z", "--index-info"); err != nil {
+			return messages.TurnDiff{}, err
+		}
+	}
+	baseTree := b.repo.emptyTree
+	if len(startEntries) > 0 || slices.ContainsFunc(cand, func(p string) bool { return b.known[p] }) {
+		if baseTree, err = writeTree(ctx, s); err != nil {
+			return messages.TurnDiff{}, err
+		}
+	}
+	// now bring every candidate to its content in the work tree: files
+	// that did not change since Begin keep their hashes (the index's stat
+	// data says so), the rest are hashed into the scratch objects
+	slices.Sort(cand)
+	var update []string
+	for _, p := range cand {
+		if indexable(filepath.Join(b.repo.top, filepath.FromSlash(p))) || inIndex[p] {
+			update = append(update, p)
+		}
+	}
+	if len(update) > 0 {
+		if _, err := s.input(ctx, nulJoin(update), "update-index", "--add", "--remove", "--replace", "-z", "--stdin"); err != nil {
+			return messages.TurnDiff{}, err
+		}
+	}
+	// the scratch index now holds the end state: diff it against the
+	// baseline tree
+	diffOpts := []string{"--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", baseTree}
+	out, err = s.output(ctx, append([]string{"diff-index", "-z", "--raw", "--numstat"}, diffOpts...)...)
+	if err != nil {
+		return messages.TurnDiff{}, err
+	}
+	files, err := parseRawNumstat(out)
+	if err != nil {
+		return messages.TurnDiff{}, err
+	}
+	if len(files) == 0 {
+		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
+	}
+	patch, cutOff, err := s.run(ctx, nil, g.maxBytes+1,
+		append([]string{"diff-index", "-p", "--no-color", "--submodule=short"}, diffOpts...)...)
+	if err != nil {
+		return messages.TurnDiff{}, err
+	}
+	return gitDiff(files, patch, cutOff, g.maxBytes, g.maxFiles), nil
+}
+
+func writeTree(ctx context.Context, s *runner) (string, error) {
+	out, err := s.output(ctx, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func nulJoin(paths []string) []byte {
+	n := 0
+	for _, p := range paths {
+		n += len(p) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, p := range paths {
+		b = append(b, p...)
+		b = append(b, 0)
+	}
+	return b
+}
