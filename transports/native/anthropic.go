@@ -1,0 +1,170 @@
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// anthropicDefaultURL is the Messages API when ANTHROPIC_BASE_URL is unset.
+const anthropicDefaultURL = "https://api.anthropic.com"
+
+// anthropicProvider speaks the Anthropic Messages API (streaming) through
+// github.com/anthropics/anthropic-sdk-go. The SDK's own retries are off:
+// retrying does them, with Retry-After.
+type anthropicProvider struct {
+	client  anthropic.Client
+	baseURL string
+}
+
+func newAnthropic(baseURL, apiKey, authToken string, httpc *http.Client) *anthropicProvider {
+	if baseURL == "" {
+		baseURL = anthropicDefaultURL
+	}
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithHTTPClient(httpc),
+		option.WithBaseURL(baseURL),
+		option.WithMaxRetries(0),
+	}
+	if apiKey != "" {
+		opts = append(opts, option.WithAPIKey(apiKey))
+	} else {
+		opts = append(opts, option.WithAuthToken(authToken))
+	}
+	return &anthropicProvider{client: anthropic.NewClient(opts...), baseURL: baseURL}
+}
+
+func (p *anthropicProvider) name() string     { return ProviderAnthropic }
+func (p *anthropicProvider) endpoint() string { return p.baseURL }
+
+func (p *anthropicProvider) params(req request) anthropic.MessageNewParams {
+	params := anthropic.MessageNewParams{
+		Model:     anthropic.Model(req.model),
+		MaxTokens: req.maxTokens,
+	}
+	if req.system != "" {
+		params.System = []anthropic.TextBlockParam{{Text: req.system}}
+	}
+	if req.effort != "" {
+		params.OutputConfig = anthropic.OutputConfigParam{Effort: anthropic.OutputConfigEffort(clampEffort(req.effort, true))}
+	}
+	for _, t := range req.tools {
+		tp := anthropic.ToolParam{
+			Name:        t.Name,
+			Description: param.NewOpt(t.Description),
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]},
+		}
+		if r, ok := t.Schema["required"].([]string); ok {
+			tp.InputSchema.Required = r
+		}
+		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+	}
+	for _, m := range req.messages {
+		var blocks []anthropic.ContentBlockParamUnion
+		for _, b := range m.blocks {
+			switch b.kind {
+			case blockText:
+				if b.text != "" {
+					blocks = append(blocks, anthropic.NewTextBlock(b.text))
+				}
+			case blockThinking:
+				blocks = append(blocks, anthropic.NewThinkingBlock(b.signature, b.text))
+			case blockToolUse:
+				blocks = append(blocks, anthropic.NewToolUseBlock(b.id, json.RawMessage(orEmptyObject(b.input)), b.name))
+			case blockToolResult:
+				blocks = append(blocks, anthropic.NewToolResultBlock(b.id, b.text, b.isError))
+			case blockOpaque:
+				if b.rawOwner == ProviderAnthropic {
+					blocks = append(blocks, param.Override[anthropic.ContentBlockParamUnion](b.raw))
+				}
+			}
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if m.role == roleAssistant {
+			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
+		} else {
+			params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
+		}
+	}
+	return params
+}
+
+func orEmptyObject(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}
+
+func (p *anthropicProvider) stream(ctx context.Context, req request, emit func(delta)) (response, error) {
+	st := p.client.Messages.NewStreaming(ctx, p.params(req))
+	defer st.Close()
+	var acc anthropic.Message
+	for st.Next() {
+		ev := st.Current()
+		if err := acc.Accumulate(ev); err != nil {
+			return response{}, err
+		}
+		if ev.Type == "content_block_delta" {
+			switch ev.Delta.Type {
+			case "text_delta":
+				if ev.Delta.Text != "" {
+					emit(delta{text: ev.Delta.Text})
+				}
+			case "thinking_delta":
+				if ev.Delta.Thinking != "" {
+					emit(delta{thinking: true, text: ev.Delta.Thinking})
+				}
+			}
+		}
+	}
+	if err := st.Err(); err != nil {
+		return response{}, p.apiError(err)
+	}
+	resp := response{stop: string(acc.StopReason), model: string(acc.Model), usage: messages.Usage{
+		InputTokens:      acc.Usage.InputTokens,
+		OutputTokens:     acc.Usage.OutputTokens,
+		CacheReadTokens:  acc.Usage.CacheReadInputTokens,
+		CacheWriteTokens: acc.Usage.CacheCreationInputTokens,
+	}}
+	for _, cb := range acc.Content {
+		switch cb.Type {
+		case "text":
+			resp.blocks = append(resp.blocks, block{kind: blockText, text: cb.Text})
+		case "thinking":
+			resp.blocks = append(resp.blocks, block{kind: blockThinking, text: cb.Thinking, signature: cb.Signature})
+		case "tool_use":
+			resp.blocks = append(resp.blocks, block{kind: blockToolUse, id: cb.ID, name: cb.Name, input: orEmptyObject(cb.Input)})
+		default:
+			if raw := cb.RawJSON(); raw != "" {
+				resp.blocks = append(resp.blocks, block{kind: blockOpaque, raw: json.RawMessage(raw), rawOwner: ProviderAnthropic})
+			}
+		}
+	}
+	return resp, nil
+}
+
+// apiError turns the SDK's error into an *apiError (an HTTP answer) or
+// keeps it (a connection failure, a broken stream).
+func (p *anthropicProvider) apiError(err error) error {
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) {
+		return err
+	}
+	out := &apiError{provider: ProviderAnthropic, endpoint: p.baseURL, status: ae.StatusCode, message: ae.Message}
+	if ae.Response != nil {
+		out.retryAfter = retryAfter(ae.Response.Header, time.Now())
+	}
+	return out
+}

@@ -1,0 +1,364 @@
+package native
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+)
+
+// ID is the native backend's id.
+const ID = "native"
+
+// Version is what Probe reports.
+const Version = "native/1"
+
+// The variables of the backend environment (SessionSpec.Env, then the
+// process environment) a native session reads.
+const (
+	EnvProvider  = "CODESESSION_NATIVE_PROVIDER"   // anthropic | openai-responses | openai-chat
+	EnvModel     = "CODESESSION_NATIVE_MODEL"      // the model when the session names none
+	EnvMaxRounds = "CODESESSION_NATIVE_MAX_ROUNDS" // the per-turn round cap
+	EnvPrices    = "CODESESSION_NATIVE_PRICES"     // JSON {"model": {"input": $/MTok, "output": $/MTok, ...}}
+
+	EnvAnthropicBaseURL   = "ANTHROPIC_BASE_URL"
+	EnvAnthropicAPIKey    = "ANTHROPIC_API_KEY"
+	EnvAnthropicAuthToken = "ANTHROPIC_AUTH_TOKEN"
+	EnvOpenAIBaseURL      = "OPENAI_BASE_URL"
+	EnvOpenAIAPIKey       = "OPENAI_API_KEY"
+)
+
+// Defaults of a transport without options.
+const (
+	DefaultMaxRounds = 50
+	DefaultMaxTokens = 16384
+)
+
+// Default models per provider, and the model classes each maps.
+var (
+	defaultModels = map[string]string{
+		ProviderAnthropic:       "claude-sonnet-5-5",
+		ProviderOpenAIResponses: "gpt-5.5",
+		ProviderOpenAIChat:      "gpt-5.5",
+	}
+	modelClasses = map[string]map[string]string{
+		ProviderAnthropic:       {"cheap": "claude-haiku-5-5", "standard": "claude-sonnet-5-5", "frontier": "claude-opus-5-5"},
+		ProviderOpenAIResponses: {"cheap": "gpt-5.4-mini", "standard": "gpt-5.5", "frontier": "gpt-5.5"},
+		ProviderOpenAIChat:      {"cheap": "gpt-5.4-mini", "standard": "gpt-5.5", "frontier": "gpt-5.5"},
+	}
+)
+
+// credentialVars never reach a bash command of the agent: the model API
+// keys and the founder credentials of seed 002.
+var credentialVars = []string{
+	EnvAnthropicAPIKey, EnvAnthropicAuthToken, EnvOpenAIAPIKey, "ANTHROPIC_PROFILE", "ANTHROPIC_IDENTITY_TOKEN",
+	"GITEA_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "SSH_AUTH_SOCK", "CODESESSION_TOKEN",
+}
+
+// Transport is the native backend: an in-process agent loop against a
+// model API, with the gated toolset. It is safe for concurrent use; each
+// Open starts an independent session.
+type Transport struct {
+	maxRounds int
+	maxTokens int64
+	outputCap int
+	bashWall  time.Duration
+	retry     RetryPolicy
+	prices    map[string]Price
+	lookupEnv func(string) (string, bool)
+}
+
+var _ transports.Transport = (*Transport)(nil)
+
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithMaxRounds sets the per-turn round cap: how many model calls one turn
+// makes at most before it stops (default DefaultMaxRounds; the backend
+// environment's CODESESSION_NATIVE_MAX_ROUNDS overrides it per session).
+func WithMaxRounds(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.maxRounds = n
+		}
+	}
+}
+
+// WithOutputCap caps each tool output at n bytes (default
+// DefaultOutputCap); a cut output is reported with Truncated and
+// OriginalBytes, to the model and in the events.
+func WithOutputCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.outputCap = n
+		}
+	}
+}
+
+// WithBashWallClock sets the default wall clock of one bash call.
+func WithBashWallClock(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.bashWall = d
+		}
+	}
+}
+
+// WithRetryPolicy replaces DefaultRetryPolicy.
+func WithRetryPolicy(p RetryPolicy) Option { return func(t *Transport) { t.retry = p } }
+
+// WithPrices sets the price table that turns usage into cost (US dollars
+// per million tokens, by model name or model-name prefix). Without one,
+// turns report usage and no cost.
+func WithPrices(p map[string]Price) Option { return func(t *Transport) { t.prices = p } }
+
+// WithProcessEnv sets where variables missing from SessionSpec.Env are
+// looked up (default os.LookupEnv); nil looks up nothing, which tests use
+// to keep the machine's keys out.
+func WithProcessEnv(lookup func(string) (string, bool)) Option {
+	return func(t *Transport) {
+		if lookup == nil {
+			lookup = func(string) (string, bool) { return "", false }
+		}
+		t.lookupEnv = lookup
+	}
+}
+
+// New returns the native transport.
+func New(opts ...Option) *Transport {
+	t := &Transport{maxRounds: DefaultMaxRounds, maxTokens: DefaultMaxTokens, outputCap: DefaultOutputCap,
+		bashWall: bashDefaultWall, retry: DefaultRetryPolicy, lookupEnv: os.LookupEnv}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// Descriptor returns the native backend's capability descriptor (seed 003,
+// the neo row).
+func (t *Transport) Descriptor() transports.Descriptor {
+	return transports.Descriptor{
+		ID:             ID,
+		DisplayName:    "native (in-process agent loop)",
+		ProcessModel:   "in-process agent loop, one model call per round",
+		Protocol:       "Anthropic Messages, OpenAI Responses or Chat Completions (streaming, through the vendors' Go SDKs)",
+		Granularity:    messages.GranularityPerTurn,
+		ClarifySupport: true,
+		HonorsAllowed:  true,
+		Resume:         messages.ResumeNone,
+		ModelSelection: messages.ModelPerSession,
+		EffortSupport:  messages.EffortAtStart,
+		EffortMap: map[messages.Effort]string{
+			messages.EffortLow: "low", messages.EffortMedium: "medium",
+			messages.EffortHigh: "high", messages.EffortMax: "max",
+		},
+		PostureMap: map[messages.Posture]string{
+			messages.PosturePlan: "plan (read-only tools)", messages.PostureDefault: "default (writes and bash ask)",
+			messages.PostureAcceptEdits: "acceptEdits (bash asks)", messages.PostureFull: "bypass (everything runs)",
+		},
+		EditToolNames: []string{ToolWrite, ToolEdit},
+		Live: messages.LiveControls{
+			Interrupt:  true,
+			SetPosture: true,
+			GuideModes: []messages.GuideMode{messages.GuideQueue, messages.GuideInterrupt},
+		},
+		Cost:       messages.CostMetered,
+		Strengths:  []string{"no agent CLI to install", "any Anthropic- or OpenAI-compatible endpoint", "every file path gated inside the workspace"},
+		Weaknesses: []string{"a small toolset (read, write, edit, glob, grep, ls, bash)", "no resume: a new session starts a new conversation"},
+		BriefingNotes: "The in-process loop: the model sees only the brief, the guidance and its tools' results. " +
+			"Tools: read, write, edit (exact-string replace), glob, grep, ls, bash. Every path must stay inside the " +
+			"working directory after symlinks. The endpoint comes from the backend environment: ANTHROPIC_BASE_URL and " +
+			"ANTHROPIC_API_KEY, or OPENAI_BASE_URL and OPENAI_API_KEY, with CODESESSION_NATIVE_PROVIDER=" +
+			"anthropic|openai-responses|openai-chat.",
+		CLIVersion: Version,
+	}
+}
+
+// Probe reports the native backend as available: it runs in-process and
+// needs nothing installed. Whether its endpoint answers is known only at
+// the first turn, where a failure is a clear error naming the endpoint.
+func (t *Transport) Probe(ctx context.Context) messages.Availability {
+	return messages.Availability{Available: true, Version: Version, CheckedAt: time.Now()}
+}
+
+// envLookup reads the backend environment: the last KEY=VALUE of spec.Env,
+// else the process environment.
+func (t *Transport) envLookup(env []string) func(string) string {
+	return func(key string) string {
+		v, found := "", false
+		for _, kv := range env {
+			if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+				v, found = val, true
+			}
+		}
+		if found {
+			return v
+		}
+		if t.lookupEnv != nil {
+			if v, ok := t.lookupEnv(key); ok {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
+// Open starts a native session: it resolves the workspace, the provider
+// and its endpoint from the backend environment, and the model. It returns
+// a *messages.Error with code invalid for a bad spec or a missing key, or
+// unsupported for a resume (the conversation lives in the session only).
+func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	if sink == nil {
+		return nil, messages.FieldError(messages.OpStart, "sink", "required")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, messages.Wrap(messages.CodeTimeout, messages.OpStart, err, "opening the native session was cancelled")
+	}
+	if spec.ResumeExternalID != "" {
+		return nil, messages.Errorf(messages.CodeUnsupported, messages.OpStart,
+			"the native backend cannot resume %q: its conversation lives in the session only (resume none)", spec.ResumeExternalID)
+	}
+	posture := spec.Posture
+	if posture == "" {
+		posture = messages.PostureDefault
+	}
+	if !posture.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
+	}
+	if spec.Effort != "" && !spec.Effort.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	}
+	for _, name := range spec.AllowedTools {
+		if _, ok := tools[name]; !ok {
+			return nil, messages.FieldError(messages.OpStart, "allowedTools", "the native backend has no tool %q (it has %s)", name, strings.Join(ToolNames(), ", "))
+		}
+	}
+	ws, err := NewWorkspace(spec.Cwd)
+	if err != nil {
+		return nil, &messages.Error{Code: messages.CodeInvalid, Op: messages.OpStart, Field: "cwd", Message: err.Error(), Err: err}
+	}
+	get := t.envLookup(spec.Env)
+	// Each session has its own connections, closed with it.
+	httpc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	prov, err := newProvider(get, httpc)
+	if err != nil {
+		return nil, err
+	}
+	model := spec.Model
+	if m, ok := modelClasses[prov.name()][model]; ok {
+		model = m
+	}
+	if model == "" {
+		model = get(EnvModel)
+	}
+	if model == "" {
+		model = defaultModels[prov.name()]
+	}
+	maxRounds := t.maxRounds
+	if v := get(EnvMaxRounds); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, messages.FieldError(messages.OpStart, "env."+EnvMaxRounds, "want a positive number of rounds, got %q", v)
+		}
+		maxRounds = n
+	}
+	prices := t.prices
+	if v := get(EnvPrices); v != "" {
+		var p map[string]Price
+		if err := json.Unmarshal([]byte(v), &p); err != nil {
+			return nil, messages.FieldError(messages.OpStart, "env."+EnvPrices, "want JSON {\"model\": {\"input\": ..., \"output\": ...}} in dollars per million tokens: %v", err)
+		}
+		prices = p
+	}
+	var allowed []string
+	if spec.AllowedTools != nil {
+		allowed = append([]string{}, spec.AllowedTools...)
+	}
+	s := newSession(sessionConfig{
+		prov:       prov,
+		httpc:      httpc,
+		sink:       sink,
+		externalID: "native-" + randomHex(8),
+		model:      model,
+		effort:     spec.Effort,
+		system:     systemPrompt(ws, spec.AppendSystemPrompt),
+		allowed:    allowed,
+		maxRounds:  maxRounds,
+		maxTokens:  t.maxTokens,
+		retry:      t.retry,
+		prices:     prices,
+		tools:      toolEnv{ws: ws, outputCap: t.outputCap, env: bashEnv(spec), bashWall: t.bashWall},
+	}, posture)
+	go s.run()
+	return s, nil
+}
+
+// systemPrompt tells the model where it works and how its tools behave.
+func systemPrompt(ws Workspace, appendix string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "You are a coding agent working in the repository at %s.\n", ws.Given())
+	b.WriteString("Use the tools to read, search and change files and to run commands. Paths are relative to the " +
+		"repository; a path that leaves it (through .. or a symlink) is refused. Edit with exact-string " +
+		"replacement: read a file first and copy the text to replace exactly. Some calls need the user's " +
+		"permission; a refused or denied call comes back as an error result with the reason: adapt, do not retry " +
+		"it unchanged. When the task is done, answer with a short summary of what you changed.\n")
+	if appendix != "" {
+		b.WriteString("\n" + appendix + "\n")
+	}
+	return b.String()
+}
+
+// bashEnv is the environment of the agent's commands: the process
+// environment, then the backend environment, without credentials, with
+// HOME set to spec.Home when given.
+func bashEnv(spec transports.SessionSpec) []string {
+	vals := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			set(k, v)
+		}
+	}
+	for _, kv := range spec.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			set(k, v)
+		}
+	}
+	if spec.Home != "" {
+		set("HOME", spec.Home)
+	}
+	drop := map[string]bool{}
+	for _, k := range credentialVars {
+		drop[k] = true
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		if drop[k] || strings.HasPrefix(k, "CODESESSION_NATIVE_") {
+			continue
+		}
+		out = append(out, k+"="+vals[k])
+	}
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	// crypto/rand.Read never fails on supported platforms (Go 1.24+).
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
