@@ -17,16 +17,21 @@ import (
 )
 
 // backendsCmd prints the capability matrix: every backend's descriptor and
-// a live probe of its availability.
+// a live probe of its availability, probed here or, with --addr, by the
+// daemon (whose environment and config the sessions it starts get).
 type backendsCmd struct {
-	cfg  configFlags
-	json bool
+	cfg    configFlags
+	json   bool
+	client clientFlags
+	remote bool // --addr was given
 }
 
 func (c *backendsCmd) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("backends")
 	fs.BoolVar(&c.json, "json", false, "print the list-backends result as one JSON object")
 	c.cfg.addConfig(fs)
+	fs.StringVar(&c.client.addr, "addr", "", "ask the daemon at host:port (or URL) instead of probing here")
+	fs.StringVar(&c.client.token, "token", "", "with --addr: the daemon's bearer token (default $CODESESSION_TOKEN, else <home>/token)")
 	return fs
 }
 
@@ -49,10 +54,14 @@ func parseBackendsFlags(args []string) (*backendsCmd, error) {
 	if fs.NArg() > 0 {
 		return nil, usagef("backends", "takes no arguments, got %q", fs.Arg(0))
 	}
+	c.remote = fs.Changed("addr")
 	return c, nil
 }
 
 func (c *backendsCmd) exec(ctx context.Context, s *streams) error {
+	if c.remote {
+		return c.execRemote(ctx, s)
+	}
 	cfg, err := c.cfg.load("backends", s.getenv)
 	if err != nil {
 		return err
@@ -79,6 +88,23 @@ func (c *backendsCmd) exec(ctx context.Context, s *streams) error {
 		}
 		_, err = s.stdout.Write(append(b, '\n'))
 		return err
+	}
+	writeBackendsTable(s.stdout, res)
+	return nil
+}
+
+// execRemote lists the daemon's backends, probed by the daemon.
+func (c *backendsCmd) execRemote(ctx context.Context, s *streams) error {
+	dc, err := c.client.client("backends", s.getenv)
+	if err != nil {
+		return err
+	}
+	var res messages.ListBackendsResult
+	if err := dc.do(ctx, "GET", "/api/backends", nil, &res); err != nil {
+		return remoteErr("backends", "list-backends", err)
+	}
+	if c.json {
+		return writeJSON(s.stdout, res)
 	}
 	writeBackendsTable(s.stdout, res)
 	return nil

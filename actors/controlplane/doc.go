@@ -1,0 +1,72 @@
+// Package controlplane is the daemon's HTTP control plane over an
+// actors.Runtime: the routes of DESIGN "Control plane" (all in routes.go),
+// the live SSE feed, bearer-token auth, and the daemon's lifecycle
+// (Daemon: runtime + bridge + server, and its ordered Shutdown).
+//
+// # HTTP
+//
+// Handlers return errors; writeError is the one place a *messages.Error
+// becomes a response: invalid 400, unauthorized 401, not_found 404,
+// not_live / already_live / conflict 409, ceiling_exceeded / unsupported
+// 422, internal 500 (503 when retryable: draining, not configured),
+// timeout 503. Success is {ok:true,data}, failure {ok:false,error:{code,
+// message,...}}. Request bodies are JSON (Content-Type application/json,
+// at most Options.MaxBodyBytes, unknown fields and trailing data refused);
+// session ids are checked with messages.ValidSessionID before they touch
+// the store or the runtime. Every route but /healthz needs
+// "Authorization: Bearer <token>", compared in constant time; the token
+// lives in <home>/token (LoadOrCreateToken, mode 0600). The daemon drives
+// every session under one owner scope (DefaultScope) and resumes with
+// Takeover, so a record started elsewhere can be adopted.
+//
+// # The live feed
+//
+// Bridge is the runtime's event listener (actors.WithEventListener). It
+// never blocks the session that calls it: under its mutex it coalesces
+// text deltas per session (CoalesceWindow, the last delta wins; any other
+// event publishes the pending text first, so seq order holds), offers each
+// item to every matching subscriber's bounded queue without waiting, and
+// drops a subscriber whose queue is full (its stream ends with a
+// `reconnect` event; the client reconnects with Last-Event-ID). After a
+// status-affecting event it reads the record from the store (a trailing
+// debounce of ChangedDebounce, so the write has landed; after `released`
+// it retries until the store shows the session settled) and publishes it
+// on code_session_changed.
+//
+// An SSE stream (GET /api/events) registers its subscription before it
+// replays the store after its cursor, so nothing published meanwhile is
+// lost; live items at or below the cursor are dropped, and a live item
+// whose first seq is past cursor+1 makes the stream read the missing
+// events from the store first (waiting for them to be durable: the
+// listener fires before the store has them). So a client that reconnects
+// with the last id it saw ("<sessionId>:<seq>") gets every event exactly
+// once, in seq order; only text deltas that coalescing replaced are absent
+// from the live path (the store keeps them, and a replay sends them).
+//
+// Metrics go into an injected registry: the runtime's code_session_*
+// families, this package's SSE and HTTP families, and the frozen
+// code_specialist_* families (dispatched, settled{state}, duration_ms,
+// rounds, by backend) fed from the events the bridge sees.
+//
+// # Lifecycle
+//
+//	NewDaemon --> serving --Shutdown--> draining (503) --> turns interrupted
+//	  --> runtime closed (live records orphaned, backends stopped)
+//	  --> bridge closed (pending published, streams told to reconnect)
+//	  --> store closed
+//
+// # Concurrency
+//
+// Server and Bridge are safe for concurrent use. The bridge's mutex guards
+// only maps and non-blocking channel sends; store reads happen on timer
+// goroutines or the stream's own request goroutine.
+//
+// # Testing
+//
+// The tests run real servers on 127.0.0.1 (httptest) over a runtime with
+// the scripted backend: every route and error code, auth on and off, body
+// limits, path traversal in ids, the SSE replay/live handoff across a
+// disconnect, text coalescing, and a slow subscriber dropped and
+// reconnecting. Server.stallLive lets a test hold a stream before it goes
+// live.
+package controlplane

@@ -1,0 +1,375 @@
+package controlplane
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	if s.draining.Load() {
+		return errDraining
+	}
+	return writeData(w, map[string]string{"status": "ok"})
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	if s.metrics == nil {
+		return &messages.Error{Code: messages.CodeInternal, Op: "metrics", Retryable: true, Message: "no metrics registry is configured"}
+	}
+	s.metrics.ServeHTTP(w, r)
+	return nil
+}
+
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) error {
+	return messages.Errorf(messages.CodeNotFound, "route", "no route %s %s", r.Method, r.URL.Path)
+}
+
+func (s *Server) listBackends(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.ListBackends(ctx, s.o.Scope)
+	if err != nil {
+		return err
+	}
+	s.m.probed(res)
+	return writeData(w, res)
+}
+
+// sessionsView is GET /api/code-sessions.
+type sessionsView struct {
+	Sessions []messages.SessionRecord `json:"sessions"`
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	limit, err := intParam(r, "limit", 0, 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	recs, err := s.store().List(r.Context())
+	if err != nil {
+		return err
+	}
+	if limit > 0 && len(recs) > limit {
+		recs = recs[:limit]
+	}
+	if recs == nil {
+		recs = []messages.SessionRecord{}
+	}
+	return writeData(w, sessionsView{Sessions: recs})
+}
+
+// start takes messages.Start's fields, strictly: there is no way to set the
+// backend's environment from a request (that is the daemon's --env and
+// config).
+func (s *Server) start(w http.ResponseWriter, r *http.Request) error {
+	var op messages.Start
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &op); err != nil {
+		return err
+	}
+	if op.Cwd != "" && !filepath.IsAbs(op.Cwd) {
+		return messages.FieldError(messages.OpStart, "cwd", "must be an absolute path (it is the daemon's, not the caller's, file system)")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.Start(ctx, s.o.Scope, op)
+	if err != nil {
+		if messages.IsCode(err, messages.CodeNotFound) {
+			// an unknown backend is a bad request, not a missing resource
+			e := *messages.AsError(messages.OpStart, err)
+			e.Code, e.Field = messages.CodeInvalid, "backend"
+			return &e
+		}
+		return err
+	}
+	return writeData(w, res)
+}
+
+// sessionView is GET /api/code-sessions/{id}.
+type sessionView struct {
+	Record  messages.SessionRecord    `json:"record"`
+	Events  []messages.PersistedEvent `json:"events"`
+	LastSeq uint64                    `json:"lastSeq"`
+	// ExternalAttach is the backend's own interactive resume command, when
+	// it has one and the record holds what it needs.
+	ExternalAttach *AttachView `json:"externalAttach,omitempty"`
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	sid, err := pathSessionID(r, "get")
+	if err != nil {
+		return err
+	}
+	after, err := uintParam(r, "afterSeq")
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(r, "limit", defaultEventsPage, 1, maxEventsPage)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	rec, err := s.store().GetMeta(ctx, sid)
+	if err != nil {
+		return err
+	}
+	evs, err := s.store().ReadEvents(ctx, sid, after, limit)
+	if err != nil {
+		return err
+	}
+	last, err := s.store().LastSeq(ctx, sid)
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []messages.PersistedEvent{}
+	}
+	v := sessionView{Record: rec, Events: evs, LastSeq: last}
+	if t, err := s.rt.Backends().Get(rec.BackendID); err == nil {
+		d := t.Descriptor()
+		v.ExternalAttach = RenderAttach(d.ExternalAttach, rec)
+	}
+	return writeData(w, v)
+}
+
+type readTurnRequest struct {
+	IncludeDiff bool  `json:"includeDiff,omitempty"`
+	TimeoutMs   int64 `json:"timeoutMs,omitempty"`
+}
+
+// readTurn long-polls for the session's next result. When none comes in
+// time the answer is a retryable timeout (503): read again; the result is
+// never lost by a timed-out poll.
+func (s *Server) readTurn(w http.ResponseWriter, r *http.Request) error {
+	const op = messages.OpReadTurn
+	sid, err := pathSessionID(r, op)
+	if err != nil {
+		return err
+	}
+	var req readTurnRequest
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	wait := s.o.ReadTurnWait
+	switch {
+	case req.TimeoutMs < 0:
+		return messages.FieldError(op, "timeoutMs", "must not be negative")
+	case req.TimeoutMs > MaxReadTurnWait.Milliseconds():
+		return messages.FieldError(op, "timeoutMs", "at most %d", MaxReadTurnWait.Milliseconds())
+	case req.TimeoutMs > 0:
+		wait = time.Duration(req.TimeoutMs) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	res, err := s.rt.ReadTurn(ctx, s.o.Scope, messages.ReadTurn{SessionID: sid, IncludeDiff: req.IncludeDiff})
+	if err != nil {
+		if messages.IsCode(err, messages.CodeTimeout) && r.Context().Err() == nil {
+			return &messages.Error{Code: messages.CodeTimeout, Op: op, Retryable: true,
+				Message: "no result within " + wait.String() + ": read again"}
+		}
+		return s.sessionErr(r.Context(), sid, err)
+	}
+	return writeData(w, res)
+}
+
+type answerRequest struct {
+	ClarificationID string            `json:"clarificationId"`
+	Decision        messages.Decision `json:"decision"`
+	Reason          string            `json:"reason,omitempty"`
+	Note            string            `json:"note,omitempty"`
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) error {
+	sid, err := pathSessionID(r, messages.OpAnswer)
+	if err != nil {
+		return err
+	}
+	var req answerRequest
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.Answer(ctx, s.o.Scope, messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID,
+		Decision: req.Decision, Reason: req.Reason, Note: req.Note})
+	if err != nil {
+		return s.sessionErr(r.Context(), sid, err)
+	}
+	return writeData(w, res)
+}
+
+// guidanceRequest has no source: guidance through the control plane is
+// always the user's (pinned into the round history).
+type guidanceRequest struct {
+	Text   string             `json:"text"`
+	Mode   messages.GuideMode `json:"mode,omitempty"`
+	Model  string             `json:"agentModel,omitempty"`
+	Effort messages.Effort    `json:"effort,omitempty"`
+}
+
+func (s *Server) guidance(w http.ResponseWriter, r *http.Request) error {
+	sid, err := pathSessionID(r, messages.OpGuide)
+	if err != nil {
+		return err
+	}
+	var req guidanceRequest
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.Guide(ctx, s.o.Scope, messages.Guide{SessionID: sid, Text: req.Text, Mode: req.Mode,
+		Source: messages.SourceUser, Model: req.Model, Effort: req.Effort})
+	if err != nil {
+		return s.sessionErr(r.Context(), sid, err)
+	}
+	return writeData(w, res)
+}
+
+type postureRequest struct {
+	Posture messages.Posture `json:"posture"`
+}
+
+func (s *Server) posture(w http.ResponseWriter, r *http.Request) error {
+	sid, err := pathSessionID(r, messages.OpSetPosture)
+	if err != nil {
+		return err
+	}
+	var req postureRequest
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.SetPosture(ctx, s.o.Scope, messages.SetPosture{SessionID: sid, Posture: req.Posture})
+	if err != nil {
+		return s.sessionErr(r.Context(), sid, err)
+	}
+	return writeData(w, res)
+}
+
+func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) error {
+	sid, err := pathSessionID(r, messages.OpInterrupt)
+	if err != nil {
+		return err
+	}
+	var req struct{}
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.Interrupt(ctx, s.o.Scope, messages.Interrupt{SessionID: sid})
+	if err != nil {
+		return s.sessionErr(r.Context(), sid, err)
+	}
+	return writeData(w, res)
+}
+
+type stopRequest struct {
+	Outcome messages.Outcome `json:"outcome,omitempty"`
+	Note    string           `json:"note,omitempty"`
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) error {
+	sid, err := pathSessionID(r, messages.OpStop)
+	if err != nil {
+		return err
+	}
+	var req stopRequest
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.Stop(ctx, s.o.Scope, messages.Stop{SessionID: sid, Outcome: req.Outcome, Note: req.Note})
+	if err != nil {
+		return s.sessionErr(r.Context(), sid, err)
+	}
+	return writeData(w, res)
+}
+
+type resumeRequest struct {
+	Brief string `json:"brief,omitempty"`
+}
+
+// resume adopts an ended, failed or orphaned record under the daemon's own
+// scope (a takeover: the record may have been started by another process):
+// 404 when there is no record, 409 when it is still live.
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
+	sid, err := pathSessionID(r, messages.OpResume)
+	if err != nil {
+		return err
+	}
+	var req resumeRequest
+	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	res, err := s.rt.Resume(ctx, s.o.Scope, messages.Resume{SessionID: sid, Brief: req.Brief, Takeover: true})
+	if err != nil {
+		return err
+	}
+	return writeData(w, res)
+}
+
+// sessionErr refines a session op's not_found: the daemon drives only the
+// sessions it started or resumed, so a record that exists but is not one
+// of them is not_live (resume it first), or a conflict when another
+// process is driving it right now.
+func (s *Server) sessionErr(ctx context.Context, sid string, err error) error {
+	if !messages.IsCode(err, messages.CodeNotFound) {
+		return err
+	}
+	e := messages.AsError("route", err)
+	if e.Op != "route" {
+		return err // the op's own not_found (e.g. an unknown clarification)
+	}
+	rec, gerr := s.store().GetMeta(ctx, sid)
+	if gerr != nil {
+		return err
+	}
+	if rec.Status.Live() {
+		return messages.Errorf(messages.CodeConflict, e.Op, "session %s is being driven by another process: drive it there", sid)
+	}
+	return messages.Errorf(messages.CodeNotLive, e.Op, "session %s is %s: resume it first", sid, rec.Status)
+}
+
+// pathSessionID returns the {id} path value once it has the exact shape of
+// a session id, before it touches anything.
+func pathSessionID(r *http.Request, op string) (string, error) {
+	id := r.PathValue("id")
+	if !messages.ValidSessionID(id) {
+		return "", messages.FieldError(op, "sessionId", "malformed session id")
+	}
+	return id, nil
+}
+
+func uintParam(r *http.Request, name string) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, messages.FieldError("query", name, "want a non-negative integer, got %q", v)
+	}
+	return n, nil
+}
+
+func intParam(r *http.Request, name string, def, min, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > max {
+		return 0, messages.FieldError("query", name, "want an integer in %d..%d, got %q", min, max, v)
+	}
+	return n, nil
+}

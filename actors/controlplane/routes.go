@@ -1,0 +1,42 @@
+package controlplane
+
+import "net/http"
+
+const routeHealthz = "GET /healthz"
+
+// routes is every route of the control plane. All but /healthz require the
+// bearer token. Any other method or path is a not_found envelope.
+//
+//	GET  /healthz                                   liveness (no auth)
+//	GET  /metrics                                   Prometheus text
+//	GET  /api/backends                              list-backends
+//	GET  /api/code-sessions                         records, newest first
+//	POST /api/code-sessions                         start
+//	GET  /api/code-sessions/{id}?afterSeq=&limit=   record + events (+ externalAttach)
+//	POST /api/code-sessions/{id}/read-turn          long poll {includeDiff?, timeoutMs?}
+//	POST /api/code-sessions/{id}/answer             {clarificationId, decision, reason?, note?}
+//	POST /api/code-sessions/{id}/guidance           user guidance {text, mode?, agentModel?, effort?}
+//	POST /api/code-sessions/{id}/posture            {posture}
+//	POST /api/code-sessions/{id}/interrupt          {}
+//	POST /api/code-sessions/{id}/stop               {outcome?, note?}
+//	POST /api/code-sessions/{id}/resume             {brief?}
+//	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	s.handle(mux, routeHealthz, true, s.healthz)
+	s.handle(mux, "GET /metrics", false, s.serveMetrics)
+	s.handle(mux, "GET /api/backends", false, s.listBackends)
+	s.handle(mux, "GET /api/code-sessions", false, s.listSessions)
+	s.handle(mux, "POST /api/code-sessions", false, s.start)
+	s.handle(mux, "GET /api/code-sessions/{id}", false, s.getSession)
+	s.handle(mux, "POST /api/code-sessions/{id}/read-turn", false, s.readTurn)
+	s.handle(mux, "POST /api/code-sessions/{id}/answer", false, s.answer)
+	s.handle(mux, "POST /api/code-sessions/{id}/guidance", false, s.guidance)
+	s.handle(mux, "POST /api/code-sessions/{id}/posture", false, s.posture)
+	s.handle(mux, "POST /api/code-sessions/{id}/interrupt", false, s.interrupt)
+	s.handle(mux, "POST /api/code-sessions/{id}/stop", false, s.stop)
+	s.handle(mux, "POST /api/code-sessions/{id}/resume", false, s.resume)
+	s.handle(mux, "GET /api/events", false, s.events)
+	s.handle(mux, "/", false, s.noRoute)
+	return mux
+}

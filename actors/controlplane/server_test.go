@@ -1,0 +1,439 @@
+package controlplane
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/store"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/script"
+)
+
+// liteTransport is the scripted backend under another id with no live
+// controls and an external-attach template, for the 422 and attach paths.
+type liteTransport struct{ *script.Transport }
+
+const liteID = "script-lite"
+
+func (l liteTransport) Descriptor() transports.Descriptor {
+	d := l.Transport.Descriptor()
+	d.ID, d.DisplayName = liteID, "script-lite (scripted, no live controls)"
+	d.Live = messages.LiveControls{}
+	d.ExternalAttach = &messages.ExternalAttach{CommandTemplate: `lite resume {sessionId} --dir "{cwd}"`, Note: "scripted"}
+	return d
+}
+
+func withLite(o *DaemonOptions) {
+	sc := testScenario()
+	o.Backends = transports.NewRegistry(script.New(script.WithScenario(sc)), liteTransport{script.New(script.WithScenario(sc))})
+}
+
+func TestRoutesDriveASessionEndToEnd(t *testing.T) {
+	f := newFixture(t)
+	hz := f.call("GET", "/healthz", nil, "Authorization", "")
+	assert.Equal(t, http.StatusOK, hz.status)
+
+	var lb messages.ListBackendsResult
+	f.ok("GET", "/api/backends", nil, &lb)
+	require.Len(t, lb.Backends, 1)
+	assert.Equal(t, script.ID, lb.Backends[0].Descriptor.ID)
+	assert.True(t, lb.Backends[0].Availability.Available)
+
+	st := f.start("ASK before you vet")
+	sid := st.SessionID
+	assert.True(t, messages.ValidSessionID(sid))
+	r := f.read(sid)
+	require.Equal(t, messages.KindClarification, r.Kind)
+	var ans messages.AnswerResult
+	f.ok("POST", "/api/code-sessions/"+sid+"/answer", map[string]any{"clarificationId": r.ClarificationID, "decision": "allow_once"}, &ans)
+	assert.True(t, ans.OK)
+	r = f.read(sid)
+	require.Equal(t, messages.KindTurnComplete, r.Kind)
+	assert.Equal(t, "vetted", r.Text)
+
+	var okRes messages.OKResult
+	f.ok("POST", "/api/code-sessions/"+sid+"/guidance", map[string]any{"text": "now the docs"}, &okRes)
+	assert.True(t, okRes.OK)
+	r = f.read(sid)
+	require.Equal(t, messages.KindTurnComplete, r.Kind)
+	assert.Equal(t, 2, r.Turn)
+	assert.Contains(t, r.Text, "now the docs")
+	assert.Contains(t, r.RoundHistory, messages.HistoryEntry{Turn: 2, Kind: messages.HistGuidance, Text: "user: now the docs", Pinned: true},
+		"guidance through the control plane is the user's, pinned")
+
+	var pr messages.SetPostureResult
+	f.ok("POST", "/api/code-sessions/"+sid+"/posture", map[string]any{"posture": "plan"}, &pr)
+	assert.Equal(t, messages.PosturePlan, pr.Posture)
+	f.ok("POST", "/api/code-sessions/"+sid+"/interrupt", "", &okRes)
+	assert.True(t, okRes.OK)
+
+	var view sessionView
+	f.ok("GET", "/api/code-sessions/"+sid+"?afterSeq=2&limit=3", nil, &view)
+	assert.Equal(t, sid, view.Record.SessionID)
+	require.Len(t, view.Events, 3)
+	assert.Equal(t, uint64(3), view.Events[0].Seq)
+	assert.Greater(t, view.LastSeq, uint64(5))
+	assert.Nil(t, view.ExternalAttach, "the script backend has no attach template")
+
+	var stop messages.StopResult
+	f.ok("POST", "/api/code-sessions/"+sid+"/stop", map[string]any{"outcome": "success", "note": "looks right"}, &stop)
+	assert.False(t, stop.AlreadyStopped)
+	assert.Equal(t, messages.OutcomeSuccess, stop.Outcome)
+	f.ok("POST", "/api/code-sessions/"+sid+"/stop", "", &stop)
+	assert.True(t, stop.AlreadyStopped, "stop is idempotent")
+
+	var list sessionsView
+	f.ok("GET", "/api/code-sessions", nil, &list)
+	require.Len(t, list.Sessions, 1)
+	assert.Equal(t, messages.StatusEnded, list.Sessions[0].Status)
+	assert.Equal(t, "looks right", list.Sessions[0].OutcomeNote)
+
+	var res messages.StartResult
+	f.ok("POST", "/api/code-sessions/"+sid+"/resume", map[string]any{"brief": "carry on"}, &res)
+	assert.Equal(t, sid, res.SessionID)
+	r = f.read(sid)
+	require.Equal(t, messages.KindTurnComplete, r.Kind)
+	assert.Equal(t, 3, r.Turn, "rounds continue")
+	assert.Contains(t, r.Text, "carry on")
+	f.ok("POST", "/api/code-sessions/"+sid+"/stop", "", &stop)
+
+	rec, err := f.d.Runtime().Store().GetMeta(context.Background(), sid)
+	require.NoError(t, err)
+	assert.Len(t, rec.Runs, 2)
+	for i, ev := range f.storeEvents(sid) {
+		require.Equal(t, uint64(i+1), ev.Seq, "one gapless log")
+	}
+
+	// metrics: the runtime's families, the live feed's and the frozen ones
+	waitFor(t, "both runs settled in the metrics", func() bool {
+		return strings.Contains(f.metrics(), `code_specialist_settled_total{backend="script",state="ended"} 2`)
+	})
+	m := f.metrics()
+	for _, want := range []string{
+		`code_session_ops_total{op="start",outcome="ok"} 1`,
+		`code_session_ops_total{op="resume",outcome="ok"} 1`,
+		`code_specialist_dispatched_total{backend="script"} 2`,
+		`code_specialist_duration_ms_count{backend="script"} 2`,
+		`code_specialist_rounds_count{backend="script"} 2`,
+		`code_session_sse_subscribers 0`,
+		`code_session_backend_available{backend="script"} 1`,
+		`code_session_http_requests_total{code="200",route="POST /api/code-sessions"} 1`,
+		`code_session_live 0`,
+	} {
+		assert.Contains(t, m, want)
+	}
+}
+
+func (f *fixture) metrics() string {
+	f.t.Helper()
+	req, err := http.NewRequest("GET", f.srv.URL+"/metrics", nil)
+	require.NoError(f.t, err)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(f.t, err)
+	defer res.Body.Close()
+	require.Equal(f.t, http.StatusOK, res.StatusCode)
+	b, err := io.ReadAll(res.Body)
+	require.NoError(f.t, err)
+	return string(b)
+}
+
+func TestEveryErrorCodeHasItsStatus(t *testing.T) {
+	faulty := store.NewFaulty(store.NewMemory())
+	f := newFixture(t, withLite, func(o *DaemonOptions) { o.Store = faulty })
+	ctx := context.Background()
+	live := f.start("SLOW work")
+	unknown := messages.NewSessionID()
+
+	var capped messages.StartResult
+	f.ok("POST", "/api/code-sessions", map[string]any{"brief": "x", "cwd": f.cwd, "maxPosture": "default"}, &capped)
+	var lite messages.StartResult
+	f.ok("POST", "/api/code-sessions", map[string]any{"brief": "x", "cwd": f.cwd, "backend": liteID}, &lite)
+	ended := f.start("short")
+	f.read(ended.SessionID)
+	f.ok("POST", "/api/code-sessions/"+ended.SessionID+"/stop", "", nil)
+	// a session another scope (another process, say) drives
+	foreign, err := f.d.Runtime().Start(ctx, "elsewhere", messages.Start{Brief: "SLOW", Cwd: f.cwd})
+	require.NoError(t, err)
+
+	cases := []struct {
+		name         string
+		method, path string
+		body         any
+		status       int
+		code         messages.Code
+	}{
+		{"empty brief", "POST", "/api/code-sessions", `{"brief":""}`, 400, messages.CodeInvalid},
+		{"a start cannot set env", "POST", "/api/code-sessions", `{"brief":"x","env":{"PATH":"/evil"}}`, 400, messages.CodeInvalid},
+		{"unknown field", "POST", "/api/code-sessions", `{"brief":"x","sessionId":"` + unknown + `"}`, 400, messages.CodeInvalid},
+		{"malformed JSON", "POST", "/api/code-sessions", `{"brief":`, 400, messages.CodeInvalid},
+		{"wrong type", "POST", "/api/code-sessions", `{"brief":7}`, 400, messages.CodeInvalid},
+		{"trailing data", "POST", "/api/code-sessions", `{"brief":"x"} {}`, 400, messages.CodeInvalid},
+		{"relative cwd", "POST", "/api/code-sessions", `{"brief":"x","cwd":"repo"}`, 400, messages.CodeInvalid},
+		{"unknown backend", "POST", "/api/code-sessions", `{"brief":"x","backend":"nope"}`, 400, messages.CodeInvalid},
+		{"bad posture", "POST", "/api/code-sessions/" + live.SessionID + "/posture", `{"posture":"root"}`, 400, messages.CodeInvalid},
+		{"bad decision", "POST", "/api/code-sessions/" + live.SessionID + "/answer", `{"clarificationId":"c","decision":"maybe"}`, 400, messages.CodeInvalid},
+		{"negative timeout", "POST", "/api/code-sessions/" + live.SessionID + "/read-turn", `{"timeoutMs":-1}`, 400, messages.CodeInvalid},
+		{"bad limit", "GET", "/api/code-sessions/" + live.SessionID + "?limit=0", nil, 400, messages.CodeInvalid},
+		{"bad afterSeq", "GET", "/api/code-sessions/" + live.SessionID + "?afterSeq=-1", nil, 400, messages.CodeInvalid},
+		{"malformed id", "GET", "/api/code-sessions/cs_1234", nil, 400, messages.CodeInvalid},
+		{"bad topic", "GET", "/api/events?topics=everything", nil, 400, messages.CodeInvalid},
+		{"afterSeq without session", "GET", "/api/events?afterSeq=3", nil, 400, messages.CodeInvalid},
+
+		{"unknown session", "GET", "/api/code-sessions/" + unknown, nil, 404, messages.CodeNotFound},
+		{"unknown session op", "POST", "/api/code-sessions/" + unknown + "/guidance", `{"text":"hi"}`, 404, messages.CodeNotFound},
+		{"unknown session resume", "POST", "/api/code-sessions/" + unknown + "/resume", "", 404, messages.CodeNotFound},
+		{"unknown session feed", "GET", "/api/events?sessionId=" + unknown, nil, 404, messages.CodeNotFound},
+		{"no clarification pending", "POST", "/api/code-sessions/" + live.SessionID + "/answer", `{"clarificationId":"nope","decision":"deny"}`, 409, messages.CodeConflict},
+		{"no route", "GET", "/api/nothing", nil, 404, messages.CodeNotFound},
+		{"wrong method", "GET", "/api/code-sessions/" + live.SessionID + "/stop", nil, 404, messages.CodeNotFound},
+
+		{"guidance to an ended session", "POST", "/api/code-sessions/" + ended.SessionID + "/guidance", `{"text":"more"}`, 409, messages.CodeNotLive},
+		{"resume a live session", "POST", "/api/code-sessions/" + live.SessionID + "/resume", "", 409, messages.CodeAlreadyLive},
+		{"a session another process drives", "POST", "/api/code-sessions/" + foreign.SessionID + "/guidance", `{"text":"hi"}`, 409, messages.CodeConflict},
+
+		{"posture above the ceiling", "POST", "/api/code-sessions/" + capped.SessionID + "/posture", `{"posture":"full"}`, 422, messages.CodeCeilingExceeded},
+		{"steer unsupported", "POST", "/api/code-sessions/" + lite.SessionID + "/guidance", `{"text":"x","mode":"steer"}`, 422, messages.CodeUnsupported},
+		{"interrupt unsupported", "POST", "/api/code-sessions/" + lite.SessionID + "/interrupt", "", 422, messages.CodeUnsupported},
+
+		{"read-turn long poll times out", "POST", "/api/code-sessions/" + live.SessionID + "/read-turn", `{"timeoutMs":200}`, 503, messages.CodeTimeout},
+	}
+	// the SLOW session's first turn blocks for a minute: read its clarification-free start first
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := f.call(c.method, c.path, c.body)
+			assert.Equal(t, c.status, r.status, "%+v", r.Error)
+			assert.False(t, r.OK)
+			require.NotNil(t, r.Error)
+			assert.Equal(t, c.code, r.Error.Code, r.Error.Message)
+			assert.NotEmpty(t, r.Error.Message)
+		})
+	}
+
+	t.Run("unauthorized", func(t *testing.T) {
+		r := f.call("GET", "/api/code-sessions", nil, "Authorization", "")
+		assert.Equal(t, 401, r.status)
+		assert.Equal(t, messages.CodeUnauthorized, r.code())
+	})
+	t.Run("internal", func(t *testing.T) {
+		faulty.SetFailure(func(op, _ string) error {
+			if op == store.OpList {
+				return store.Injected(op, "")
+			}
+			return nil
+		})
+		defer faulty.SetFailure(nil)
+		r := f.call("GET", "/api/code-sessions", nil)
+		assert.Equal(t, 500, r.status)
+		assert.Equal(t, messages.CodeInternal, r.code())
+	})
+	t.Run("draining", func(t *testing.T) {
+		_, err := f.d.Runtime().Stop(ctx, "elsewhere", messages.Stop{SessionID: foreign.SessionID})
+		require.NoError(t, err)
+		f.d.srv.Drain()
+		r := f.call("GET", "/api/backends", nil)
+		assert.Equal(t, 503, r.status)
+		assert.Equal(t, messages.CodeInternal, r.code())
+		assert.True(t, r.Error.Retryable)
+		assert.Equal(t, 503, f.call("GET", "/healthz", nil).status)
+	})
+}
+
+func TestAuth(t *testing.T) {
+	routes := [][2]string{{"GET", "/metrics"}, {"GET", "/api/backends"}, {"GET", "/api/code-sessions"},
+		{"POST", "/api/code-sessions"}, {"GET", "/api/code-sessions/" + messages.NewSessionID()},
+		{"POST", "/api/code-sessions/" + messages.NewSessionID() + "/stop"}, {"GET", "/api/events"}, {"GET", "/nothing"}}
+	t.Run("on", func(t *testing.T) {
+		f := newFixture(t)
+		for _, rt := range routes {
+			for _, hdr := range []string{"", "Bearer wrong", "Basic " + testToken, "Bearer", testToken} {
+				r := f.call(rt[0], rt[1], `{}`, "Authorization", hdr)
+				assert.Equal(t, 401, r.status, "%s %s with %q", rt[0], rt[1], hdr)
+				assert.Equal(t, messages.CodeUnauthorized, r.code())
+			}
+		}
+		assert.Equal(t, 200, f.call("GET", "/healthz", nil, "Authorization", "").status, "healthz is open")
+		assert.Equal(t, 200, f.call("GET", "/api/code-sessions", nil, "Authorization", "bearer "+testToken).status, "the scheme is case-insensitive")
+		assert.Equal(t, 200, f.call("GET", "/api/code-sessions", nil).status)
+	})
+	t.Run("off", func(t *testing.T) {
+		f := newFixture(t, func(o *DaemonOptions) { o.Token = "" })
+		assert.Equal(t, 200, f.call("GET", "/api/code-sessions", nil).status)
+		assert.Equal(t, 200, f.call("GET", "/api/backends", nil, "Authorization", "Bearer whatever").status)
+	})
+}
+
+func TestRequestBodiesAreLimitedAndStrict(t *testing.T) {
+	f := newFixture(t, func(o *DaemonOptions) { o.Server.MaxBodyBytes = 4096 })
+	big := `{"brief":"` + strings.Repeat("a", 5000) + `"}`
+	r := f.call("POST", "/api/code-sessions", big)
+	assert.Equal(t, 400, r.status)
+	assert.Contains(t, r.Error.Message, "larger than 4096 bytes")
+
+	r = f.call("POST", "/api/code-sessions", `{"brief":"x"}`+strings.Repeat(" ", 5000)+`{}`)
+	assert.Equal(t, 400, r.status, "trailing data past the limit")
+
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded"} {
+		r = f.call("POST", "/api/code-sessions", `{"brief":"x"}`, "Content-Type", ct)
+		assert.Equal(t, 400, r.status, "Content-Type %q", ct)
+		assert.Contains(t, r.Error.Message, "application/json")
+	}
+	r = f.call("POST", "/api/code-sessions", `{"brief":"x","cwd":"`+f.cwd+`"}`, "Content-Type", "application/json; charset=utf-8")
+	assert.Equal(t, 200, r.status, "%+v", r.Error)
+}
+
+func TestPathTraversalInIDsTouchesNothing(t *testing.T) {
+	f := newFixture(t, func(o *DaemonOptions) { o.Store = nil }) // the real file store under the home
+	ids := []string{
+		"..%2F..%2F..%2Fetc%2Fpasswd", "cs_..%2F..%2Ftoken", "%2e%2e%2f%2e%2e", "cs_" + strings.Repeat("A", 64),
+		"cs_" + strings.Repeat("a", 63) + "%2F", "cs_" + strings.Repeat("a", 64) + "%00", "cs_" + strings.Repeat("a", 65),
+		"token", "..", "cs_%2e%2e",
+	}
+	for _, id := range ids {
+		for _, c := range []struct{ method, path, body string }{
+			{"GET", "/api/code-sessions/" + id, ""},
+			{"POST", "/api/code-sessions/" + id + "/read-turn", `{"timeoutMs":100}`},
+			{"POST", "/api/code-sessions/" + id + "/guidance", `{"text":"x"}`},
+			{"POST", "/api/code-sessions/" + id + "/resume", `{}`},
+			{"GET", "/api/events?sessionId=" + id, ""},
+		} {
+			r := f.call(c.method, c.path, c.body)
+			assert.False(t, r.OK, "%s %s", c.method, c.path)
+			assert.Contains(t, []int{400, 404}, r.status, "%s %s", c.method, c.path)
+			if r.status == 400 {
+				assert.Equal(t, messages.CodeInvalid, r.code())
+			}
+		}
+	}
+	// nothing was created: no session directory, nothing outside the home's own layout
+	var made []string
+	require.NoError(t, filepath.WalkDir(f.home, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(f.home, path)
+		if d.IsDir() && (rel == "." || rel == "sessions" || rel == "runtimes") {
+			return nil
+		}
+		if filepath.Dir(rel) == "runtimes" && strings.HasSuffix(rel, ".lock") {
+			return nil
+		}
+		made = append(made, rel)
+		return nil
+	}))
+	assert.Empty(t, made)
+}
+
+func TestExternalAttach(t *testing.T) {
+	f := newFixture(t, withLite)
+	var st messages.StartResult
+	f.ok("POST", "/api/code-sessions", map[string]any{"brief": "hello", "cwd": f.cwd, "backend": liteID}, &st)
+	f.read(st.SessionID)
+	var view sessionView
+	f.ok("GET", "/api/code-sessions/"+st.SessionID, nil, &view)
+	require.NotNil(t, view.ExternalAttach)
+	ext := view.Record.LatestRun().ExternalSessionID
+	require.NotEmpty(t, ext)
+	assert.Equal(t, `lite resume `+ext+` --dir "`+f.cwd+`"`, view.ExternalAttach.Command)
+	assert.Equal(t, "scripted", view.ExternalAttach.Note)
+	assert.Equal(t, TwoDriversCaution, view.ExternalAttach.Caution, "live: two drivers")
+
+	f.ok("POST", "/api/code-sessions/"+st.SessionID+"/stop", "", nil)
+	var after sessionView
+	f.ok("GET", "/api/code-sessions/"+st.SessionID, nil, &after)
+	require.NotNil(t, after.ExternalAttach)
+	assert.Equal(t, view.ExternalAttach.Command, after.ExternalAttach.Command)
+	assert.Empty(t, after.ExternalAttach.Caution, "ended: no caution")
+}
+
+func TestRenderAttach(t *testing.T) {
+	rec := func(ext, cwd string, status messages.Status) messages.SessionRecord {
+		return messages.SessionRecord{Cwd: cwd, Status: status, Runs: []messages.Run{{ExternalSessionID: "old"}, {ExternalSessionID: ext}}}
+	}
+	tmpl := func(s string) *messages.ExternalAttach { return &messages.ExternalAttach{CommandTemplate: s} }
+	cases := []struct {
+		name string
+		t    *messages.ExternalAttach
+		rec  messages.SessionRecord
+		want string // "" means absent
+	}{
+		{"no template", nil, rec("abc", "/r", messages.StatusEnded), ""},
+		{"latest run", tmpl("claude --resume {sessionId}"), rec("abc-1", "/r", messages.StatusEnded), "claude --resume abc-1"},
+		{"no external id", tmpl("codex resume {sessionId}"), rec("", "/r", messages.StatusEnded), ""},
+		{"needs a cwd it lacks", tmpl(`opencode "{cwd}" --session {sessionId}`), rec("s1", "", messages.StatusOrphaned), ""},
+		{"quoted cwd with spaces", tmpl(`opencode "{cwd}" --session {sessionId}`), rec("s1", "/my repo", messages.StatusEnded), `opencode "/my repo" --session s1`},
+		{"quoted cwd that could expand", tmpl(`opencode "{cwd}" --session {sessionId}`), rec("s1", "/x$(rm -rf ~)", messages.StatusEnded), ""},
+		{"quoted cwd with a quote", tmpl(`opencode "{cwd}" --session {sessionId}`), rec("s1", `/x"; rm -rf ~; "`, messages.StatusEnded), ""},
+		{"unquoted odd id is single-quoted", tmpl("tool {sessionId}"), rec("a b;c'd", "/r", messages.StatusEnded), `tool 'a b;c'\''d'`},
+		{"control characters", tmpl("tool {sessionId}"), rec("a\nb", "/r", messages.StatusEnded), ""},
+		{"unknown placeholder kept", tmpl("tool {other} {sessionId}"), rec("s", "/r", messages.StatusEnded), "tool {other} s"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := RenderAttach(c.t, c.rec)
+			if c.want == "" {
+				assert.Nil(t, v)
+				return
+			}
+			require.NotNil(t, v)
+			assert.Equal(t, c.want, v.Command)
+			assert.Empty(t, v.Caution)
+		})
+	}
+	v := RenderAttach(tmpl("claude --resume {sessionId}"), rec("abc", "/r", messages.StatusRunning))
+	require.NotNil(t, v)
+	assert.Equal(t, TwoDriversCaution, v.Caution)
+}
+
+func TestTokenFile(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	tok, created, err := LoadOrCreateToken(home)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Len(t, tok, 64)
+	fi, err := os.Stat(TokenPath(home))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	again, created, err := LoadOrCreateToken(home)
+	require.NoError(t, err)
+	assert.False(t, created, "printed once: the second start reads it")
+	assert.Equal(t, tok, again)
+	read, err := ReadToken(home)
+	require.NoError(t, err)
+	assert.Equal(t, tok, read)
+
+	require.NoError(t, os.Chmod(TokenPath(home), 0o644))
+	_, _, err = LoadOrCreateToken(home)
+	assert.ErrorContains(t, err, "readable by others")
+	require.NoError(t, os.WriteFile(TokenPath(home), []byte("\n"), 0o600))
+	require.NoError(t, os.Chmod(TokenPath(home), 0o600))
+	_, err = ReadToken(home)
+	assert.ErrorContains(t, err, "empty")
+}
+
+func TestReadTurnWaitBounds(t *testing.T) {
+	f := newFixture(t)
+	st := f.start("SLOW")
+	start := time.Now()
+	r := f.call("POST", "/api/code-sessions/"+st.SessionID+"/read-turn", `{"timeoutMs":300001}`)
+	assert.Equal(t, 400, r.status)
+	r = f.call("POST", "/api/code-sessions/"+st.SessionID+"/read-turn", `{"timeoutMs":150}`)
+	assert.Equal(t, 503, r.status)
+	assert.True(t, r.Error.Retryable)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	// the result is not lost by the polls that timed out
+	f.ok("POST", "/api/code-sessions/"+st.SessionID+"/interrupt", "", nil)
+	res := f.read(st.SessionID)
+	assert.Equal(t, messages.KindTurnComplete, res.Kind)
+	assert.Equal(t, messages.TurnInterrupted, res.State)
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/messages"
+)
+
+// defaultAddr is where `serve` listens and the ops commands look, unless
+// --addr or $CODESESSION_ADDR says otherwise.
+const defaultAddr = "127.0.0.1:7777"
+
+// clientFlags are the flags every ops command shares: where the daemon is
+// and how to authenticate to it.
+type clientFlags struct {
+	addr   string
+	token  string
+	home   string
+	cacert string
+}
+
+func (c *clientFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", "", "the daemon: host:port or an http(s) URL (default $CODESESSION_ADDR, else "+defaultAddr+")")
+	fs.StringVar(&c.token, "token", "", "the daemon's bearer token (default $CODESESSION_TOKEN, else <home>/token)")
+	fs.StringVar(&c.home, "home", "", "where the token is (default $CODESESSION_HOME, else ~/.codesession)")
+	fs.StringVar(&c.cacert, "cacert", "", "PEM file of the CA that signed the daemon's TLS certificate")
+}
+
+// daemonClient talks to the control plane: JSON envelopes in and out.
+type daemonClient struct {
+	base  string // scheme://host:port, no trailing slash
+	token string
+	hc    *http.Client
+}
+
+// baseURL turns --addr into a base URL.
+func baseURL(cmd, addr string) (string, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", usagef(cmd, "--addr %q: want host:port or an http(s) URL", addr)
+	}
+	return strings.TrimRight(u.Scheme+"://"+u.Host+u.Path, "/"), nil
+}
+
+// homeDir resolves the home the way config does: --home, then
+// $CODESESSION_HOME, then $HOME/.codesession.
+func homeDir(flag string, getenv func(string) string) string {
+	switch {
+	case flag != "":
+		if abs, err := filepath.Abs(flag); err == nil {
+			return abs
+		}
+		return flag
+	case getenv("CODESESSION_HOME") != "":
+		return getenv("CODESESSION_HOME")
+	case getenv("HOME") != "":
+		return filepath.Join(getenv("HOME"), ".codesession")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".codesession")
+	}
+	return ".codesession"
+}
+
+// client builds the daemon client from the flags and the environment.
+func (c *clientFlags) client(cmd string, getenv func(string) string) (*daemonClient, error) {
+	addr := firstNonEmpty(c.addr, getenv("CODESESSION_ADDR"), defaultAddr)
+	base, err := baseURL(cmd, addr)
+	if err != nil {
+		return nil, err
+	}
+	tok := firstNonEmpty(c.token, getenv("CODESESSION_TOKEN"))
+	if tok == "" {
+		home := homeDir(c.home, getenv)
+		if tok, err = controlplane.ReadToken(home); err != nil {
+			return nil, usagef(cmd, "no token: %v (start the daemon with 'codesession serve', or pass --token)", err)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // a loopback daemon is never behind the user's proxy
+	if c.cacert != "" {
+		pem, err := os.ReadFile(c.cacert)
+		if err != nil {
+			return nil, usagef(cmd, "--cacert: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef(cmd, "--cacert %s: no PEM certificate in it", c.cacert)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &daemonClient{base: base, token: tok, hc: &http.Client{Transport: tr}}, nil
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// unreachable says the daemon could not be reached at all.
+type unreachable struct {
+	base string
+	err  error
+}
+
+func (e *unreachable) Error() string {
+	return fmt.Sprintf("cannot reach the daemon at %s: %v (is 'codesession serve' running there?)", e.base, e.err)
+}
+func (e *unreachable) Unwrap() error { return e.err }
+
+// do sends one request and decodes the envelope: data into out, or the
+// error as a *messages.Error.
+func (c *daemonClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	res, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &unreachable{base: c.base, err: err}
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return &unreachable{base: c.base, err: err}
+	}
+	var env struct {
+		OK    bool            `json:"ok"`
+		Data  json.RawMessage `json:"data"`
+		Error *messages.Error `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return fmt.Errorf("the daemon at %s answered %s with something that is not its JSON envelope", c.base, res.Status)
+	}
+	if !env.OK {
+		if env.Error == nil {
+			return fmt.Errorf("the daemon answered %s without an error", res.Status)
+		}
+		return env.Error
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+// remoteErr names the op an error came from and makes a request refused
+// for what was asked a usage error (exit 2), as run does.
+func remoteErr(cmd, op string, err error) error {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	if messages.IsCode(err, messages.CodeUnauthorized) {
+		return &usageError{cmd: cmd, err: fmt.Errorf("%s: %w (check --token or <home>/token)", op, err)}
+	}
+	return rejected(cmd, opErr(op, err))
+}
+
+// sessionArg checks a SESSION argument before it is put into a URL.
+func sessionArg(cmd, id string) (string, error) {
+	if !messages.ValidSessionID(id) {
+		return "", usagef(cmd, "%q is not a session id (cs_ and 64 hex digits; see 'codesession ls')", id)
+	}
+	return id, nil
+}
+
+// writeJSON prints v as one line.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// age renders how long ago t was, coarsely.
+func age(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case t.IsZero():
+		return "-"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int(d.Seconds()), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func cost(usd float64) string {
+	if usd <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("$%.4f", usd)
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// readCmd waits for a session's next read-turn result (long-polling the
+// daemon until --timeout).
+type readCmd struct {
+	client      clientFlags
+	sid         string
+	includeDiff bool
+	timeout     time.Duration
+	json        bool
+}
+
+// readPoll is the longest single long poll; read loops until its --timeout.
+const readPoll = time.Minute
+
+func (c *readCmd) flagSet() *pflag.FlagSet {
+	fs := newFlagSet("read")
+	fs.BoolVar(&c.includeDiff, "include-diff", false, "include the turn's full unified diff")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long to wait for the result")
+	fs.BoolVar(&c.json, "json", false, "print the result as one JSON object (a messages.TurnResult)")
+	c.client.add(fs)
+	return fs
+}
+
+func readCommand() command {
+	return command{
+		name:    "read",
+		summary: "wait for a session's next result: turn_complete, clarification, ended, error or max_rounds",
+		usage:   "read [flags] SESSION",
+		flags:   func() *pflag.FlagSet { return (&readCmd{}).flagSet() },
+		parse:   func(args []string) (runner, error) { return parseReadFlags(args) },
+	}
+}
+
+func parseReadFlags(args []string) (*readCmd, error) {
+	const cmd = "read"
+	c := &readCmd{}
+	fs := c.flagSet()
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
+	}
+	if c.timeout <= 0 {
+		return nil, usagef(cmd, "--timeout must be positive")
+	}
+	var err error
+	if c.sid, err = sessionArg(cmd, fs.Arg(0)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *readCmd) exec(ctx context.Context, s *streams) error {
+	const cmd = "read"
+	dc, err := c.client.client(cmd, s.getenv)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(c.timeout)
+	for {
+		poll := min(time.Until(deadline), readPoll)
+		if poll < time.Millisecond {
+			return fmt.Errorf("read-turn: no result within %s", c.timeout)
+		}
+		var r messages.TurnResult
+		err := dc.do(ctx, "POST", "/api/code-sessions/"+c.sid+"/read-turn",
+			map[string]any{"includeDiff": c.includeDiff, "timeoutMs": poll.Milliseconds()}, &r)
+		if messages.IsCode(err, messages.CodeTimeout) {
+			continue // nothing yet: poll again
+		}
+		if err != nil {
+			return remoteErr(cmd, "read-turn", err)
+		}
+		if c.json {
+			return writeJSON(s.stdout, r)
+		}
+		(&textPrinter{w: s.stdout}).result(r)
+		if r.Kind == messages.KindClarification {
+			fmt.Fprintf(s.stdout, "   answer: codesession answer %s %s allow|always|deny|cancel\n", c.sid, r.ClarificationID)
+		}
+		return nil
+	}
+}

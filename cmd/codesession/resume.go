@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// resumeCmd has the daemon adopt an ended, failed or orphaned session:
+// same id, the event log continuing, a new run.
+type resumeCmd struct {
+	client clientFlags
+	sid    string
+	brief  string
+	json   bool
+}
+
+func (c *resumeCmd) flagSet() *pflag.FlagSet {
+	fs := newFlagSet("resume")
+	fs.StringVar(&c.brief, "brief", "", "what the resumed run is told first (default: check the workspace and continue the task)")
+	fs.BoolVar(&c.json, "json", false, "print the start result as one JSON object")
+	c.client.add(fs)
+	return fs
+}
+
+func resumeCommand() command {
+	return command{
+		name:    "resume",
+		summary: "resume an ended, failed or orphaned session in the daemon (same id, a new run)",
+		usage:   "resume [flags] SESSION",
+		flags:   func() *pflag.FlagSet { return (&resumeCmd{}).flagSet() },
+		parse:   func(args []string) (runner, error) { return parseResumeFlags(args) },
+	}
+}
+
+func parseResumeFlags(args []string) (*resumeCmd, error) {
+	const cmd = "resume"
+	c := &resumeCmd{}
+	fs := c.flagSet()
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
+	}
+	if len(c.brief) > messages.MaxBriefBytes {
+		return nil, usagef(cmd, "--brief is longer than %d bytes", messages.MaxBriefBytes)
+	}
+	var err error
+	if c.sid, err = sessionArg(cmd, fs.Arg(0)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *resumeCmd) exec(ctx context.Context, s *streams) error {
+	const cmd = "resume"
+	dc, err := c.client.client(cmd, s.getenv)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{}
+	if c.brief != "" {
+		body["brief"] = c.brief
+	}
+	var st messages.StartResult
+	if err := dc.do(ctx, "POST", "/api/code-sessions/"+c.sid+"/resume", body, &st); err != nil {
+		return remoteErr(cmd, "resume", err)
+	}
+	if c.json {
+		return writeJSON(s.stdout, st)
+	}
+	fmt.Fprintf(s.stdout, "session %s resumed on %s (posture %s, ceiling %s)\n", st.SessionID, st.Backend, st.Posture, st.MaxPosture)
+	fmt.Fprintf(s.stdout, "next: codesession read %s\n", st.SessionID)
+	return nil
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/codesession/codesession/actors/controlplane"
+)
+
+// serveCmd runs the daemon: the runtime with the HTTP control plane and the
+// live SSE feed, until SIGINT or SIGTERM, then shuts it down in order.
+type serveCmd struct {
+	cfg             configFlags
+	addr            string
+	tlsCert, tlsKey string
+	insecureRemote  bool
+	shutdownTimeout time.Duration
+}
+
+type serveFlags struct {
+	cfg             configFlags
+	env             []string
+	addr            string
+	tlsCert, tlsKey string
+	insecureRemote  bool
+	shutdownTimeout time.Duration
+}
+
+func (f *serveFlags) flagSet() *pflag.FlagSet {
+	fs := newFlagSet("serve")
+	fs.StringVar(&f.addr, "addr", "", "listen on host:port (default $CODESESSION_ADDR, else "+defaultAddr+"; port 0 picks one)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM); needs --tls-key")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the TLS certificate's private key (PEM)")
+	fs.BoolVar(&f.insecureRemote, "insecure-remote", false, "allow a non-loopback --addr without TLS (the token then crosses the network in clear)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
+	addEnv(fs, &f.env)
+	f.cfg.addHome(fs)
+	f.cfg.addConfig(fs)
+	return fs
+}
+
+func serveCommand() command {
+	return command{
+		name:    "serve",
+		summary: "run the daemon: the HTTP control plane, the live event feed and metrics",
+		usage:   "serve [--addr HOST:PORT] [--tls-cert FILE --tls-key FILE] [--env KEY=VALUE]...",
+		flags:   func() *pflag.FlagSet { return (&serveFlags{}).flagSet() },
+		parse:   func(args []string) (runner, error) { return parseServeFlags(args) },
+	}
+}
+
+func parseServeFlags(args []string) (*serveCmd, error) {
+	const cmd = "serve"
+	var f serveFlags
+	fs := f.flagSet()
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef(cmd, "takes no arguments, got %q", fs.Arg(0))
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, usagef(cmd, "--tls-cert and --tls-key go together")
+	}
+	if f.shutdownTimeout <= 0 {
+		return nil, usagef(cmd, "--shutdown-timeout must be positive")
+	}
+	c := &serveCmd{cfg: f.cfg, addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey,
+		insecureRemote: f.insecureRemote, shutdownTimeout: f.shutdownTimeout}
+	var err error
+	if c.cfg.env, err = parseEnv(cmd, f.env); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// loopbackHost reports whether host names only this machine.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
+	const cmd = "serve"
+	addr := firstNonEmpty(c.addr, s.getenv("CODESESSION_ADDR"), defaultAddr)
+	host, _, serr := net.SplitHostPort(addr)
+	if serr != nil {
+		return usagef(cmd, "--addr %q: %v", addr, serr)
+	}
+	if !loopbackHost(host) && c.tlsCert == "" && !c.insecureRemote {
+		return usagef(cmd, "--addr %q is not a loopback address: serve TLS (--tls-cert, --tls-key) or pass --insecure-remote", addr)
+	}
+	cfg, err := c.cfg.load(cmd, s.getenv)
+	if err != nil {
+		return err
+	}
+	if installLogger != nil {
+		installLogger(s.stderr, cfg.LogLevel)
+	}
+	var tlsCfg *tls.Config
+	if c.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return usagef(cmd, "--tls-cert/--tls-key: %v", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
+	tok, created, err := controlplane.LoadOrCreateToken(cfg.Home)
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(s.stderr, "codesession serve: created the bearer token %s (mode 0600); it is shown this once:\n%s\n",
+			controlplane.TokenPath(cfg.Home), tok)
+	}
+	d, err := controlplane.NewDaemon(controlplane.DaemonOptions{Config: cfg, Token: tok, Logger: slog.Default()})
+	if err != nil {
+		return fmt.Errorf("start the daemon: %w", err)
+	}
+	shutdown := func(hs *http.Server) error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
+		defer cancel()
+		httpDone := make(chan error, 1)
+		if hs != nil {
+			go func() { httpDone <- hs.Shutdown(sctx) }() // stop accepting; wait for the running requests
+		} else {
+			httpDone <- nil
+		}
+		err := d.Shutdown(sctx) // ends the long polls and the streams those requests are
+		if herr := <-httpDone; herr != nil {
+			hs.Close()
+			err = errors.Join(err, fmt.Errorf("http shutdown: %w", herr))
+		}
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen on %s: %w", addr, err), shutdown(nil))
+	}
+	hs := &http.Server{
+		Handler:           d.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         tlsCfg,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+		go func() { served <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- hs.Serve(ln) }()
+	}
+	fmt.Fprintf(s.stderr, "codesession serve: listening on %s://%s (home %s)\n", scheme, ln.Addr(), cfg.Home)
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		if !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("serve: %w", err)
+		}
+	}
+	fmt.Fprintln(s.stderr, "codesession serve: shutting down: live sessions are released as orphaned (resume them later)")
+	if err := shutdown(hs); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	fmt.Fprintln(s.stderr, "codesession serve: stopped")
+	return runErr
+}
