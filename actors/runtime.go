@@ -21,6 +21,8 @@ import (
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/native"
 	"github.com/codesession/codesession/transports/script"
 )
 
@@ -64,7 +66,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 
 // DefaultBackends returns a registry of every built-in backend.
 func DefaultBackends() *transports.Registry {
-	return transports.NewRegistry(script.New())
+	return transports.NewRegistry(script.New(), claudecode.New(), native.New())
 }
 
 // Runtime is the embedded API. Create it with New; Close it when done.

@@ -333,6 +333,7 @@ func TestUsageErrors(t *testing.T) {
 		{"backends takes no args", []string{"backends", "extra"}, "Try: codesession backends --help", "no arguments"},
 		{"backends unknown flag", []string{"backends", "--table"}, "Try: codesession backends --help", "unknown flag"},
 		{"demo takes no args", []string{"demo", "extra"}, "Try: codesession demo --help", "no arguments"},
+		{"demo backend", []string{"demo", "--backend", "codex"}, "Try: codesession demo --help", "the demo drives native or claude-code"},
 		{"version takes no args", []string{"version", "x"}, "Try: codesession version --help", "no arguments"},
 		{"help unknown topic", []string{"help", "nope"}, "Try: codesession help", "unknown command"},
 	} {
@@ -402,13 +403,15 @@ func TestBackends(t *testing.T) {
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	res := runCLI(t, invocation{}, "demo", "--json", "--home", home)
+	res := runCLI(t, invocation{}, "demo", "--yes", "--json", "--home", home)
 	require.Equal(t, exitOK, res.code, "stderr: %s", res.stderr)
 	results, stopped := jsonLines(t, res.stdout)
 	assert.Equal(t, []messages.TurnKind{kClar, kDone, kClar, kDone}, kinds(results))
 	assert.Equal(t, messages.OutcomeSuccess, stopped.Outcome)
-	assert.Contains(t, res.stderr, "SCRIPTED")
-	assert.Contains(t, res.stderr, "greet/greet_test.go", "the demo's agent really wrote its files")
+	assert.Contains(t, res.stderr, "SCRIPTED model server")
+	assert.Contains(t, res.stderr, "hello_test.go", "the demo's agent really wrote its files")
+	assert.Contains(t, res.stderr, `+func greeting() string { return "hello, world" }`, "the per-turn diff is printed")
+	assert.Contains(t, res.stderr, "== diff of turn 2")
 	assert.FileExists(t, filepath.Join(home, "sessions", stopped.SessionID, "meta.json"))
 	assert.FileExists(t, filepath.Join(home, "sessions", stopped.SessionID, "events.jsonl"))
 	assert.Contains(t, res.stderr, filepath.Join(home, "sessions", stopped.SessionID, "meta.json"))
@@ -419,7 +422,7 @@ func TestDemo(t *testing.T) {
 
 func TestDemoKeep(t *testing.T) {
 	t.Parallel()
-	res := runCLI(t, invocation{}, "demo", "--keep")
+	res := runCLI(t, invocation{}, "demo", "--yes", "--keep")
 	repo, home := field(res.stdout, "repository:"), field(res.stdout, "home:")
 	t.Cleanup(func() {
 		for _, d := range []string{repo, home} {
@@ -432,12 +435,35 @@ func TestDemoKeep(t *testing.T) {
 	for _, want := range []string{"SCRIPTED", "== turn 1: turn_complete", "== turn 2: turn_complete", "answered allow_once", "outcome success", "kept "} {
 		assert.Contains(t, res.stdout, want)
 	}
-	assert.FileExists(t, filepath.Join(repo, "greet", "greet.go"))
-	assert.FileExists(t, filepath.Join(repo, "greet", "greet_test.go"))
+	b, err := os.ReadFile(filepath.Join(repo, "hello.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"hello, world"`, "the native agent's edit is in the repository")
+	assert.FileExists(t, filepath.Join(repo, "hello_test.go"))
 	if !strings.Contains(res.stdout, "git is not installed") {
 		assert.DirExists(t, filepath.Join(repo, ".git"))
 	}
 	assert.DirExists(t, filepath.Join(home, "sessions"))
+}
+
+// TestDemoAnswersAtTheTerminal answers the demo's two questions from
+// stdin: the first allowed, the second denied with a reason the agent hears.
+func TestDemoAnswersAtTheTerminal(t *testing.T) {
+	t.Parallel()
+	res := runCLI(t, invocation{stdin: "y\nnot this time\n"}, "demo", "--keep")
+	repo, home := field(res.stdout, "repository:"), field(res.stdout, "home:")
+	t.Cleanup(func() {
+		for _, d := range []string{repo, home} {
+			if strings.Contains(d, "codesession-demo-") {
+				os.RemoveAll(d)
+			}
+		}
+	})
+	require.Equal(t, exitOK, res.code, "stderr: %s\nstdout: %s", res.stderr, res.stdout)
+	for _, want := range []string{"answered allow_once", "answered deny: not this time", "denied by the user: not this time"} {
+		assert.Contains(t, res.stdout, want)
+	}
+	assert.Contains(t, res.stderr, "[y]es once", "the question is asked at the terminal")
+	assert.NoFileExists(t, filepath.Join(repo, "hello_test.go"), "the denied write did not happen")
 }
 
 // field returns the rest of the first line of s that starts with prefix, trimmed.

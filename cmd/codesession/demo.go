@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,29 +18,48 @@ import (
 	"github.com/codesession/codesession/actors/store/filestore"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
-	"github.com/codesession/codesession/transports/script"
+	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/native"
 )
 
-// The demo's brief and its one follow-up guidance. The guidance contains
-// "test", which is what the demo scenario's second turn matches.
+// The demo's brief, its one follow-up guidance, and the files of its
+// repository. The scripted model keys its answers on the brief and the
+// guidance (demoBriefKey, demoGuideKey).
 const (
-	demoBrief = "Add a small greet package with Greet(name) that falls back to \"world\", and a README line that shows how to call it."
-	demoGuide = "Now add a table test for Greet that covers the empty name, and run the tests."
+	demoBrief    = "The greeting in hello.go says \"helo\": fix the typo, and tell me what you changed."
+	demoGuide    = "Now add a small test for greeting() in hello_test.go."
+	demoBriefKey = "fix the typo"
+	demoGuideKey = "add a small test"
+	demoModel    = "claude-demo-scripted"
+
+	demoHelloBefore = "package main\n\nimport \"fmt\"\n\nfunc greeting() string { return \"helo, world\" }\n\nfunc main() { fmt.Println(greeting()) }\n"
+	demoTest        = "package main\n\nimport \"testing\"\n\nfunc TestGreeting(t *testing.T) {\n\tif got := greeting(); got != \"hello, world\" {\n\t\tt.Fatalf(\"greeting() = %q, want %q\", got, \"hello, world\")\n\t}\n}\n"
 )
 
-// demoCmd is the one-command main job for a fresh machine: a session of
-// the scripted backend, in a temporary git repository, driven from start to
-// verdict, with nothing to install and no credentials.
+// demoBackends are the backends the demo can drive against the scripted
+// model: the in-process loop, and the agent CLIs that speak Anthropic
+// Messages.
+var demoBackends = []string{native.ID, claudecode.ID}
+
+// demoCmd is the one-command main job for a fresh machine: a real agent
+// loop (native, or an installed agent CLI) driven from brief to verdict in
+// a throwaway git repository, against a scripted model server on loopback:
+// no network, no API key.
 type demoCmd struct {
-	cfg  configFlags
-	json bool
-	keep bool
+	cfg     configFlags
+	json    bool
+	keep    bool
+	yes     bool
+	backend string
 }
 
 func (c *demoCmd) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("demo")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object per line, like run --json")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary repository and home instead of removing them")
+	fs.BoolVar(&c.yes, "yes", false, "allow the agent's permission questions without asking (for runs without a terminal)")
+	fs.StringVar(&c.backend, "backend", native.ID, "the agent: "+strings.Join(demoBackends, " or ")+" (an installed CLI, driven against the same scripted model)")
 	c.cfg.addHome(fs)
 	c.cfg.addConfig(fs)
 	return fs
@@ -48,8 +68,8 @@ func (c *demoCmd) flagSet() *pflag.FlagSet {
 func demoCommand() command {
 	return command{
 		name:    "demo",
-		summary: "run a whole session against the scripted backend in a temporary git repository",
-		usage:   "demo [--json] [--keep] [--home DIR]",
+		summary: "drive a whole session of a real agent loop against a scripted model in a temporary git repository",
+		usage:   "demo [--yes] [--backend native|claude-code] [--json] [--keep] [--home DIR]",
 		flags:   func() *pflag.FlagSet { return (&demoCmd{}).flagSet() },
 		parse:   func(args []string) (runner, error) { return parseDemoFlags(args) },
 	}
@@ -63,6 +83,13 @@ func parseDemoFlags(args []string) (*demoCmd, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("demo", "takes no arguments, got %q", fs.Arg(0))
+	}
+	known := false
+	for _, b := range demoBackends {
+		known = known || b == c.backend
+	}
+	if !known {
+		return nil, usagef("demo", "--backend %q: the demo drives %s", c.backend, strings.Join(demoBackends, " or "))
 	}
 	return c, nil
 }
@@ -87,14 +114,21 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 			out.note("removed the temporary directories (run with --keep to inspect them)")
 		}
 	}()
+	mkTemp := func(pattern string) (string, error) {
+		d, err := os.MkdirTemp("", pattern)
+		if err != nil {
+			return "", err
+		}
+		temps = append(temps, d)
+		return filepath.EvalSymlinks(d)
+	}
 
 	cf := c.cfg
 	if cf.home == "" {
-		home, err := os.MkdirTemp("", "codesession-demo-home-")
+		home, err := mkTemp("codesession-demo-home-")
 		if err != nil {
 			return err
 		}
-		temps = append(temps, home)
 		cf.home = home
 	}
 	cfg, err := cf.load(cmd, s.getenv)
@@ -104,27 +138,60 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 	if installLogger != nil {
 		installLogger(s.stderr, cfg.LogLevel)
 	}
-	// The demo always plays the demo scenario, whatever the config names.
-	delete(cfg.Env, script.EnvScenario)
-
-	repo, err := os.MkdirTemp("", "codesession-demo-repo-")
+	repo, err := mkTemp("codesession-demo-repo-")
 	if err != nil {
 		return err
 	}
-	temps = append(temps, repo)
-	if repo, err = filepath.EvalSymlinks(repo); err != nil {
-		return err
+
+	// The scripted model, on loopback, for as long as the demo runs.
+	mctx, stopMock := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMock()
+	mock, err := modelmock.Start(mctx, demoScenario(c.backend, repo))
+	if err != nil {
+		return fmt.Errorf("start the scripted model server: %w", err)
+	}
+	defer mock.Close()
+
+	// Only the scripted model's endpoint and a placeholder key reach the
+	// backend, whatever the config or the machine holds.
+	cfg.Env = map[string]string{
+		native.EnvProvider:         native.ProviderAnthropic,
+		native.EnvAnthropicBaseURL: mock.URL(),
+		native.EnvAnthropicAPIKey:  "demo-key-not-a-secret",
+		native.EnvPrices:           `{"` + demoModel + `": {"input": 3, "output": 15}}`,
+	}
+	var backends *transports.Registry
+	switch c.backend {
+	case native.ID:
+		backends = transports.NewRegistry(native.New(native.WithProcessEnv(nil)))
+	case claudecode.ID:
+		claudeHome, err := mkTemp("codesession-demo-claude-home-")
+		if err != nil {
+			return err
+		}
+		cfg.Env["HOME"] = claudeHome // never the user's ~/.claude
+		backends = transports.NewRegistry(claudecode.New())
+	}
+	t, _ := backends.Get(c.backend)
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	avail := t.Probe(pctx)
+	cancel()
+	if !avail.Available {
+		return fmt.Errorf("backend %s is not available here: %s", c.backend, orDash(avail.Reason))
 	}
 
-	out.note("codesession demo: backend %q is SCRIPTED: it replays a fixed scenario and never calls a model.", script.ID)
-	out.note("It shows the whole loop: start, read each turn, answer permission questions, guide, stop with a verdict.")
+	what := "the in-process agent loop (read, edit, write, bash behind the tool gate)"
+	if c.backend != native.ID {
+		what = fmt.Sprintf("the real %s CLI (%s)", c.backend, orDash(avail.Version))
+	}
+	out.note("codesession demo: %s, against a SCRIPTED model server on %s.", what, mock.URL())
+	out.note("The model's answers are a fixed script; the agent, its tools, the permission gate, the per-turn diff and the record are real. No network, no API key.")
 	if note := initDemoRepo(ctx, repo); note != "" {
 		out.note("note: %s", note)
 	}
 	out.note("repository: %s", repo)
 	out.note("home:       %s", cfg.Home)
 
-	backends := transports.NewRegistry(script.New(script.WithScenario(script.DemoScenario())))
 	rt, err := actors.New(cfg, actors.WithBackends(backends))
 	if err != nil {
 		return fmt.Errorf("start the runtime: %w", err)
@@ -135,45 +202,122 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 			closeRuntime(ctx, s, rt)
 		}
 	}()
-	op := messages.Start{Brief: demoBrief, Backend: script.ID, Cwd: repo,
+	policy := answerAsk
+	if c.yes {
+		policy = answerAllow
+		out.note("--yes: every permission question is allowed once")
+	}
+	op := messages.Start{Brief: demoBrief, Backend: c.backend, Cwd: repo, Model: demoModel,
 		InitialPosture: messages.PostureDefault, MaxPosture: messages.PostureAcceptEdits, TaskTags: []string{"demo"}}
-	sid, err := runSession(ctx, s, rt, cmd, op, sessionOpts{json: c.json, policy: answerAllow,
-		guides: []string{demoGuide}, readTimeout: 2 * time.Minute})
+	sid, err := runSession(ctx, s, rt, cmd, op, sessionOpts{json: c.json, policy: policy,
+		guides: []string{demoGuide}, readTimeout: 3 * time.Minute})
 	if sid == "" {
 		return err
 	}
 
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	evs, rerr := rt.Store().ReadEvents(rctx, sid, 0, 0)
+	if rerr != nil {
+		out.note("warning: cannot read the session's events back: %v", rerr)
+	}
+	// The per-turn diffs, as the record holds them.
+	for _, pe := range evs {
+		if pe.Event.Type != messages.EvTurnDiff || pe.Event.Diff == nil {
+			continue
+		}
+		d := pe.Event.Diff
+		out.note("== diff of turn %d (%s): %s", pe.Turn, d.Source, oneLine(d.Summary, 200))
+		if u := strings.TrimRight(d.UnifiedDiff, "\n"); u != "" {
+			out.note("%s", u)
+		}
+	}
 	if files := listFiles(repo); len(files) > 0 {
 		out.note("the repository now holds: %s", strings.Join(files, ", "))
 	}
 	// Where the session's record and events live, read back from the store.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-	defer cancel()
+	priced := "as the CLI reports it for the scripted model"
+	if c.backend == native.ID {
+		priced = "at the demo's made-up prices"
+	}
 	if rec, gerr := rt.Store().GetMeta(rctx, sid); gerr == nil {
-		out.note("record:     %s (status %s, outcome %s, %d rounds)",
-			filestore.MetaPath(cfg.Home, sid), rec.Status, orDash(string(rec.Outcome)), rec.RoundsElapsed)
+		out.note("record:     %s (status %s, outcome %s, %d rounds, cost $%.4f %s)",
+			filestore.MetaPath(cfg.Home, sid), rec.Status, orDash(string(rec.Outcome)), rec.RoundsElapsed, rec.CostUSD, priced)
 	} else {
 		out.note("warning: cannot read the session's record back: %v", gerr)
 	}
-	if evs, rerr := rt.Store().ReadEvents(rctx, sid, 0, 0); rerr == nil {
+	if rerr == nil {
 		out.note("events:     %s (%d events)", filestore.EventsPath(cfg.Home, sid), len(evs))
-	} else {
-		out.note("warning: cannot read the session's events back: %v", rerr)
 	}
+	out.note("model:      the scripted server answered %d model calls", len(mock.MainRequests()))
 	closeRuntime(ctx, s, rt)
 	closed = true
 	return err
 }
 
-// initDemoRepo makes dir a git repository with one commit. Without git, or
-// when git fails, dir stays a plain directory and the returned note says so.
+// demoTools names the tools and their path argument in the dialect of the
+// backend the scripted model talks to.
+type demoTools struct {
+	read, edit, write, pathKey string
+	path                       func(rel string) string
+}
+
+func demoToolsFor(backend, repo string) demoTools {
+	if backend == native.ID {
+		return demoTools{read: native.ToolRead, edit: native.ToolEdit, write: native.ToolWrite, pathKey: "path",
+			path: func(rel string) string { return rel }}
+	}
+	return demoTools{read: "Read", edit: "Edit", write: "Write", pathKey: "file_path",
+		path: func(rel string) string { return filepath.Join(repo, rel) }}
+}
+
+func demoInput(v map[string]any) json.RawMessage {
+	b, _ := json.Marshal(v) // a map of strings always marshals
+	return b
+}
+
+// demoScenario is the scripted model of the demo. Turn 1 (the brief):
+// read hello.go, fix the typo with an edit (a permission question in the
+// default posture), report. Turn 2 (the guidance): write hello_test.go
+// (another question), report. A denied call is acknowledged, not papered
+// over.
+func demoScenario(backend, repo string) *modelmock.Scenario {
+	tl := demoToolsFor(backend, repo)
+	return &modelmock.Scenario{
+		Rules: []modelmock.Rule{
+			{Match: modelmock.Match{ToolResultRegex: `(?i)denied|not allowed|rejected|refused`}, Steps: []modelmock.Step{
+				{Text: "Understood: that change was not allowed, so I left the files as they were. ({{result}})"}}},
+			{Match: modelmock.Match{Text: demoBriefKey}, Steps: []modelmock.Step{
+				{Thinking: "The typo is in hello.go; read it before editing.", Text: "Let me read hello.go first.",
+					Tool: &modelmock.ToolCall{Name: tl.read, Input: demoInput(map[string]any{tl.pathKey: tl.path("hello.go")})}},
+				{Text: "Found it: \"helo\" in greeting(). Fixing it.",
+					Tool: &modelmock.ToolCall{Name: tl.edit, Input: demoInput(map[string]any{tl.pathKey: tl.path("hello.go"),
+						"old_string": `"helo, world"`, "new_string": `"hello, world"`})}},
+				{Text: "Fixed the typo: greeting() in hello.go now returns \"hello, world\"."},
+			}},
+			{Match: modelmock.Match{Text: demoGuideKey}, Steps: []modelmock.Step{
+				{Text: "Adding a test for greeting().",
+					Tool: &modelmock.ToolCall{Name: tl.write, Input: demoInput(map[string]any{tl.pathKey: tl.path("hello_test.go"), "content": demoTest})}},
+				{Text: "Added hello_test.go: TestGreeting checks that greeting() returns \"hello, world\"."},
+			}},
+		},
+		Default:           &modelmock.Step{Text: "(scripted model) I have nothing scripted for that."},
+		ToolResultDefault: &modelmock.Step{Text: "(scripted model) Done."},
+	}
+}
+
+// initDemoRepo fills dir with the demo's module and makes it a git
+// repository with one commit. Without git, or when git fails, dir stays a
+// plain directory and the returned note says so.
 func initDemoRepo(ctx context.Context, dir string) string {
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module demo\n\ngo 1.22\n"), 0o644); err != nil {
-		return fmt.Sprintf("could not write go.mod: %v", err)
+	for name, content := range map[string]string{"go.mod": "module demo\n\ngo 1.22\n", "hello.go": demoHelloBefore} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return fmt.Sprintf("could not write %s: %v", name, err)
+		}
 	}
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
-		return "git is not installed: the demo runs in a plain directory"
+		return "git is not installed: the demo runs in a plain directory (diffs come from the tool events)"
 	}
 	steps := []struct {
 		name string

@@ -3,7 +3,11 @@
 //
 //	codesession run [flags] BRIEF    start, drive and stop one session
 //	codesession backends [--json]    the capability matrix with availability
-//	codesession demo [--json]        the whole loop against the scripted backend
+//	codesession demo [--yes]         the whole loop, offline, against a scripted model
+//	codesession modelmock            the scripted model server on 127.0.0.1
+//	codesession serve                the daemon: HTTP control plane and SSE feed
+//	codesession start|read|answer|guide|posture|interrupt|stop|ls|show|tail|resume|attach
+//	                                 the ops console, talking to a daemon
 //	codesession version | help
 //
 // main only wires the process to run(ctx, args, getenv, stdin, stdout,
@@ -92,7 +96,10 @@ type runner interface {
 }
 
 func commands() []command {
-	return []command{runCommand(), backendsCommand(), demoCommand(), versionCommand(), helpCommand()}
+	return []command{runCommand(),
+		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
+		interruptCommand(), stopCommand(), lsCommand(), showCommand(), tailCommand(), resumeCommand(), attachCommand(),
+		backendsCommand(), demoCommand(), modelmockCommand(), versionCommand(), helpCommand()}
 }
 
 func findCommand(name string) (command, bool) {

@@ -1,0 +1,18 @@
+package claudecode
+
+import (
+	"testing"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// ClaudeBinaryForTest finds the real CLI for the external tests (see
+// claudeBinary: skip without it, fail under CI=true).
+func ClaudeBinaryForTest(t testing.TB) string { return claudeBinary(t) }
+
+// WithTraceForTest sees, after the sink returned, every event a stdout
+// line caused, with the time the line was read.
+func WithTraceForTest(f func(readAt time.Time, ev messages.Event)) Option {
+	return func(t *Transport) { t.trace = f }
+}

@@ -1,0 +1,397 @@
+package claudecode
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+)
+
+// EnvBinary names the claude executable when no WithBinary option is given
+// (CI sets it to the pinned install); else `claude` is looked up on PATH.
+const EnvBinary = "CODESESSION_CLAUDE_BIN"
+
+// Defaults of the options.
+const (
+	DefaultOutputCap      = 64 << 10
+	DefaultLineCap        = 16 << 20
+	DefaultControlTimeout = 15 * time.Second
+	DefaultStartTimeout   = time.Minute
+	DefaultSettleTimeout  = 2 * time.Second
+	DefaultProbeTimeout   = 10 * time.Second
+)
+
+// DefaultInterruptDeadlines: after an interrupt request the turn gets
+// Grace to end; then the process group gets SIGINT, SIGTERM after AfterINT,
+// and SIGKILL after AfterTERM.
+var DefaultInterruptDeadlines = InterruptDeadlines{Grace: 5 * time.Second, AfterINT: 3 * time.Second, AfterTERM: 3 * time.Second}
+
+// InterruptDeadlines are the escalation steps of an interrupt.
+type InterruptDeadlines struct {
+	Grace, AfterINT, AfterTERM time.Duration
+}
+
+// Transport is the claude-code backend. It is safe for concurrent use;
+// each Open starts an independent process.
+type Transport struct {
+	binary         string
+	outputCap      int
+	lineCap        int
+	controlTimeout time.Duration
+	startTimeout   time.Duration
+	settle         time.Duration
+	deadlines      InterruptDeadlines
+	env            []string
+	trace          func(readAt time.Time, ev messages.Event)
+}
+
+var _ transports.Transport = (*Transport)(nil)
+
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithBinary runs this claude executable.
+func WithBinary(path string) Option { return func(t *Transport) { t.binary = path } }
+
+// WithOutputCap caps each tool result's output at n bytes (reported with
+// Truncated and OriginalBytes when it fires).
+func WithOutputCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.outputCap = n
+		}
+	}
+}
+
+// WithLineCap caps one stdout line at n bytes: a longer line is dropped and
+// reported as an EvError; the stream goes on.
+func WithLineCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.lineCap = n
+		}
+	}
+}
+
+// WithControlTimeout bounds each control request (set_model,
+// set_permission_mode, interrupt's acknowledgement).
+func WithControlTimeout(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.controlTimeout = d
+		}
+	}
+}
+
+// WithStartTimeout bounds the initialize handshake in Open.
+func WithStartTimeout(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.startTimeout = d
+		}
+	}
+}
+
+// WithInterruptDeadlines sets the interrupt escalation steps.
+func WithInterruptDeadlines(d InterruptDeadlines) Option {
+	return func(t *Transport) { t.deadlines = d }
+}
+
+// WithEnv adds KEY=VALUE entries to every session's environment, below
+// SessionSpec.Env.
+func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
+
+// New returns the claude-code transport.
+func New(opts ...Option) *Transport {
+	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
+		startTimeout: DefaultStartTimeout, settle: DefaultSettleTimeout, deadlines: DefaultInterruptDeadlines}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// Descriptor returns the capability descriptor.
+func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
+
+// Binary returns the claude executable the transport would run with the
+// given extra environment (EnvBinary in env wins over the process's own),
+// or an error saying why there is none.
+func (t *Transport) Binary(env []string) (string, error) {
+	if t.binary != "" {
+		return t.binary, nil
+	}
+	if b := envValue(env, EnvBinary); b != "" {
+		return b, nil
+	}
+	if b := os.Getenv(EnvBinary); b != "" {
+		return b, nil
+	}
+	b, err := exec.LookPath("claude")
+	if err != nil {
+		return "", fmt.Errorf("the claude CLI is not installed here: no %s and no claude on PATH (npm install @anthropic-ai/claude-code@%s)", EnvBinary, PinnedVersion)
+	}
+	return b, nil
+}
+
+// Probe runs `claude --version`, bounded by ctx and DefaultProbeTimeout.
+func (t *Transport) Probe(ctx context.Context) messages.Availability {
+	a := messages.Availability{CheckedAt: time.Now()}
+	bin, err := t.Binary(nil)
+	if err != nil {
+		a.Reason = err.Error()
+		return a
+	}
+	a.Binary = bin
+	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.Env = append(os.Environ(), "DISABLE_AUTOUPDATER=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
+		default:
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+		}
+		return a
+	}
+	// "2.1.328 (Claude Code)"
+	a.Version = firstWord(out.String())
+	if a.Version == "" {
+		a.Reason = bin + " --version printed nothing"
+		return a
+	}
+	a.Available = true
+	return a
+}
+
+// Open starts one claude process for the session, completes the
+// initialize handshake and emits EvStarted (turn 0) with the session id:
+// a fresh UUID passed as --session-id, or SessionSpec.ResumeExternalID
+// passed as --resume. It fails with a *messages.Error: invalid for a bad
+// spec, unsupported when the CLI is missing, internal (with the end of its
+// stderr) when it exits or does not answer.
+func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	if sink == nil {
+		return nil, messages.FieldError(messages.OpStart, "sink", "required")
+	}
+	if spec.Posture == "" {
+		spec.Posture = messages.PostureDefault
+	}
+	if !spec.Posture.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
+	}
+	if spec.Effort != "" && !spec.Effort.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	}
+	if spec.Cwd != "" {
+		if fi, err := os.Stat(spec.Cwd); err != nil || !fi.IsDir() {
+			return nil, messages.FieldError(messages.OpStart, "cwd", "%q is not a directory", spec.Cwd)
+		}
+	}
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
+	}
+	if spec.Home != "" {
+		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
+			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
+		}
+	}
+	ext := spec.ResumeExternalID
+	if ext == "" {
+		ext = newUUID()
+	}
+	s := newSession(t, spec, sink, bin, ext)
+	if err := s.open(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// buildArgs is the argv after the binary (cli-protocols.md §1.1): new
+// sessions get --session-id, resumed ones --resume.
+func buildArgs(spec transports.SessionSpec, ext string, resume bool) []string {
+	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--permission-prompt-tool", "stdio", "--permission-mode", PermissionMode(spec.Posture),
+		// lets set-posture switch to bypassPermissions later; the runtime's
+		// posture ceiling decides whether it may
+		"--allow-dangerously-skip-permissions"}
+	if spec.Model != "" {
+		args = append(args, "--model", spec.Model)
+	}
+	if e, ok := effortMap[spec.Effort]; ok {
+		args = append(args, "--effort", e)
+	}
+	if spec.AllowedTools != nil {
+		// --allowedTools: these run without asking; --tools: the built-in
+		// tools the model is offered at all (the ceiling).
+		args = append(args, "--allowedTools", strings.Join(spec.AllowedTools, ","), "--tools", strings.Join(builtinTools(spec.AllowedTools), ","))
+	}
+	if spec.AppendSystemPrompt != "" {
+		args = append(args, "--append-system-prompt", spec.AppendSystemPrompt)
+	}
+	if resume {
+		args = append(args, "--resume", ext)
+	} else {
+		args = append(args, "--session-id", ext)
+	}
+	return args
+}
+
+// transcriptExists reports whether Claude Code keeps a transcript of the
+// session id under the HOME the process gets ($CLAUDE_CONFIG_DIR, else
+// $HOME/.claude, then projects/<encoded cwd>/<id>.jsonl). known is false
+// when the place cannot be told.
+func transcriptExists(env []string, id string) (exists, known bool) {
+	dir := envValue(env, "CLAUDE_CONFIG_DIR")
+	if dir == "" {
+		home := envValue(env, "HOME")
+		if home == "" {
+			return false, false
+		}
+		dir = filepath.Join(home, ".claude")
+	}
+	m, err := filepath.Glob(filepath.Join(dir, "projects", "*", id+".jsonl"))
+	if err != nil {
+		return false, false
+	}
+	return len(m) > 0, true
+}
+
+// builtinTools are the tool names of allowedTools entries ("Bash(git *)"
+// is Bash), MCP tools left out, each once.
+func builtinTools(allowed []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range allowed {
+		name, _, _ := strings.Cut(a, "(")
+		name = strings.TrimSpace(name)
+		if name == "" || strings.HasPrefix(name, "mcp__") || seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, name)
+	}
+	return out
+}
+
+// scrubbed are variables of the caller's environment a claude process
+// never inherits: other vendors' credentials, the Node options the Agent
+// SDK also drops, and the markers of a surrounding Claude Code session.
+var scrubbed = map[string]bool{
+	"NODE_OPTIONS": true, "CLAUDECODE": true, "CLAUDE_CODE_ENTRYPOINT": true, "CLAUDE_CODE_SSE_PORT": true,
+	"OPENAI_API_KEY": true, "OPENAI_BASE_URL": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
+	"GITHUB_TOKEN": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true, "FACTORY_API_KEY": true,
+	"XAI_API_KEY": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+}
+
+// buildEnv is the process environment: the caller's, scrubbed; then the
+// host defaults (cli-protocols.md, "Addendum"); IS_SANDBOX=1 under root
+// (bypassPermissions refuses to run as root without it); HOME; then the
+// transport's and the session's extra entries, which win.
+func buildEnv(base []string, spec transports.SessionSpec, extra []string, root bool) []string {
+	var env []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if !scrubbed[k] {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"DISABLE_AUTOUPDATER=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"CLAUDE_CODE_SDK_READS_SESSION_STATE=1",
+	)
+	if root {
+		env = append(env, "IS_SANDBOX=1")
+	}
+	if spec.Home != "" {
+		env = append(env, "HOME="+spec.Home)
+	}
+	env = append(env, extra...)
+	env = append(env, spec.Env...)
+	return dedupEnv(env)
+}
+
+// dedupEnv keeps the last entry of each key, in the order of first
+// appearance.
+func dedupEnv(env []string) []string {
+	last := map[string]string{}
+	var order []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = kv
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, last[k])
+	}
+	return out
+}
+
+// envValue returns the last value of key in env.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// newUUID returns a random (version 4) UUID, as --session-id wants.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// tailText is the end of b, at most n bytes, trimmed, on one line per
+// original line joined by " | ".
+func tailText(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	lines := strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n")
+	var keep []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, " | ")
+}
+
+var errExited = errors.New("claude exited")
