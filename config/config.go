@@ -24,24 +24,7 @@ import (
 )
 
 // Duration is a time.Duration that reads and writes as "30s" in JSON.
-type Duration time.Duration
-
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string like \"30s\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+type Duration = messages.Duration
 
 // Supervision is the restart policy of a session's children.
 type Supervision struct {

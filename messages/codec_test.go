@@ -192,3 +192,14 @@ func TestCapBrief(t *testing.T) {
 	assert.True(t, strings.HasPrefix(s, c))
 	assert.Equal(t, "short", CapBrief("short"))
 }
+
+func TestDurationJSON(t *testing.T) {
+	var d Duration
+	require.NoError(t, json.Unmarshal([]byte(`"1m30s"`), &d))
+	assert.Equal(t, 90*time.Second, d.D())
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	assert.Equal(t, `"1m30s"`, string(b))
+	assert.ErrorContains(t, json.Unmarshal([]byte(`90`), &d), "want a duration string")
+	assert.ErrorContains(t, json.Unmarshal([]byte(`"soon"`), &d), `"soon" is not a duration`)
+}

@@ -132,24 +132,7 @@ func (s *Step) tools() []ToolCall {
 }
 
 // Duration is a time.Duration written as a Go duration string ("250ms").
-type Duration time.Duration
-
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"250ms\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+type Duration = messages.Duration
 
 // Default replies: the conventions of the reference mock in
 // cli-protocols.md §1.5.

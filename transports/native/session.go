@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -76,11 +75,6 @@ type answer struct {
 	reason   string
 }
 
-type pending struct {
-	id string
-	ch chan answer // buffered 1; Answer sends at most once
-}
-
 // session is one native session. Its turns run on one goroutine (run),
 // which is the only caller of the sink and the only owner of the
 // conversation. The methods the host calls change state under mu and
@@ -101,30 +95,29 @@ type session struct {
 	life    lifecycle
 	running bool
 	cur     *turnReq
-	pending *pending
-	issued  map[string]bool
 	posture messages.Posture
+	asks    *transports.Asks // the permission questions raised
 
 	// Owned by the goroutine.
 	history        []message
 	totalCost      float64
 	priced         bool
-	clarSeq        int
 	sessionAllowed map[string]bool
 }
 
 func newSession(cfg sessionConfig, posture messages.Posture) *session {
 	base, cancel := context.WithCancel(context.Background())
+	nonce := randomHex(4)
 	return &session{
 		cfg:            cfg,
-		nonce:          randomHex(4),
+		nonce:          nonce,
+		asks:           transports.NewAsks("clar-native-" + nonce + "-"),
 		turns:          make(chan turnReq, 1),
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
 		base:           base,
 		cancelBase:     cancel,
 		life:           lifeLive,
-		issued:         map[string]bool{},
 		posture:        posture,
 		sessionAllowed: map[string]bool{},
 	}
@@ -164,19 +157,12 @@ func (s *session) Answer(ctx context.Context, clarificationID string, decision m
 		return messages.FieldError(messages.OpAnswer, "decision", "unknown decision %q", decision)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.life == lifeClosed {
+	closed := s.life == lifeClosed
+	s.mu.Unlock()
+	if closed {
 		return messages.Errorf(messages.CodeNotLive, messages.OpAnswer, "the session is closed")
 	}
-	if !s.issued[clarificationID] {
-		return messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "no clarification %q was raised in this session", clarificationID)
-	}
-	if s.pending == nil || s.pending.id != clarificationID {
-		return messages.Errorf(messages.CodeConflict, messages.OpAnswer, "clarification %q is not pending", clarificationID)
-	}
-	s.pending.ch <- answer{decision: decision, reason: reason}
-	s.pending = nil
-	return nil
+	return s.asks.Answer(clarificationID, decision, reason)
 }
 
 // Interrupt cancels the running turn: the model request in flight and any
@@ -485,23 +471,14 @@ func (s *session) call(tr *turnRun, u block) (block, outcome) {
 // ask raises a clarification and blocks until it is answered, the turn is
 // interrupted or the session closed.
 func (s *session) ask(tr *turnRun, tool string, input json.RawMessage) (answer, outcome) {
-	s.clarSeq++
-	p := &pending{id: "clar-native-" + s.nonce + "-" + strconv.Itoa(s.clarSeq), ch: make(chan answer, 1)}
-	s.mu.Lock()
-	s.pending = p
-	s.issued[p.id] = true
-	s.mu.Unlock()
-	s.emit(tr.req.turn, messages.Event{Type: messages.EvClarification, ClarificationID: p.id, ToolName: tool, Input: input})
+	q := s.asks.Raise()
+	s.emit(tr.req.turn, messages.Event{Type: messages.EvClarification, ClarificationID: q.ID, ToolName: tool, Input: input})
 	select {
-	case a := <-p.ch:
-		return a, outInvalid
+	case a := <-q.C:
+		return answer{decision: a.Decision, reason: a.Reason}, outInvalid
 	case <-tr.req.ctx.Done():
 	}
-	s.mu.Lock()
-	if s.pending == p {
-		s.pending = nil
-	}
-	s.mu.Unlock()
+	s.asks.Withdraw(q)
 	if s.closing() {
 		return answer{}, outStopped
 	}
@@ -512,8 +489,9 @@ func (s *session) ask(tr *turnRun, tool string, input json.RawMessage) (answer, 
 func (s *session) closeTurn(tr *turnRun, out outcome, msg string) {
 	turn := tr.req.turn
 	s.mu.Lock()
-	s.running, s.cur, s.pending = false, nil, nil
+	s.running, s.cur = false, nil
 	s.mu.Unlock()
+	s.asks.Clear()
 	if out == outStopped {
 		return
 	}

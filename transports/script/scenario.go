@@ -101,26 +101,7 @@ type DeleteStep struct {
 
 // Duration is a time.Duration written in JSON as a Go duration string
 // ("50ms", "2s").
-type Duration time.Duration
-
-// MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string like \"50ms\"")
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (want a string like \"50ms\")", s)
-	}
-	*d = Duration(v)
-	return nil
-}
+type Duration = messages.Duration
 
 // Text returns a text step.
 func Text(s string) Step { return Step{Text: &s} }

@@ -85,11 +85,6 @@ type answer struct {
 	reason   string
 }
 
-type pending struct {
-	id string
-	ch chan answer // buffered 1; Answer sends at most once
-}
-
 // session is one scripted session. Its turns run on one goroutine (run),
 // which is the only caller of the sink. The methods called by the host
 // only change state under mu and signal through channels; none blocks but
@@ -108,8 +103,7 @@ type session struct {
 	running bool
 	cur     *turnCtl
 	steers  []string
-	pending *pending
-	issued  map[string]bool // every clarification id raised
+	asks    *transports.Asks // the permission questions raised
 	model   string
 	effort  messages.Effort
 	posture messages.Posture
@@ -119,19 +113,19 @@ type session struct {
 	numTurns       int
 	totalCost      float64
 	toolSeq        int
-	clarSeq        int
 	sessionAllowed map[string]bool
 }
 
 func newSession(cfg sessionConfig) *session {
+	nonce := randomHex(4)
 	return &session{
 		cfg:            cfg,
-		nonce:          randomHex(4),
+		nonce:          nonce,
+		asks:           transports.NewAsks("clar-" + nonce + "-"),
 		turns:          make(chan turnReq, 1),
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
 		life:           lifeLive,
-		issued:         map[string]bool{},
 		model:          cfg.model,
 		effort:         cfg.effort,
 		posture:        cfg.posture,
@@ -186,19 +180,12 @@ func (s *session) Answer(ctx context.Context, clarificationID string, decision m
 		return messages.FieldError(messages.OpAnswer, "decision", "unknown decision %q", decision)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.life == lifeClosed {
+	closed := s.life == lifeClosed
+	s.mu.Unlock()
+	if closed {
 		return messages.Errorf(messages.CodeNotLive, messages.OpAnswer, "the session is closed")
 	}
-	if !s.issued[clarificationID] {
-		return messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "no clarification %q was raised in this session", clarificationID)
-	}
-	if s.pending == nil || s.pending.id != clarificationID {
-		return messages.Errorf(messages.CodeConflict, messages.OpAnswer, "clarification %q is not pending", clarificationID)
-	}
-	s.pending.ch <- answer{decision: decision, reason: reason}
-	s.pending = nil
-	return nil
+	return s.asks.Answer(clarificationID, decision, reason)
 }
 
 // Interrupt ends the running turn with EvTurnEnd{State: interrupted}; with
@@ -402,7 +389,8 @@ func (s *session) closeTurn(tr *turnRun, out outcome) bool {
 		return false
 	}
 	s.mu.Lock()
-	s.running, s.cur, s.pending = false, nil, nil
+	s.running, s.cur = false, nil
+	s.asks.Clear()
 	dropped := s.steers
 	s.steers = nil
 	switch out {
@@ -596,26 +584,17 @@ func (s *session) call(tr *turnRun, g gated) outcome {
 // ask raises a clarification and blocks until it is answered, the turn is
 // interrupted or the session closed.
 func (s *session) ask(tr *turnRun, g gated) (answer, outcome) {
-	s.clarSeq++
-	p := &pending{id: fmt.Sprintf("clar-%s-%d", s.nonce, s.clarSeq), ch: make(chan answer, 1)}
-	s.mu.Lock()
-	s.pending = p
-	s.issued[p.id] = true
-	s.mu.Unlock()
-	s.emit(tr.req.turn, messages.Event{Type: messages.EvClarification, ClarificationID: p.id,
+	q := s.asks.Raise()
+	s.emit(tr.req.turn, messages.Event{Type: messages.EvClarification, ClarificationID: q.ID,
 		ToolName: g.tool, Input: g.input})
 	select {
-	case a := <-p.ch:
-		return a, outContinue
+	case a := <-q.C:
+		return answer{decision: a.Decision, reason: a.Reason}, outContinue
 	case <-tr.req.ctl.interrupt:
 	case <-s.stop:
 		return answer{}, outStopped
 	}
-	s.mu.Lock()
-	if s.pending == p {
-		s.pending = nil
-	}
-	s.mu.Unlock()
+	s.asks.Withdraw(q)
 	return answer{}, outInterrupted
 }
 
