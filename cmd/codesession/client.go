@@ -196,6 +196,18 @@ func remoteErr(cmd, op string, err error) error {
 }
 
 // sessionArg checks a SESSION argument before it is put into a URL.
+// parseSessionFlags parses args into fs and returns the command's one
+// SESSION argument, validated.
+func parseSessionFlags(cmd string, fs *pflag.FlagSet, args []string) (string, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return "", err
+	}
+	if fs.NArg() != 1 {
+		return "", usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
+	}
+	return sessionArg(cmd, fs.Arg(0))
+}
+
 func sessionArg(cmd, id string) (string, error) {
 	if !messages.ValidSessionID(id) {
 		return "", usagef(cmd, "%q is not a session id (cs_ and 64 hex digits; see 'codesession ls')", id)

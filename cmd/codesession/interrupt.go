@@ -36,15 +36,8 @@ func interruptCommand() command {
 func parseInterruptFlags(args []string) (*interruptCmd, error) {
 	const cmd = "interrupt"
 	c := &interruptCmd{}
-	fs := c.flagSet()
-	if err := parseFlags(fs, args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() != 1 {
-		return nil, usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
-	}
 	var err error
-	if c.sid, err = sessionArg(cmd, fs.Arg(0)); err != nil {
+	if c.sid, err = parseSessionFlags(cmd, c.flagSet(), args); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -45,19 +45,12 @@ func readCommand() command {
 func parseReadFlags(args []string) (*readCmd, error) {
 	const cmd = "read"
 	c := &readCmd{}
-	fs := c.flagSet()
-	if err := parseFlags(fs, args); err != nil {
+	var err error
+	if c.sid, err = parseSessionFlags(cmd, c.flagSet(), args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() != 1 {
-		return nil, usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
 	}
 	if c.timeout <= 0 {
 		return nil, usagef(cmd, "--timeout must be positive")
-	}
-	var err error
-	if c.sid, err = sessionArg(cmd, fs.Arg(0)); err != nil {
-		return nil, err
 	}
 	return c, nil
 }

@@ -39,19 +39,12 @@ func resumeCommand() command {
 func parseResumeFlags(args []string) (*resumeCmd, error) {
 	const cmd = "resume"
 	c := &resumeCmd{}
-	fs := c.flagSet()
-	if err := parseFlags(fs, args); err != nil {
+	var err error
+	if c.sid, err = parseSessionFlags(cmd, c.flagSet(), args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() != 1 {
-		return nil, usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
 	}
 	if len(c.brief) > messages.MaxBriefBytes {
 		return nil, usagef(cmd, "--brief is longer than %d bytes", messages.MaxBriefBytes)
-	}
-	var err error
-	if c.sid, err = sessionArg(cmd, fs.Arg(0)); err != nil {
-		return nil, err
 	}
 	return c, nil
 }

@@ -50,19 +50,12 @@ func showCommand() command {
 func parseShowFlags(args []string) (*showCmd, error) {
 	const cmd = "show"
 	c := &showCmd{}
-	fs := c.flagSet()
-	if err := parseFlags(fs, args); err != nil {
+	var err error
+	if c.sid, err = parseSessionFlags(cmd, c.flagSet(), args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() != 1 {
-		return nil, usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
 	}
 	if c.events < 0 || c.events > 5000 {
 		return nil, usagef(cmd, "--events must be in 0..5000")
-	}
-	var err error
-	if c.sid, err = sessionArg(cmd, fs.Arg(0)); err != nil {
-		return nil, err
 	}
 	return c, nil
 }

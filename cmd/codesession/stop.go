@@ -44,18 +44,11 @@ func stopCommand() command {
 func parseStopFlags(args []string) (*stopCmd, error) {
 	const cmd = "stop"
 	var f stopFlags
-	fs := f.flagSet()
-	if err := parseFlags(fs, args); err != nil {
+	sid, err := parseSessionFlags(cmd, f.flagSet(), args)
+	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() != 1 {
-		return nil, usagef(cmd, "want one SESSION argument, got %d", fs.NArg())
-	}
-	c := &stopCmd{client: f.client, json: f.json}
-	var err error
-	if c.sid, err = sessionArg(cmd, fs.Arg(0)); err != nil {
-		return nil, err
-	}
+	c := &stopCmd{client: f.client, json: f.json, sid: sid}
 	c.op = messages.Stop{SessionID: c.sid, Outcome: messages.Outcome(f.outcome), Note: f.note}
 	if err := c.op.Validate(); err != nil {
 		return nil, &usageError{cmd: cmd, err: err}
