@@ -64,7 +64,9 @@ func runCommand(ctx context.Context, env *toolEnv, command string, wall time.Dur
 	cmd.Env = env.env
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// its own group (a wall clock or interrupt kills the whole tree), and
+	// killed if the runtime dies without closing the session
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
