@@ -99,7 +99,7 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), tailCommand(), resumeCommand(), attachCommand(),
-		backendsCommand(), demoCommand(), modelmockCommand(), versionCommand(), helpCommand()}
+		backendsCommand(), demoCommand(), modelmockCommand(), benchCommand(), versionCommand(), helpCommand()}
 }
 
 func findCommand(name string) (command, bool) {

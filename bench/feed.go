@@ -1,0 +1,710 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/script"
+)
+
+// feedSessions is how many sessions the feed's events are spread over.
+const feedSessions = 8
+
+// Socket buffers of the deliberately slow subscribers: small, so that a
+// subscriber that stops reading fills them after a few dozen events and
+// its queue on the server side fills next.
+const (
+	slowServerSendBuf = 8 << 10
+	slowClientRecvBuf = 4 << 10
+)
+
+// feedToken is the bearer token of the feed's control plane.
+const feedToken = "bench-feed-token"
+
+// feedTarget is what subscribers connect to and the publisher feeds: the
+// control plane, or the raw fan-out baseline.
+type feedTarget interface {
+	// publish hands one event of session sid to the fan-out.
+	publish(ctx context.Context, sid string, ev messages.PersistedEvent) error
+	// handler serves the subscribers.
+	handler() http.Handler
+	// dropped is how many subscribers the fan-out dropped for being slow.
+	dropped() float64
+	close(ctx context.Context) error
+}
+
+// feedRun is one fan-out measured: S subscribers that read as fast as
+// they can and D that never read until the publishing is over, fed at a
+// target rate.
+type feedRun struct {
+	o         Options
+	sids      []string
+	perSess   int
+	lastSeq   []uint64         // per session, the seq of its last event
+	finals    int64            // sessions with at least one event
+	pubAt     [][]atomic.Int64 // [session][seq] publish time, unix ns
+	published int
+	pubSpan   time.Duration
+}
+
+// subscriber is one SSE client's account of what it received.
+type subscriber struct {
+	slow     bool
+	received atomic.Int64
+	finals   atomic.Int64 // sessions whose last event it received
+	dropped  atomic.Bool  // it got a reconnect event
+	ended    atomic.Bool  // its stream ended (dropped, or the server went away)
+	progress *atomic.Int64
+
+	// owned by the subscriber's goroutine until it is done
+	next     map[string]uint64 // per session, the seq it expects next
+	disorder []string          // gaps, duplicates, reorderings (first few)
+	reason   string
+	err      error
+	lat      []time.Duration
+}
+
+func (s *subscriber) note(format string, args ...any) {
+	if len(s.disorder) < 3 {
+		s.disorder = append(s.disorder, fmt.Sprintf(format, args...))
+	}
+}
+
+// consume reads one SSE stream until it ends or stop is closed; ready is
+// called once the stream is live (its "retry" line came: the server
+// registers the subscription before it writes that line).
+func (f *feedRun) consume(body io.Reader, s *subscriber, ready func()) {
+	r := bufio.NewReaderSize(body, 64<<10)
+	var event string
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
+				s.err = err
+			}
+			s.ended.Store(true)
+			return
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) == 0:
+			event = ""
+		case bytes.HasPrefix(line, []byte("retry:")):
+			ready()
+		case bytes.HasPrefix(line, []byte("event: ")):
+			event = string(line[len("event: "):])
+			if event == controlplane.ReconnectEvent {
+				s.dropped.Store(true)
+			}
+		case bytes.HasPrefix(line, []byte("data: ")) && event == controlplane.ReconnectEvent:
+			var rd controlplane.ReconnectData
+			if json.Unmarshal(line[len("data: "):], &rd) == nil {
+				s.reason = rd.Reason
+			}
+		case bytes.HasPrefix(line, []byte("id: ")):
+			now := time.Now().UnixNano()
+			sid, seq, err := controlplane.ParseEventID(string(line[len("id: "):]))
+			if err != nil {
+				s.note("bad id %q", line)
+				continue
+			}
+			g := f.index(sid)
+			if g < 0 || seq == 0 || seq > uint64(f.perSess) {
+				s.note("unknown event %s:%d", sid, seq)
+				continue
+			}
+			want := s.next[sid]
+			if want == 0 {
+				want = 1
+			}
+			switch {
+			case seq == want:
+			case seq < want:
+				s.note("%s: seq %d again (duplicate)", sid[:12], seq)
+				continue
+			default:
+				s.note("%s: seq %d after %d (a gap of %d)", sid[:12], seq, want-1, seq-want)
+			}
+			s.next[sid] = seq + 1
+			if seq == f.lastSeq[g] {
+				s.finals.Add(1)
+			}
+			s.received.Add(1)
+			s.progress.Add(1)
+			if !s.slow {
+				s.lat = append(s.lat, time.Duration(now-f.pubAt[g][seq].Load()))
+			}
+		}
+	}
+}
+
+func (f *feedRun) index(sid string) int {
+	for i, s := range f.sids {
+		if s == sid {
+			return i
+		}
+	}
+	return -1
+}
+
+// feedOutcome is what one fan-out measured.
+type feedOutcome struct {
+	lat                    summary
+	rate                   float64 // events published per second
+	deliveries             float64 // deliveries to fast subscribers per second
+	fastDropped, slowDropd int
+	fastCut, slowCut       int // streams that ended early without a reconnect event
+	missed                 int // events missing for fast subscribers not dropped
+	disorder               []string
+	errs                   []string
+	serverDropped          float64
+	slowReasons            map[string]int
+}
+
+// run serves t on two loopback listeners (the slow subscribers' with a
+// small send buffer), connects the subscribers, publishes, and accounts.
+func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutcome, error) {
+	var out feedOutcome
+	h := t.handler()
+	fastLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return out, err
+	}
+	slowLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fastLn.Close()
+		return out, err
+	}
+	fastSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	slowSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go fastSrv.Serve(fastLn)
+	go slowSrv.Serve(smallSendBuf{slowLn})
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = fastSrv.Shutdown(sctx)
+		_ = slowSrv.Shutdown(sctx)
+		fastSrv.Close()
+		slowSrv.Close()
+	}()
+
+	fastClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}}
+	var slowMu sync.Mutex
+	var slowConns []*net.TCPConn
+	slowClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(slowClientRecvBuf)
+				slowMu.Lock()
+				slowConns = append(slowConns, tc)
+				slowMu.Unlock()
+			}
+			return c, err
+		}}}
+	defer fastClient.CloseIdleConnections()
+	defer slowClient.CloseIdleConnections()
+
+	sctx, cancelSubs := context.WithCancel(ctx)
+	defer cancelSubs()
+	n := f.o.Subscribers + f.o.SlowSubscribers
+	subs := make([]*subscriber, n)
+	var progress atomic.Int64
+	var ready sync.WaitGroup
+	ready.Add(n)
+	slowGo := make(chan struct{})
+	var wg sync.WaitGroup
+	connErrs := &failures{}
+	for i := range n {
+		s := &subscriber{slow: i >= f.o.Subscribers, next: map[string]uint64{}, progress: &progress}
+		if !s.slow {
+			s.lat = make([]time.Duration, 0, f.published)
+		}
+		subs[i] = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var once sync.Once
+			markReady := func() { once.Do(ready.Done) }
+			defer markReady()
+			client, base := fastClient, "http://"+fastLn.Addr().String()
+			if s.slow {
+				client, base = slowClient, "http://"+slowLn.Addr().String()
+			}
+			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/api/events?topics="+controlplane.TopicEvent, nil)
+			req.Header.Set("Authorization", "Bearer "+feedToken)
+			resp, err := client.Do(req)
+			if err != nil {
+				connErrs.add("subscriber %d: %v", i, err)
+				s.ended.Store(true)
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				connErrs.add("subscriber %d: HTTP %d", i, resp.StatusCode)
+				s.ended.Store(true)
+				return
+			}
+			if !s.slow {
+				f.consume(resp.Body, s, markReady)
+				return
+			}
+			// slow: wait for the stream to be live, then stop reading
+			// until the publishing is over
+			r := bufio.NewReaderSize(resp.Body, 512)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					s.ended.Store(true)
+					return
+				}
+				if strings.HasPrefix(line, "retry:") {
+					break
+				}
+			}
+			markReady()
+			select {
+			case <-slowGo:
+			case <-sctx.Done():
+				return
+			}
+			f.consume(r, s, func() {})
+		}()
+	}
+	ready.Wait()
+	if connErrs.n > 0 {
+		cancelSubs()
+		wg.Wait()
+		return out, fmt.Errorf("subscribers could not connect: %s", strings.Join(connErrs.first, "; "))
+	}
+	p.printf("%d subscribers live (%d slow); publishing %d events at %.0f/s", n, f.o.SlowSubscribers, f.published, f.o.Rate)
+
+	// publish at the target rate, spread over the sessions
+	seqs := make([]uint64, len(f.sids))
+	interval := time.Duration(float64(time.Second) / f.o.Rate)
+	t0 := time.Now()
+	for i := range f.published {
+		if d := time.Until(t0.Add(time.Duration(i) * interval)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				cancelSubs()
+				wg.Wait()
+				return out, ctx.Err()
+			}
+		}
+		g := i % len(f.sids)
+		seqs[g]++
+		ev := feedEvent(seqs[g], i)
+		now := time.Now()
+		ev.At = now.UTC()
+		f.pubAt[g][seqs[g]].Store(now.UnixNano())
+		if err := t.publish(ctx, f.sids[g], ev); err != nil {
+			cancelSubs()
+			wg.Wait()
+			return out, fmt.Errorf("publish: %w", err)
+		}
+	}
+	f.pubSpan = time.Since(t0)
+
+	// wait for the fast subscribers while they make progress
+	want := int64(f.o.Subscribers * f.published)
+	last, lastAt := progress.Load(), time.Now()
+	for {
+		cur := progress.Load()
+		if cur >= want || f.settled(subs[:f.o.Subscribers]) {
+			break
+		}
+		if cur != last {
+			last, lastAt = cur, time.Now()
+		} else if time.Since(lastAt) > 10*time.Second {
+			break // nothing moves: whatever is missing is lost
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			cancelSubs()
+			wg.Wait()
+			return out, ctx.Err()
+		}
+	}
+	deliveredSpan := time.Since(t0)
+	fastDelivered := progress.Load()
+	p.printf("published in %.1fs; fast subscribers done after %.1fs", f.pubSpan.Seconds(), deliveredSpan.Seconds())
+
+	// let the slow subscribers read what they were sent, through a
+	// window as wide as anyone's
+	slowMu.Lock()
+	for _, c := range slowConns {
+		_ = c.SetReadBuffer(4 << 20)
+	}
+	slowMu.Unlock()
+	close(slowGo)
+	slowWant := progress.Load() + int64(f.o.SlowSubscribers*f.published)
+	last, lastAt = progress.Load(), time.Now()
+	for !f.settled(subs[f.o.Subscribers:]) && progress.Load() < slowWant {
+		if cur := progress.Load(); cur != last {
+			last, lastAt = cur, time.Now()
+		} else if time.Since(lastAt) > 5*time.Second {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out.serverDropped = t.dropped()
+	p.printf("slow subscribers done")
+	cancelSubs()
+	wg.Wait()
+	p.printf("subscribers gone")
+
+	out.rate = rate(f.published, f.pubSpan)
+	out.deliveries = rate(int(fastDelivered), deliveredSpan)
+	out.slowReasons = map[string]int{}
+	var all []time.Duration
+	for i, s := range subs {
+		if s.err != nil {
+			out.errs = append(out.errs, fmt.Sprintf("subscriber %d: %v", i, s.err))
+		}
+		for _, d := range s.disorder {
+			out.disorder = append(out.disorder, fmt.Sprintf("subscriber %d: %s", i, d))
+		}
+		got := int(s.received.Load())
+		cut := !s.dropped.Load() && s.ended.Load() && got < f.published
+		if s.slow {
+			switch {
+			case s.dropped.Load():
+				out.slowDropd++
+				out.slowReasons[s.reason]++
+			case cut:
+				out.slowCut++
+			}
+			continue
+		}
+		all = append(all, s.lat...)
+		switch {
+		case s.dropped.Load():
+			out.fastDropped++
+			continue
+		case cut:
+			out.fastCut++
+			continue
+		}
+		if got < f.published {
+			out.missed += f.published - got
+			out.disorder = append(out.disorder, fmt.Sprintf("subscriber %d kept up but received %d of %d events", i, got, f.published))
+		}
+	}
+	out.lat = summarize(all)
+	return out, nil
+}
+
+// settled reports whether every subscriber of subs has received the last
+// event of every session, or its stream ended.
+func (f *feedRun) settled(subs []*subscriber) bool {
+	for _, s := range subs {
+		if !s.ended.Load() && s.finals.Load() < f.finals {
+			return false
+		}
+	}
+	return true
+}
+
+// feedEvent is the i-th event of the feed: none of them is a text delta
+// (coalesced) or status-affecting (it would trigger record refreshes).
+func feedEvent(seq uint64, i int) messages.PersistedEvent {
+	ev := messages.Event{Type: messages.EvThinking, Text: "Planning the next step of the change: read the tests first."}
+	switch i % 3 {
+	case 1:
+		ev = messages.Event{Type: messages.EvToolUse, ToolUseID: fmt.Sprintf("tool-%d", i), ToolName: "Read",
+			Input: json.RawMessage(`{"file_path":"pkg/greet/greet.go"}`)}
+	case 2:
+		ev = messages.Event{Type: messages.EvToolResult, ToolUseID: fmt.Sprintf("tool-%d", i-1), Output: "package greet\n\nfunc Greet() string { return \"hi\" }\n"}
+	}
+	return messages.PersistedEvent{Seq: seq, Turn: 1, Event: ev}
+}
+
+// smallSendBuf gives every accepted connection a small send buffer.
+type smallSendBuf struct{ net.Listener }
+
+func (l smallSendBuf) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(slowServerSendBuf)
+	}
+	return c, err
+}
+
+// bridgeTarget is the control plane: the runtime's store, the bridge on
+// its event seam and the server's /api/events.
+type bridgeTarget struct {
+	b      *benchRuntime
+	bridge *controlplane.Bridge
+	srv    *controlplane.Server
+	reg    *prometheus.Registry
+	wrap   func(http.Handler) http.Handler
+}
+
+func newBridgeTarget(o Options, home string) (*bridgeTarget, error) {
+	reg := prometheus.NewRegistry()
+	bridge := controlplane.NewBridge(controlplane.BridgeOptions{Metrics: reg, Logger: o.Logger})
+	b, err := openRuntime(o, home, transports.NewRegistry(script.New()), nil, actors.WithEventListener(bridge.Listen))
+	if err != nil {
+		return nil, err
+	}
+	bridge.Attach(b.rt.Store())
+	srv, err := controlplane.NewServer(controlplane.Options{Runtime: b.rt, Bridge: bridge, Metrics: reg, Token: feedToken, Logger: o.Logger})
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	return &bridgeTarget{b: b, bridge: bridge, srv: srv, reg: reg, wrap: o.WrapHandler}, nil
+}
+
+// createSessions writes the records of the feed's sessions.
+func (t *bridgeTarget) createSessions(ctx context.Context, n int) ([]string, error) {
+	now := time.Now().UTC()
+	sids := make([]string, n)
+	for i := range sids {
+		rec := messages.SessionRecord{SessionID: messages.NewSessionID(), BackendID: script.ID, Status: messages.StatusRunning,
+			CreatedAt: now, UpdatedAt: now, Version: messages.RecordVersion,
+			Runs: []messages.Run{{StartedAt: now, OwnerScopeID: controlplane.DefaultScope}}}
+		if err := t.b.rt.Store().Create(ctx, rec); err != nil {
+			return nil, err
+		}
+		sids[i] = rec.SessionID
+	}
+	return sids, nil
+}
+
+// publish is a session emitting an event: durable in the store, then on
+// the live seam (the bridge's Listen, as the runtime calls it).
+func (t *bridgeTarget) publish(ctx context.Context, sid string, ev messages.PersistedEvent) error {
+	if err := t.b.rt.Store().Append(ctx, sid, []messages.PersistedEvent{ev}); err != nil {
+		return err
+	}
+	t.bridge.Listen(sid, ev)
+	return nil
+}
+
+func (t *bridgeTarget) handler() http.Handler {
+	if t.wrap != nil {
+		return t.wrap(t.srv.Handler())
+	}
+	return t.srv.Handler()
+}
+
+func (t *bridgeTarget) dropped() float64 {
+	mfs, err := t.reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "code_session_sse_dropped_total" && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func (t *bridgeTarget) close(ctx context.Context) error {
+	err := t.bridge.Close(ctx)
+	return errors.Join(err, t.b.close())
+}
+
+// rawTarget is the baseline: a plain net/http SSE fan-out. Each event is
+// encoded once and offered to every subscriber's bounded queue without
+// waiting; a full queue drops the subscriber; each stream writes and
+// flushes its frames.
+type rawTarget struct {
+	mu      sync.Mutex
+	subs    map[chan []byte]struct{}
+	drops   int
+	queue   int
+	closing chan struct{}
+}
+
+func newRawTarget() *rawTarget {
+	return &rawTarget{subs: map[chan []byte]struct{}{}, queue: controlplane.DefaultQueueSize, closing: make(chan struct{})}
+}
+
+func (t *rawTarget) publish(_ context.Context, sid string, ev messages.PersistedEvent) error {
+	b, err := json.Marshal(controlplane.EventData{SessionID: sid, PersistedEvent: ev})
+	if err != nil {
+		return err
+	}
+	frame := []byte("id: " + controlplane.EventID(sid, ev.Seq) + "\nevent: " + controlplane.TopicEvent + "\ndata: " + string(b) + "\n\n")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for ch := range t.subs {
+		select {
+		case ch <- frame:
+		default:
+			delete(t.subs, ch)
+			close(ch)
+			t.drops++
+		}
+	}
+	return nil
+}
+
+func (t *rawTarget) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+feedToken {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		ch := make(chan []byte, t.queue)
+		t.mu.Lock()
+		t.subs[ch] = struct{}{}
+		t.mu.Unlock()
+		defer func() {
+			t.mu.Lock()
+			if _, ok := t.subs[ch]; ok {
+				delete(t.subs, ch)
+				close(ch)
+			}
+			t.mu.Unlock()
+		}()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		if _, err := io.WriteString(w, "retry: 1000\n\n"); err != nil || rc.Flush() != nil {
+			return
+		}
+		for {
+			select {
+			case frame, ok := <-ch:
+				if !ok {
+					_, _ = io.WriteString(w, "event: "+controlplane.ReconnectEvent+"\ndata: {\"reason\":\"slow\"}\n\n")
+					_ = rc.Flush()
+					return
+				}
+				if _, err := w.Write(frame); err != nil {
+					return
+				}
+				if rc.Flush() != nil {
+					return
+				}
+			case <-r.Context().Done():
+				return
+			case <-t.closing:
+				return
+			}
+		}
+	})
+}
+
+func (t *rawTarget) dropped() float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return float64(t.drops)
+}
+
+func (t *rawTarget) close(context.Context) error {
+	close(t.closing)
+	return nil
+}
+
+func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
+	p := newProgress(o, SuiteFeed)
+	res := &Result{Suite: SuiteFeed, Params: fmt.Sprintf("%d subscribers keeping up + %d deliberately slow, %d events over %d sessions at a target %.0f events/s, SSE on 127.0.0.1",
+		o.Subscribers, o.SlowSubscribers, o.FeedEvents, feedSessions, o.Rate)}
+	newRun := func(sids []string) *feedRun {
+		per := (o.FeedEvents + len(sids) - 1) / len(sids)
+		f := &feedRun{o: o, sids: sids, perSess: per, published: o.FeedEvents, pubAt: make([][]atomic.Int64, len(sids)), lastSeq: make([]uint64, len(sids))}
+		for i := range f.pubAt {
+			f.pubAt[i] = make([]atomic.Int64, per+1)
+		}
+		for i := range o.FeedEvents {
+			f.lastSeq[i%len(sids)]++
+		}
+		for _, l := range f.lastSeq {
+			if l > 0 {
+				f.finals++
+			}
+		}
+		return f
+	}
+
+	p.printf("control plane: bridge and server")
+	bt, err := newBridgeTarget(o, filepath.Join(dir, "home"))
+	if err != nil {
+		return nil, err
+	}
+	sids, err := bt.createSessions(ctx, feedSessions)
+	if err != nil {
+		bt.close(ctx)
+		return nil, err
+	}
+	cp, err := newRun(sids).run(ctx, bt, p)
+	cerr := bt.close(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		res.note("closing the control plane: %v", cerr)
+	}
+
+	p.printf("raw fan-out baseline")
+	rawSids := make([]string, feedSessions)
+	for i := range rawSids {
+		rawSids[i] = messages.NewSessionID()
+	}
+	rt := newRawTarget()
+	raw, err := newRun(rawSids).run(ctx, rt, p)
+	rt.close(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	res.latencyRows("delivery latency", cp.lat, "raw net/http fan-out", raw.lat)
+	res.vs("deliveries to subscribers", cp.deliveries, UnitPerSec, "raw net/http fan-out", raw.deliveries)
+	res.row("events published (target "+strconv.FormatFloat(o.Rate, 'f', 0, 64)+"/s)", cp.rate, UnitPerSec)
+	res.row("events missed by subscribers that kept up", float64(cp.missed), UnitEvents)
+	res.vs("fast subscribers dropped (queue full, told to reconnect)", float64(cp.fastDropped), UnitSubs, "raw net/http fan-out", float64(raw.fastDropped))
+	res.vs("fast subscribers cut (stream ended early, no reconnect event)", float64(cp.fastCut), UnitSubs, "raw net/http fan-out", float64(raw.fastCut))
+	res.vs(fmt.Sprintf("slow subscribers dropped (queue full, told to reconnect; of %d)", o.SlowSubscribers), float64(cp.slowDropd), UnitSubs, "raw net/http fan-out", float64(raw.slowDropd))
+	res.vs(fmt.Sprintf("slow subscribers cut by the write deadline (of %d)", o.SlowSubscribers), float64(cp.slowCut), UnitSubs, "raw net/http fan-out", float64(raw.slowCut))
+	res.row("slow-subscriber drops counted by the bridge (code_session_sse_dropped_total)", cp.serverDropped, UnitSubs)
+
+	kept := o.Subscribers - cp.fastDropped - cp.fastCut
+	var missed failures
+	for _, d := range cp.disorder {
+		missed.add("%s", d)
+	}
+	missed.report(res, "subscribers that kept up got every event", fmt.Sprintf("%d of %d subscribers kept up, each received all %d events in order, none twice; the dropped ones received a gapless prefix", kept, o.Subscribers, o.FeedEvents))
+	var streamErrs failures
+	for _, e := range cp.errs {
+		streamErrs.add("%s", e)
+	}
+	streamErrs.report(res, "streams ended cleanly", "no stream failed with a read error")
+	if o.SlowSubscribers > 0 {
+		res.note("the slow subscribers stop reading once live and read again only after the publishing is over, through small socket buffers (%d KiB sent, %d KiB received): "+
+			"the bridge drops one whose queue (%d events) is full and tells it to reconnect; a stream whose write blocks longer than the server's write timeout (%s) ends first, without that event, "+
+			"which is what happens below %.0f events/s", slowServerSendBuf>>10, slowClientRecvBuf>>10, controlplane.DefaultQueueSize, controlplane.DefaultWriteTimeout,
+			float64(controlplane.DefaultQueueSize)/controlplane.DefaultWriteTimeout.Seconds())
+	}
+	res.note("latency runs from the bridge's Listen (the event already durable) to the subscriber reading its id line; the raw baseline encodes each event once and writes the same frames through plain net/http")
+	if cp.fastDropped+cp.fastCut > 0 {
+		res.note("%d subscribers meant to keep up fell behind and were dropped or cut: the machine did not serve %d subscribers at this rate (reported, not a failure)", cp.fastDropped+cp.fastCut, o.Subscribers)
+	}
+	return res, nil
+}

@@ -1,0 +1,296 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/native"
+)
+
+// nativeModelCalls is how many model calls each scripted native turn
+// makes: one answered with a tool call (ls), one with the closing text.
+const nativeModelCalls = 2
+
+// nativeScenario: every "bench" prompt is answered with thinking, a line
+// of text and an ls call, then, with the tool's result, a closing text.
+func nativeScenario() *modelmock.Scenario {
+	return &modelmock.Scenario{Rules: []modelmock.Rule{{Match: modelmock.Match{Text: "bench"}, Steps: []modelmock.Step{
+		{Thinking: "list the files first", Text: "Looking at the workspace.", Tool: &modelmock.ToolCall{Name: native.ToolLs, Input: json.RawMessage(`{}`)}},
+		{Text: "Done: the workspace is listed."},
+	}}}}
+}
+
+// modelClock sums how long the model server spent on the model calls it
+// answered (from the request's arrival to its answer's end).
+type modelClock struct {
+	busy  atomic.Int64 // ns
+	calls atomic.Int64
+
+	mu     sync.Mutex
+	record bool
+	bodies [][]byte // the model calls' request bodies, while record is set
+}
+
+func (m *modelClock) hook(r modelmock.Request) {
+	if r.Kind != modelmock.KindMain {
+		return
+	}
+	m.busy.Add(int64(time.Since(r.At)))
+	m.calls.Add(1)
+	m.mu.Lock()
+	if m.record {
+		m.bodies = append(m.bodies, r.Body)
+	}
+	m.mu.Unlock()
+}
+
+// stopRecording returns the bodies recorded so far and records no more.
+func (m *modelClock) stopRecording() [][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record = false
+	return m.bodies
+}
+
+// nativeLevel is one rung of the ladder: c sessions at once.
+type nativeLevel struct {
+	c          int
+	turns      int
+	elapsed    time.Duration
+	turnLat    summary
+	turnSum    time.Duration
+	modelBusy  time.Duration
+	modelCalls int64
+	storeBusy  time.Duration
+	bare       summary
+	bareSum    time.Duration
+	bareSpan   time.Duration
+	bareTurns  int
+}
+
+func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
+	p := newProgress(o, SuiteNative)
+	res := &Result{Suite: SuiteNative, Params: fmt.Sprintf("native backend against modelmock on 127.0.0.1 (Anthropic Messages, streamed), %d turns per session of %d model calls each, at %s sessions at once; diff capture off",
+		o.NativeTurns, nativeModelCalls, joinInts(o.Concurrency))}
+	var levels []nativeLevel
+	var opErrs, kinds failures
+	totalCalls, wantCalls := int64(0), int64(0)
+	for _, c := range o.Concurrency {
+		p.printf("%d sessions at once", c)
+		lv, calls, err := nativeRung(ctx, o, filepath.Join(dir, fmt.Sprintf("c%d", c)), c, &opErrs, &kinds, res)
+		if err != nil {
+			return nil, err
+		}
+		totalCalls += calls
+		wantCalls += int64(c * o.NativeTurns * nativeModelCalls)
+		levels = append(levels, lv)
+	}
+	opErrs.report(res, "ops succeeded", "every start, guide, read-turn and stop answered without error")
+	kinds.report(res, "turns completed", fmt.Sprintf("every turn returned turn_complete after %d model calls", nativeModelCalls))
+	res.check("model calls", totalCalls == wantCalls, "%d model calls answered, %d turns x %d expected", totalCalls, wantCalls/nativeModelCalls, nativeModelCalls)
+
+	for _, lv := range levels {
+		pre := fmt.Sprintf("c=%d: ", lv.c)
+		res.vs(pre+"turns", rate(lv.turns, lv.elapsed), UnitPerSec, "the same model calls replayed", rate(lv.bareTurns, lv.bareSpan))
+		res.vs(pre+"turn p50", ms(lv.turnLat.p50), UnitMs, "the same model calls p50", ms(lv.bare.p50))
+		res.vs(pre+"turn p99", ms(lv.turnLat.p99), UnitMs, "the same model calls p99", ms(lv.bare.p99))
+		share := 100 * (1 - float64(lv.modelBusy)/float64(lv.turnSum))
+		res.row(pre+"runtime's share of a turn", share, UnitPercent)
+		res.vs(pre+"runtime per turn (turn - model server)", ms((lv.turnSum-lv.modelBusy)/time.Duration(max(lv.turns, 1))), UnitMs,
+			"bare client per turn (calls - model server)", ms(lv.bareSum/time.Duration(max(lv.bareTurns, 1))))
+		res.row(pre+"store writes per turn (appends and records, fsync'd)", ms(lv.storeBusy/time.Duration(max(lv.turns, 1))), UnitMs)
+	}
+	res.note("store writes happen on each session's persist actor alongside the agent loop; a turn's result is delivered once its events are durable, so they are part of the runtime's share")
+	res.note("a turn runs from the op that starts it (start or guide) to read-turn returning its result: the agent loop, tool execution, events persisted, the result made durable")
+	res.note("the model server's time is from each model call's arrival to the end of its streamed answer (modelmock's request log); the runtime's share is what is left of the turns")
+	res.note("the baseline replays the very request bodies the sessions sent (the conversation so far, the tools) with a plain HTTP client reading each streamed answer to its end, %d calls per turn, from as many goroutines as sessions; its 'per turn' is the client side of those calls", nativeModelCalls)
+	return res, nil
+}
+
+// nativeRung runs c native sessions of o.NativeTurns turns at once, then
+// the bare baseline at the same concurrency.
+func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds *failures, res *Result) (nativeLevel, int64, error) {
+	lv := nativeLevel{c: c}
+	clock := &modelClock{record: true}
+	mock, err := modelmock.Start(nil, nativeScenario(), modelmock.WithRequestHook(clock.hook))
+	if err != nil {
+		return lv, 0, err
+	}
+	defer mock.Close()
+	env := map[string]string{native.EnvAnthropicBaseURL: mock.URL(), native.EnvAnthropicAPIKey: "bench-key"}
+	b, err := openRuntime(o, filepath.Join(dir, "home"), transports.NewRegistry(native.New(native.WithProcessEnv(nil))), env)
+	if err != nil {
+		return lv, 0, err
+	}
+	var turnLat latencies
+	sids := make([]string, c)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cwd := filepath.Join(dir, fmt.Sprintf("work%d", i))
+			if err := os.MkdirAll(cwd, 0o700); err != nil {
+				opErrs.add("%v", err)
+				return
+			}
+			_ = os.WriteFile(filepath.Join(cwd, "README.md"), []byte("# bench\n"), 0o600)
+			octx, cancel := opCtx(ctx)
+			defer cancel()
+			for t := 1; t <= o.NativeTurns; t++ {
+				s0 := time.Now()
+				if t == 1 {
+					st, err := b.rt.Start(octx, scope, messages.Start{Brief: "bench turn 1", Cwd: cwd, Model: "claude-mock"})
+					if err != nil {
+						opErrs.add("session %d start: %v", i, err)
+						return
+					}
+					sids[i] = st.SessionID
+				} else if _, err := b.rt.Guide(octx, scope, messages.Guide{SessionID: sids[i], Text: fmt.Sprintf("bench turn %d", t), Mode: messages.GuideQueue}); err != nil {
+					opErrs.add("session %d guide: %v", i, err)
+					return
+				}
+				r, err := b.rt.ReadTurn(octx, scope, messages.ReadTurn{SessionID: sids[i]})
+				if err != nil {
+					opErrs.add("session %d read-turn: %v", i, err)
+					return
+				}
+				turnLat.since(s0)
+				if kerr := expectKind(r, messages.KindTurnComplete); kerr != nil {
+					kinds.add("session %d: %v", i, kerr)
+					return
+				}
+			}
+			if _, err := b.rt.Stop(octx, scope, messages.Stop{SessionID: sids[i]}); err != nil {
+				opErrs.add("session %d stop: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	lv.elapsed = time.Since(t0)
+	lv.turnLat = turnLat.summary()
+	lv.turns = lv.turnLat.n
+	lv.turnSum = time.Duration(lv.turnLat.n) * lv.turnLat.mean
+	lv.modelBusy = time.Duration(clock.busy.Load())
+	calls := clock.calls.Load()
+	lv.modelCalls = calls
+	lv.storeBusy = time.Duration(b.store.busy.Load())
+	if err := b.close(); err != nil {
+		res.check(fmt.Sprintf("c=%d: runtime closed", c), false, "%v", err)
+	}
+	var started []string
+	for _, sid := range sids {
+		if sid != "" {
+			started = append(started, sid)
+		}
+	}
+	sub := &Result{}
+	if _, err := b.verify(ctx, started, logExpect{turns: o.NativeTurns, clarifications: 0, reason: messages.ReleaseExplicit, status: messages.StatusEnded}, sub); err != nil {
+		return lv, calls, err
+	}
+	for _, ch := range sub.Checks {
+		ch.Name = fmt.Sprintf("c=%d: %s", c, ch.Name)
+		res.Checks = append(res.Checks, ch)
+	}
+
+	// the bare baseline: the same calls from a plain client
+	bodies := clock.stopRecording()
+	busyBefore := clock.busy.Load()
+	bare, err := bareModelTurns(ctx, mock.URL(), c, bodies)
+	if err != nil {
+		return lv, calls, err
+	}
+	lv.bare, lv.bareSpan = bare.turns.summary(), bare.span
+	lv.bareTurns = lv.bare.n
+	lv.bareSum = time.Duration(lv.bare.n)*lv.bare.mean - time.Duration(clock.busy.Load()-busyBefore)
+	return lv, calls, nil
+}
+
+type bareRun struct {
+	turns latencies
+	span  time.Duration
+}
+
+// bareModelTurns replays the recorded model calls (the very request
+// bodies the sessions sent) from c goroutines with a plain HTTP client
+// that reads every streamed answer to its end, nativeModelCalls calls per
+// timed turn.
+func bareModelTurns(ctx context.Context, url string, c int, bodies [][]byte) (*bareRun, error) {
+	out := &bareRun{}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	var errs failures
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for g := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine [][]byte
+			for i := g; i < len(bodies); i += c {
+				mine = append(mine, bodies[i])
+			}
+			for k := 0; k+nativeModelCalls <= len(mine); k += nativeModelCalls {
+				s0 := time.Now()
+				for _, body := range mine[k : k+nativeModelCalls] {
+					if err := bareCall(ctx, client, url, body); err != nil {
+						errs.add("%v", err)
+						return
+					}
+				}
+				out.turns.since(s0)
+			}
+		}()
+	}
+	wg.Wait()
+	out.span = time.Since(t0)
+	if errs.n > 0 {
+		return nil, fmt.Errorf("bare model calls: %s", errs.first[0])
+	}
+	return out, nil
+}
+
+func bareCall(ctx context.Context, client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", "bench-key")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || n == 0 {
+		return fmt.Errorf("model call: HTTP %d, %d bytes", resp.StatusCode, n)
+	}
+	return nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"bufio"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// latencies collects durations from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+// since records the time elapsed since t0.
+func (l *latencies) since(t0 time.Time) { l.add(time.Since(t0)) }
+
+// summary is a latency distribution's figures.
+type summary struct {
+	n                  int
+	mean, p50, p99, mx time.Duration
+}
+
+func (l *latencies) summary() summary {
+	l.mu.Lock()
+	s := slices.Clone(l.d)
+	l.mu.Unlock()
+	return summarize(s)
+}
+
+func summarize(s []time.Duration) summary {
+	if len(s) == 0 {
+		return summary{}
+	}
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return summary{n: len(s), mean: sum / time.Duration(len(s)), p50: quantile(s, 0.50), p99: quantile(s, 0.99), mx: s[len(s)-1]}
+}
+
+// quantile is the nearest-rank quantile of sorted s.
+func quantile(s []time.Duration, q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// ms turns a duration into the float milliseconds of UnitMs.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// rate is n per elapsed second.
+func rate(n int, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return math.NaN()
+	}
+	return float64(n) / elapsed.Seconds()
+}
+
+// latencyRows adds p50, p99 and max of s next to the same quantiles of base.
+func (r *Result) latencyRows(op string, s summary, baseName string, base summary) {
+	r.vs(op+" p50", ms(s.p50), UnitMs, baseName+" p50", ms(base.p50))
+	r.vs(op+" p99", ms(s.p99), UnitMs, baseName+" p99", ms(base.p99))
+	r.vs(op+" max", ms(s.mx), UnitMs, baseName+" max", ms(base.mx))
+}
+
+// memSnapshot is the process's memory and goroutines at one moment, after
+// a garbage collection.
+type memSnapshot struct {
+	heap       uint64 // live heap bytes (HeapAlloc after GC)
+	rss        uint64 // resident set size, 0 where /proc is missing
+	goroutines int
+}
+
+func snapshot() memSnapshot {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return memSnapshot{heap: m.HeapAlloc, rss: procKiB("/proc/self/status", "VmRSS:") * 1024, goroutines: runtime.NumGoroutine()}
+}
+
+// perUnit is (after - before) / n for a memory figure, NaN when unknown.
+func perUnit(after, before uint64, n int) float64 {
+	if after == 0 || n == 0 {
+		return math.NaN()
+	}
+	return (float64(after) - float64(before)) / float64(n)
+}
+
+// procKiB reads a "Key: N kB" line of a /proc file; 0 when absent.
+func procKiB(path, key string) uint64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, key); ok {
+			fields := strings.Fields(rest)
+			if len(fields) == 0 {
+				return 0
+			}
+			v, _ := strconv.ParseUint(fields[0], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// threadSampler tracks the peak number of OS threads of the process (from
+// /proc; 0 where it is missing): goroutines blocked in fsync each hold a
+// thread, and Go stops a program that passes 10,000 of them.
+type threadSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	peak uint64
+}
+
+func sampleThreads() *threadSampler {
+	s := &threadSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n := procKiB("/proc/self/status", "Threads:"); n > s.peak {
+				s.peak = n
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// end stops sampling and returns the peak (NaN when unknown).
+func (s *threadSampler) end() float64 {
+	close(s.stop)
+	<-s.done
+	if s.peak == 0 {
+		return math.NaN()
+	}
+	return float64(s.peak)
+}

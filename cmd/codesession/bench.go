@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/codesession/codesession/bench"
+	"github.com/codesession/codesession/transports/claudecode"
+)
+
+// benchCmd runs benchmark suites and prints their tables (or JSON). It
+// fails (exit 1) only when a correctness check fails or a suite cannot
+// run; a slow machine never fails it.
+type benchCmd struct {
+	suites []string
+	opts   bench.Options
+	json   bool
+	// tune, when set (tests), adjusts the options after the flags.
+	tune func(*bench.Options)
+}
+
+type benchFlags struct {
+	sessions, turns, events, subscribers, slow int
+	rate                                       float64
+	concurrency                                []int
+	json, keep, quiet                          bool
+	home                                       string
+}
+
+func (f *benchFlags) flagSet() *pflag.FlagSet {
+	fs := newFlagSet("bench")
+	fs.IntVar(&f.sessions, "sessions", bench.DefaultSessions, "sessions: how many concurrent sessions")
+	fs.IntVar(&f.turns, "turns", bench.DefaultTurns, "sessions: turns per session")
+	fs.IntVar(&f.events, "events", bench.DefaultEvents, fmt.Sprintf("sessions: backend events per turn (at least %d)", bench.MinEvents))
+	fs.IntVar(&f.subscribers, "subscribers", bench.DefaultSubscribers, "feed: SSE subscribers that keep up")
+	fs.IntVar(&f.slow, "slow-subscribers", bench.DefaultSlowSubscribers, "feed: deliberately slow subscribers (0: none)")
+	fs.Float64Var(&f.rate, "rate", bench.DefaultRate, "feed: target events per second")
+	fs.IntSliceVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "native: the ladder of concurrent sessions")
+	fs.BoolVar(&f.json, "json", false, "print the report as one JSON object")
+	fs.StringVar(&f.home, "home", "", "where the suites make their scratch stores and repositories (default: the system's temporary directory)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the scratch directories")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
+	return fs
+}
+
+func benchCommand() command {
+	return command{
+		name:    "bench",
+		summary: "run the benchmark suites: figures next to same-run baselines, and correctness checks",
+		usage:   "bench [sessions|store|routing|feed|native|hooks ...] [--sessions N] [--turns K] [--events M] [--subscribers S] [--json] [--home DIR]",
+		flags:   func() *pflag.FlagSet { return (&benchFlags{}).flagSet() },
+		parse:   func(args []string) (runner, error) { return parseBenchFlags(args) },
+	}
+}
+
+func parseBenchFlags(args []string) (*benchCmd, error) {
+	var f benchFlags
+	fs := f.flagSet()
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	c := &benchCmd{json: f.json, suites: fs.Args()}
+	if len(c.suites) == 0 {
+		c.suites = bench.Suites()
+	}
+	for _, s := range c.suites {
+		if !bench.Known(s) {
+			return nil, usagef("bench", "unknown suite %q (want some of: %v)", s, bench.Suites())
+		}
+	}
+	for name, v := range map[string]int{"sessions": f.sessions, "turns": f.turns, "events": f.events, "subscribers": f.subscribers} {
+		if v <= 0 {
+			return nil, usagef("bench", "--%s must be at least 1, got %d", name, v)
+		}
+	}
+	if f.slow < 0 {
+		return nil, usagef("bench", "--slow-subscribers must not be negative, got %d", f.slow)
+	}
+	if f.rate <= 0 {
+		return nil, usagef("bench", "--rate must be above 0, got %v", f.rate)
+	}
+	slow := f.slow
+	if slow == 0 {
+		slow = -1 // bench.Options: negative is none
+	}
+	c.opts = bench.Options{Sessions: f.sessions, Turns: f.turns, Events: f.events, Subscribers: f.subscribers,
+		SlowSubscribers: slow, Rate: f.rate, Concurrency: f.concurrency, Home: f.home, Keep: f.keep}
+	if f.quiet {
+		c.tune = func(o *bench.Options) { o.Progress = nil }
+	}
+	if err := c.opts.Validate(); err != nil {
+		return nil, &usageError{cmd: "bench", err: err}
+	}
+	return c, nil
+}
+
+func (c *benchCmd) exec(ctx context.Context, s *streams) error {
+	o := c.opts
+	o.Progress = s.stderr
+	o.ClaudeBin = s.getenv(claudecode.EnvBinary)
+	if c.tune != nil {
+		c.tune(&o)
+	}
+	started := time.Now()
+	var results []*bench.Result
+	for _, name := range c.suites {
+		r, err := bench.Run(ctx, name, o)
+		if err != nil {
+			return fmt.Errorf("suite %s could not run: %w", name, err)
+		}
+		results = append(results, r)
+	}
+	rep := bench.NewReport(started, results)
+	var err error
+	if c.json {
+		err = rep.WriteJSON(s.stdout)
+	} else {
+		err = rep.WriteText(s.stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Passed {
+		var fails []string
+		for _, r := range results {
+			fails = append(fails, r.Failures()...)
+		}
+		return &failedError{reason: fmt.Sprintf("a correctness check failed: %v", fails)}
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/store"
+	"github.com/codesession/codesession/actors/store/filestore"
+	"github.com/codesession/codesession/bench"
+	"github.com/codesession/codesession/messages"
+)
+
+func TestBenchSessionsJSON(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, invocation{}, "bench", "sessions", "--sessions", "12", "--turns", "2", "--events", "9", "--json", "--home", t.TempDir())
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	assert.True(t, rep.Passed)
+	require.Len(t, rep.Results, 1)
+	assert.Equal(t, bench.SuiteSessions, rep.Results[0].Suite)
+	assert.Contains(t, rep.Results[0].Params, "12 concurrent sessions x 2 turns x ~9 events")
+	assert.Contains(t, r.stderr, "bench sessions", "progress goes to stderr")
+}
+
+func TestBenchText(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, invocation{}, "bench", "routing", "--quiet", "--home", t.TempDir())
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "== routing")
+	assert.Contains(t, r.stdout, "verdict: PASS")
+	assert.Empty(t, r.stderr)
+}
+
+func TestBenchUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"bench", "nosuch"},
+		{"bench", "sessions", "--events", "3"},
+		{"bench", "--sessions", "0"},
+		{"bench", "--rate", "-1"},
+		{"bench", "--concurrency", "1,0"},
+		{"bench", "--bogus"},
+	} {
+		r := runCLI(t, invocation{}, args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, "Try: codesession bench --help", "%v", args)
+	}
+	r := runCLI(t, invocation{}, "bench", "--help")
+	assert.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stdout, "--sessions")
+}
+
+// loseReleased acknowledges the first released event without writing it.
+type loseReleased struct {
+	store.Store
+	done *atomic.Bool
+}
+
+func (s loseReleased) Append(ctx context.Context, sid string, evs []messages.PersistedEvent) error {
+	if n := len(evs); n > 0 && evs[n-1].Event.Type == messages.EvReleased && s.done.CompareAndSwap(false, true) {
+		return s.Store.Append(ctx, sid, evs[:n-1])
+	}
+	return s.Store.Append(ctx, sid, evs)
+}
+
+// TestBenchExitsOneOnlyOnACorrectnessFailure: a store that loses an event
+// makes the command exit 1 and say which check failed.
+func TestBenchExitsOneOnlyOnACorrectnessFailure(t *testing.T) {
+	t.Parallel()
+	c, err := parseBenchFlags([]string{"sessions", "--sessions", "5", "--turns", "1", "--home", t.TempDir()})
+	require.NoError(t, err)
+	done := new(atomic.Bool)
+	c.tune = func(o *bench.Options) {
+		o.Store = func(dir string) (store.Store, error) {
+			st, err := filestore.Open(dir)
+			return loseReleased{Store: st, done: done}, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := report(&streams{getenv: func(string) string { return "" }, stdout: &stdout, stderr: &stderr}, "bench",
+		c.exec(ctx, &streams{getenv: func(string) string { return "" }, stdout: &stdout, stderr: &stderr}))
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, stdout.String(), "FAIL  sessions released")
+	assert.True(t, strings.Contains(stderr.String(), "a correctness check failed"), stderr.String())
+}
