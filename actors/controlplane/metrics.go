@@ -55,7 +55,7 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "code_session_sse_subscribers",
 			Help: "Live-feed (SSE) subscribers connected now."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "code_session_sse_dropped_total",
-			Help: "Live-feed subscribers dropped because their queue was full (they are told to reconnect)."}),
+			Help: "Live-feed subscribers dropped for being slow: their queue was full (they are told to reconnect) or a write timed out."}),
 		dispatched: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "code_specialist_dispatched_total",
 			Help: "Runs dispatched (a session started or resumed), by backend. Frozen legacy name."}, []string{"backend"}),
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "code_specialist_settled_total",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -408,8 +409,15 @@ func (st *stream) abandon(ctx context.Context, err error) {
 // raw writes and flushes within the write timeout.
 func (st *stream) raw(s string) error {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.o.WriteTimeout))
-	if _, err := io.WriteString(st.w, s); err != nil {
-		return err
+	_, err := io.WriteString(st.w, s)
+	if err == nil {
+		err = st.rc.Flush()
 	}
-	return st.rc.Flush()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// a subscriber that stopped reading before its queue filled: it is
+		// cut here, too stuck to be told; count it with the other drops
+		st.s.bridge.m.dropped.Inc()
+		st.s.log.Warn("live feed: cut a subscriber that stopped reading", "timeout", st.s.o.WriteTimeout)
+	}
+	return err
 }
