@@ -162,3 +162,22 @@ func TestScopeConstraintsThroughRuntime(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{other.SessionID, st2.SessionID}, live)
 }
+
+// TestReleasedAnswersAreBounded: the registry remembers released sessions
+// for quick answers, but only the newest maxRemembered; older ones fall back
+// to the store (TestEndToEndWithScriptBackend covers that path).
+func TestReleasedAnswersAreBounded(t *testing.T) {
+	r := &registry{released: map[string]releasedEntry{}}
+	var first, last string
+	for i := 0; i < maxRemembered+5; i++ {
+		sid := messages.NewSessionID()
+		if i == 0 {
+			first = sid
+		}
+		last = sid
+		r.remember(sid, releasedEntry{scope: "s"})
+	}
+	assert.Len(t, r.released, maxRemembered)
+	assert.NotContains(t, r.released, first)
+	assert.Contains(t, r.released, last)
+}

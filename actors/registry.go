@@ -97,6 +97,7 @@ type registry struct {
 	// waitingResumes are resumes of stopping sessions, retried once gone.
 	waitingResumes map[string][]regResume
 	released       map[string]releasedEntry
+	releasedOrder  []string // released's ids, oldest first, for its bound
 	constraints    map[string]messages.ScopeConstraints
 	waiters        []*releaseWaiter
 	closing        bool
@@ -283,7 +284,7 @@ func (r *registry) route(c *actor.Context, m regOp) {
 		return
 	}
 	if rel, ok := r.released[m.sessionID]; ok && rel.scope == m.scope {
-		r.notLive(m, rel.outcome)
+		r.notLiveRecord(m, rel.outcome)
 		return
 	}
 	if cancel, ok := m.op.(session.OpCancelRead); ok {
@@ -311,10 +312,8 @@ func (r *registry) route(c *actor.Context, m regOp) {
 	}()
 }
 
-// notLive answers an op aimed at a released session: stop is idempotent,
-// everything else is not_live.
-func (r *registry) notLive(m regOp, outcome messages.Outcome) { r.notLiveRecord(m, outcome) }
-
+// notLiveRecord answers an op aimed at a released session: stop is
+// idempotent, everything else is not_live.
 func (r *registry) notLiveRecord(m regOp, outcome messages.Outcome) {
 	if rel, ok := m.op.(session.OpRelease); ok && rel.Reply != nil {
 		rel.Reply <- session.Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: true, Outcome: outcome}}
@@ -359,7 +358,7 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 	delete(r.live, m.SessionID)
 	r.stopping[m.SessionID] = e.scope
 	if m.Err == nil {
-		r.released[m.SessionID] = releasedEntry{scope: e.scope, outcome: m.Outcome}
+		r.remember(m.SessionID, releasedEntry{scope: e.scope, outcome: m.Outcome})
 		r.metrics.live.Dec()
 		r.metrics.released.WithLabelValues(string(m.Reason)).Inc()
 	}
@@ -378,6 +377,23 @@ func (r *registry) stopSession(c *actor.Context, sid string, pid *actor.PID, aft
 		}
 		engine.Send(self, sessionGone{sessionID: sid})
 	}()
+}
+
+// maxRemembered bounds the in-memory answers for released sessions; older
+// ones are answered from the store (slower, same answer), so a long-lived
+// daemon does not grow without bound.
+const maxRemembered = 10000
+
+// remember keeps a released session's owner and verdict for quick answers.
+func (r *registry) remember(sid string, e releasedEntry) {
+	if _, ok := r.released[sid]; !ok {
+		r.releasedOrder = append(r.releasedOrder, sid)
+	}
+	r.released[sid] = e
+	for len(r.releasedOrder) > maxRemembered {
+		delete(r.released, r.releasedOrder[0])
+		r.releasedOrder = r.releasedOrder[1:]
+	}
 }
 
 // forget removes a gone session from the release waiters, answering those
@@ -412,7 +428,7 @@ func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
 	e := r.live[sid]
 	delete(r.live, sid)
 	r.stopping[sid] = e.scope
-	r.released[sid] = releasedEntry{scope: e.scope, outcome: messages.OutcomeFailed}
+	r.remember(sid, releasedEntry{scope: e.scope, outcome: messages.OutcomeFailed})
 	r.metrics.live.Dec()
 	r.metrics.released.WithLabelValues(string(messages.ReleaseFailed)).Inc()
 	st, now := r.store, r.now
