@@ -5,10 +5,11 @@
 // It owns the provider-neutral Scenario (what the model receives mapped
 // to what it answers), the Conversation every wire decodes its requests
 // into, the Server with its request log, and one encoder per wire. The
-// Anthropic Messages wire is served now (cli-protocols.md §1.5); OpenAI
-// Responses, Chat Completions and Gemini slot in beside it as further
-// files that decode into a Conversation and encode a Step, with the
-// scenario, the picking and the recording shared.
+// Anthropic Messages wire (cli-protocols.md §1.5), OpenAI Responses and
+// Chat Completions (§2.5: POST /v1/responses, POST /v1/chat/completions)
+// are served; Gemini slots in beside them as a further file that decodes
+// into a Conversation and encodes a Step, with the scenario, the picking
+// and the recording shared.
 //
 // # Scenarios
 //
@@ -76,7 +77,8 @@
 // # Testing
 //
 // The tests drive the server with net/http and with the official Anthropic
-// Go SDK (github.com/anthropics/anthropic-sdk-go), which parses its
-// streams strictly; the claude-code backend's tests run the real claude CLI
-// against it.
+// and OpenAI Go SDKs (github.com/anthropics/anthropic-sdk-go,
+// github.com/openai/openai-go), which parse their streams strictly; the
+// claude-code backend's tests run the real claude CLI against it, and the
+// native backend's run its three providers against it.
 package modelmock

@@ -53,7 +53,7 @@ type Request struct {
 	Query  string      `json:"query,omitempty"`
 	Header http.Header `json:"header"` // secrets redacted
 	Body   []byte      `json:"-"`
-	Wire   string      `json:"wire,omitempty"` // "anthropic"
+	Wire   string      `json:"wire,omitempty"` // "anthropic", "openai-responses" or "openai-chat"
 	Kind   Kind        `json:"kind"`
 	Model  string      `json:"model,omitempty"`
 	// Rule is the index of the scenario rule that answered; -1 for a
@@ -272,6 +272,15 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case path == "/v1/messages/count_tokens" && r.Method == http.MethodPost:
 		rec.Wire = "anthropic"
 		anthWire{s}.countTokens(rw, r, rec)
+	case path == "/v1/responses" && r.Method == http.MethodPost:
+		rec.Wire = "openai-responses"
+		respWire{s}.responses(rw, r, rec)
+	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
+		rec.Wire = "openai-chat"
+		chatWire{s}.completions(rw, r, rec)
+	case r.Method == http.MethodGet && (path == "/v1/responses" || path == "/v1/models" || path == "/models"):
+		rec.Kind, rec.Status = KindProbe, http.StatusOK
+		openaiProbe(rw, path)
 	default:
 		rec.Kind, rec.Status = KindUnknown, http.StatusNotFound
 		http.Error(rw, fmt.Sprintf("modelmock does not serve %s %s", r.Method, r.URL.Path), http.StatusNotFound)

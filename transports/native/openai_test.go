@@ -1,9 +1,9 @@
 package native
 
-// The OpenAI wires are checked against a small SSE fake here until
-// transports/modelmock serves Responses and Chat Completions: enough of
-// each stream for the official SDK to parse, and a record of what the
-// loop sent.
+// These tests check, against a small SSE fake, what modelmock cannot
+// produce: reasoning effort max, plan posture's read-only tool list, cached
+// token usage, model items sent back verbatim. The turns themselves run
+// against modelmock's OpenAI sides in openai_modelmock_test.go.
 
 import (
 	"context"
