@@ -415,6 +415,14 @@ func anthError(rw http.ResponseWriter, e ErrorStep) {
 			typ = "invalid_request_error"
 		}
 	}
+	writeError(rw, e, func(msg string) any {
+		return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+	})
+}
+
+// writeError writes an error step's status, Retry-After and the wire's JSON
+// body, which body builds from the message (the status text by default).
+func writeError(rw http.ResponseWriter, e ErrorStep, body func(msg string) any) {
 	msg := e.Message
 	if msg == "" {
 		msg = http.StatusText(e.Status)
@@ -424,7 +432,7 @@ func anthError(rw http.ResponseWriter, e ErrorStep) {
 	}
 	rw.Header().Set("Content-Type", "application/json")
 	rw.WriteHeader(e.Status)
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+	b, _ := json.Marshal(body(msg))
 	_, _ = rw.Write(b)
 }
 

@@ -52,17 +52,9 @@ func openaiError(rw http.ResponseWriter, e ErrorStep) {
 			typ = "invalid_request_error"
 		}
 	}
-	msg := e.Message
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	if e.RetryAfter != "" {
-		rw.Header().Set("Retry-After", e.RetryAfter)
-	}
-	rw.Header().Set("Content-Type", "application/json")
-	rw.WriteHeader(e.Status)
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
-	_, _ = rw.Write(b)
+	writeError(rw, e, func(msg string) any {
+		return map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}}
+	})
 }
 
 // openaiContent is an OpenAI content field: a string, null, or an array of
