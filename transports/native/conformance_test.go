@@ -19,6 +19,16 @@ import (
 // modelmock: each case's turns become a scenario keyed on each turn's
 // input, acted out through the native tools.
 func TestConformance(t *testing.T) {
+	runConformance(t, "TestUnauthorizedIsAClearError and TestRetriesA429", func(mock *modelmock.Server) transports.SessionSpec {
+		return transports.SessionSpec{Model: "claude-mock",
+			Env: []string{EnvAnthropicBaseURL + "=" + mock.URL(), EnvAnthropicAPIKey + "=test-key"}}
+	})
+}
+
+// runConformance runs the transporttest suite for native with a modelmock
+// per case; spec points the session at it (provider, endpoint, model).
+// failures names the tests that cover endpoint faults instead.
+func runConformance(t *testing.T, failures string, spec func(mock *modelmock.Server) transports.SessionSpec) {
 	transporttest.Run(t, transporttest.Harness{
 		New: func(t *testing.T) transports.Transport {
 			return New(WithProcessEnv(nil), WithRetryPolicy(fastRetry))
@@ -26,7 +36,7 @@ func TestConformance(t *testing.T) {
 		Prepare: func(t *testing.T, c *transporttest.Case) transporttest.Setup {
 			if c.Fault != transporttest.FaultNone {
 				t.Skipf("not applicable: native runs in-process (no executable, no stdout protocol); "+
-					"endpoint failures are TestUnauthorizedIsAClearError and TestRetriesA429 (%s)", c.Fault)
+					"endpoint failures are %s (%s)", failures, c.Fault)
 			}
 			sc := &modelmock.Scenario{}
 			for _, tn := range c.Turns {
@@ -34,12 +44,7 @@ func TestConformance(t *testing.T) {
 			}
 			mock, err := modelmock.Start(t, sc)
 			require.NoError(t, err)
-			return transporttest.Setup{
-				Spec: transports.SessionSpec{Model: "claude-mock",
-					Env: []string{EnvAnthropicBaseURL + "=" + mock.URL(), EnvAnthropicAPIKey + "=test-key"}},
-				AgentSaw:  mock.Saw,
-				OutputCap: DefaultOutputCap,
-			}
+			return transporttest.Setup{Spec: spec(mock), AgentSaw: mock.Saw, OutputCap: DefaultOutputCap}
 		},
 	})
 }

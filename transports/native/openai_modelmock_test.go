@@ -203,26 +203,7 @@ func TestConformanceOpenAIResponses(t *testing.T) { conformanceOpenAI(t, Provide
 func TestConformanceOpenAIChat(t *testing.T) { conformanceOpenAI(t, ProviderOpenAIChat) }
 
 func conformanceOpenAI(t *testing.T, provider string) {
-	transporttest.Run(t, transporttest.Harness{
-		New: func(t *testing.T) transports.Transport {
-			return New(WithProcessEnv(nil), WithRetryPolicy(fastRetry))
-		},
-		Prepare: func(t *testing.T, c *transporttest.Case) transporttest.Setup {
-			if c.Fault != transporttest.FaultNone {
-				t.Skipf("not applicable: native runs in-process (no executable, no stdout protocol); "+
-					"endpoint failures are TestOpenAIModelmockRetriesA429AndNamesA401 (%s)", c.Fault)
-			}
-			sc := &modelmock.Scenario{}
-			for _, tn := range c.Turns {
-				sc.Rules = append(sc.Rules, modelmock.Rule{Match: modelmock.Match{Text: tn.Input}, Steps: conformanceSteps(t, c, tn)})
-			}
-			mock, err := modelmock.Start(t, sc)
-			require.NoError(t, err)
-			return transporttest.Setup{
-				Spec:      transports.SessionSpec{Model: "gpt-mock", Env: openaiEnv(provider, mock)},
-				AgentSaw:  mock.Saw,
-				OutputCap: DefaultOutputCap,
-			}
-		},
+	runConformance(t, "TestOpenAIModelmockRetriesA429AndNamesA401", func(mock *modelmock.Server) transports.SessionSpec {
+		return transports.SessionSpec{Model: "gpt-mock", Env: openaiEnv(provider, mock)}
 	})
 }
