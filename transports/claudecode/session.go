@@ -187,9 +187,10 @@ func (s *session) spawn(resume bool) (*proc, error) {
 	cmd := exec.Command(s.bin, buildArgs(s.spec, s.ext, resume)...)
 	cmd.Dir = s.spec.Cwd
 	cmd.Env = s.env()
-	// its own process group (signals reach the CLI's tools too), and killed
-	// if the runtime's process dies without closing it (a SIGKILLed daemon)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// its own process group, so signals reach the CLI's tools too. No
+	// Pdeathsig: it fires when the forking OS *thread* exits, which Go does
+	// not pin, and it killed healthy CLIs mid-turn in tests.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

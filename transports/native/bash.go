@@ -64,9 +64,8 @@ func runCommand(ctx context.Context, env *toolEnv, command string, wall time.Dur
 	cmd.Env = env.env
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = pw, pw
-	// its own group (a wall clock or interrupt kills the whole tree), and
-	// killed if the runtime dies without closing the session
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// its own group: a wall clock or interrupt kills the whole tree
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
