@@ -9,7 +9,7 @@
 // (retry.go: 408/409/429/5xx and connection failures, exponential backoff
 // with cenkalti/backoff, never shorter than Retry-After, never once the
 // answer began to stream), the tools (tools.go, bash.go: read, write,
-// edit, glob, grep, ls, bash), the tool gate (gate.go) and the posture
+// edit, glob, grep, ls, bash), the tool gate (transports/gate) and the posture
 // policy (policy.go).
 //
 // # A turn

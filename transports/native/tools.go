@@ -12,11 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/codesession/codesession/transports/gate"
 )
 
 // Tool names. The edit tools (write, edit) are the descriptor's
@@ -106,7 +107,7 @@ func refused(err error) toolResult { return toolResult{output: err.Error(), isEr
 
 // toolEnv is what a tool runs with.
 type toolEnv struct {
-	ws        Workspace
+	ws        gate.Workspace
 	outputCap int
 	// env is the environment of bash (KEY=VALUE), already scrubbed.
 	env []string
@@ -413,64 +414,6 @@ func runLs(ctx context.Context, env *toolEnv, input json.RawMessage) toolResult 
 	return toolResult{output: b.String()}
 }
 
-// globMatches expands pattern inside the workspace: the real paths of the
-// matching files and directories (sorted), how many matches the gate left
-// out (they resolve outside the workspace or through a dangling symlink),
-// and whether the walk hit its limit. The pattern's literal base must pass
-// the gate; every match is checked again.
-func globMatches(ctx context.Context, ws Workspace, pattern string) (matches []string, leftOut int, capped bool, err error) {
-	seen := map[string]bool{}
-	for _, p := range expandBraces(pattern) {
-		base, rest, err := ws.GlobBase(p)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		baseReal, err := ws.Resolve(base)
-		if err != nil {
-			return nil, 0, false, &Refusal{Path: pattern, Reason: "its directory " + strings.TrimPrefix(err.Error(), "refused: ")}
-		}
-		fi, err := os.Stat(baseReal)
-		if err != nil || !fi.IsDir() {
-			continue // nothing to match under a missing directory
-		}
-		walked := 0
-		werr := filepath.WalkDir(baseReal, func(path string, d fs.DirEntry, err error) error {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
-			}
-			if err != nil || path == baseReal {
-				return nil
-			}
-			walked++
-			if walked > walkMaxEntries {
-				capped = true
-				return fs.SkipAll
-			}
-			if d.IsDir() && d.Name() == ".git" && !strings.HasPrefix(rest, ".git") {
-				return filepath.SkipDir
-			}
-			rel, rerr := filepath.Rel(baseReal, path)
-			if rerr != nil || !matchGlob(rest, filepath.ToSlash(rel)) {
-				return nil
-			}
-			if _, gerr := ws.Resolve(path); gerr != nil {
-				leftOut++
-				return nil
-			}
-			if !seen[path] {
-				seen[path] = true
-				matches = append(matches, path)
-			}
-			return nil
-		})
-		if werr != nil && !errors.Is(werr, fs.SkipAll) {
-			return nil, 0, false, werr
-		}
-	}
-	sort.Strings(matches)
-	return matches, leftOut, capped, nil
-}
-
 func runGlob(ctx context.Context, env *toolEnv, input json.RawMessage) toolResult {
 	var in struct {
 		Pattern string `json:"pattern"`
@@ -478,8 +421,8 @@ func runGlob(ctx context.Context, env *toolEnv, input json.RawMessage) toolResul
 	if err := decodeInput(input, &in); err != nil {
 		return errResult("glob: %v", err)
 	}
-	matches, leftOut, capped, err := globMatches(ctx, env.ws, in.Pattern)
-	var ref *Refusal
+	matches, leftOut, capped, err := gate.Glob(ctx, env.ws, in.Pattern, walkMaxEntries)
+	var ref *gate.Refusal
 	switch {
 	case errors.As(err, &ref):
 		return refused(err)
@@ -561,7 +504,7 @@ func runGrep(ctx context.Context, env *toolEnv, input json.RawMessage) toolResul
 				return fs.SkipAll
 			}
 			rel, _ := filepath.Rel(root, path)
-			if in.Glob != "" && !matchGlob(in.Glob, filepath.ToSlash(rel)) && !matchGlob(in.Glob, d.Name()) {
+			if in.Glob != "" && !gate.MatchGlob(in.Glob, filepath.ToSlash(rel)) && !gate.MatchGlob(in.Glob, d.Name()) {
 				return nil
 			}
 			r, gerr := env.ws.Resolve(path)

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codesession/codesession/transports/gate/gatetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func toolEnvFor(t *testing.T, f gateFixture) *toolEnv {
+func toolEnvFor(t *testing.T, f gatetest.Fixture) *toolEnv {
 	t.Helper()
-	return &toolEnv{ws: f.ws(t, true), outputCap: 4096, env: []string{"PATH=" + os.Getenv("PATH")}}
+	return &toolEnv{ws: f.Workspace(t, true), outputCap: 4096, env: []string{"PATH=" + os.Getenv("PATH")}}
 }
 
 func call(t *testing.T, env *toolEnv, tool string, input any) toolResult {
@@ -27,7 +28,7 @@ func call(t *testing.T, env *toolEnv, tool string, input any) toolResult {
 
 func TestReadTool(t *testing.T) {
 	t.Parallel()
-	f := newGateFixture(t)
+	f := gatetest.New(t)
 	env := toolEnvFor(t, f)
 	r := call(t, env, ToolRead, map[string]any{"path": "file.txt"})
 	assert.False(t, r.isError, r.output)
@@ -54,14 +55,14 @@ func TestReadTool(t *testing.T) {
 	assert.True(t, r.isError)
 	assert.Contains(t, r.output, "invalid input")
 
-	require.NoError(t, os.WriteFile(filepath.Join(f.real, "bin.dat"), []byte("a\x00b"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(f.Real, "bin.dat"), []byte("a\x00b"), 0o644))
 	r = call(t, env, ToolRead, map[string]any{"path": "bin.dat"})
 	assert.Contains(t, r.output, "binary file")
 }
 
 func TestWriteAndEditTools(t *testing.T) {
 	t.Parallel()
-	f := newGateFixture(t)
+	f := gatetest.New(t)
 	env := toolEnvFor(t, f)
 
 	r := call(t, env, ToolWrite, map[string]any{"path": "pkg/new/a.go", "content": "package a\n\nvar x = 1\nvar y = 1\n"})
@@ -72,7 +73,7 @@ func TestWriteAndEditTools(t *testing.T) {
 
 	r = call(t, env, ToolEdit, map[string]any{"path": "pkg/new/a.go", "old_string": "var x = 1", "new_string": "var x = 2"})
 	require.False(t, r.isError, r.output)
-	b, _ := os.ReadFile(filepath.Join(f.real, "pkg/new/a.go"))
+	b, _ := os.ReadFile(filepath.Join(f.Real, "pkg/new/a.go"))
 	assert.Equal(t, "package a\n\nvar x = 2\nvar y = 1\n", string(b))
 
 	r = call(t, env, ToolEdit, map[string]any{"path": "pkg/new/a.go", "old_string": "var ", "new_string": "const "})
@@ -84,21 +85,21 @@ func TestWriteAndEditTools(t *testing.T) {
 	assert.Contains(t, r.output, "was not found in pkg/new/a.go")
 	r = call(t, env, ToolEdit, map[string]any{"path": "pkg/new/a.go", "old_string": "", "new_string": "x"})
 	assert.True(t, r.isError)
-	b2, _ := os.ReadFile(filepath.Join(f.real, "pkg/new/a.go"))
+	b2, _ := os.ReadFile(filepath.Join(f.Real, "pkg/new/a.go"))
 	assert.Equal(t, b, b2, "failed edits change nothing")
 
 	// Writes through links stay inside or are refused; nothing is created outside.
 	r = call(t, env, ToolWrite, map[string]any{"path": "link-in/via.txt", "content": "x"})
 	require.False(t, r.isError, r.output)
-	assert.FileExists(t, filepath.Join(f.real, "sub", "via.txt"))
+	assert.FileExists(t, filepath.Join(f.Real, "sub", "via.txt"))
 	for _, p := range []string{"dangling-in", "dangling-out", "link-out/new.txt", "../../outside/new.txt", "escape.txt", "sub/deep-dangling/x"} {
 		r = call(t, env, ToolWrite, map[string]any{"path": p, "content": "pwned"})
 		assert.True(t, r.isError, p)
 		assert.True(t, strings.HasPrefix(r.output, "refused: "), r.output)
 	}
-	assert.NoFileExists(t, filepath.Join(f.real, "nonexistent.txt"), "a write through a dangling link pointing inside creates nothing")
-	assert.NoFileExists(t, filepath.Join(f.root, "outside", "new.txt"))
-	s, _ := os.ReadFile(filepath.Join(f.root, "outside", "secret.txt"))
+	assert.NoFileExists(t, filepath.Join(f.Real, "nonexistent.txt"), "a write through a dangling link pointing inside creates nothing")
+	assert.NoFileExists(t, filepath.Join(f.Root, "outside", "new.txt"))
+	s, _ := os.ReadFile(filepath.Join(f.Root, "outside", "secret.txt"))
 	assert.Equal(t, "secret\n", string(s))
 	r = call(t, env, ToolWrite, map[string]any{"path": ".", "content": "x"})
 	assert.True(t, r.isError)
@@ -111,7 +112,7 @@ func TestWriteAndEditTools(t *testing.T) {
 
 func TestListGlobGrepTools(t *testing.T) {
 	t.Parallel()
-	f := newGateFixture(t)
+	f := gatetest.New(t)
 	env := toolEnvFor(t, f)
 	r := call(t, env, ToolLs, map[string]any{})
 	require.False(t, r.isError, r.output)
@@ -143,12 +144,12 @@ func TestListGlobGrepTools(t *testing.T) {
 
 func TestBashTool(t *testing.T) {
 	t.Parallel()
-	f := newGateFixture(t)
+	f := gatetest.New(t)
 	env := toolEnvFor(t, f)
 
 	r := call(t, env, ToolBash, map[string]any{"command": "pwd; echo $CODESESSION_SECRET_TEST; exit 3"})
 	assert.True(t, r.isError)
-	assert.Equal(t, f.real+"\n\n[exit code 3]", r.output, "runs in the workspace's real path with the given env only")
+	assert.Equal(t, f.Real+"\n\n[exit code 3]", r.output, "runs in the workspace's real path with the given env only")
 
 	r = call(t, env, ToolBash, map[string]any{"command": "head -c 10000 /dev/zero | tr '\\0' a"})
 	assert.False(t, r.isError, r.output)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
 )
 
 // ID is the native backend's id.
@@ -242,7 +243,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			return nil, messages.FieldError(messages.OpStart, "allowedTools", "the native backend has no tool %q (it has %s)", name, strings.Join(ToolNames(), ", "))
 		}
 	}
-	ws, err := NewWorkspace(spec.Cwd)
+	ws, err := gate.NewWorkspace(spec.Cwd)
 	if err != nil {
 		return nil, &messages.Error{Code: messages.CodeInvalid, Op: messages.OpStart, Field: "cwd", Message: err.Error(), Err: err}
 	}
@@ -303,7 +304,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 }
 
 // systemPrompt tells the model where it works and how its tools behave.
-func systemPrompt(ws Workspace, appendix string) string {
+func systemPrompt(ws gate.Workspace, appendix string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are a coding agent working in the repository at %s.\n", ws.Given())
 	b.WriteString("Use the tools to read, search and change files and to run commands. Paths are relative to the " +

@@ -1,4 +1,4 @@
-package native
+package gate
 
 // The tool gate (seed 002, "The gate"): every path argument of a file tool
 // must resolve inside the workspace after symlinks, read from both the
@@ -68,12 +68,12 @@ func (r *Refusal) Error() string {
 
 // Reasons a path is refused; tests match them.
 const (
-	reasonEscapes  = "it resolves outside the workspace"
-	reasonDangling = "it goes through a dangling symlink"
-	reasonDiffers  = "it names different files read from the workspace as given and from its real path"
-	reasonEmpty    = "the path is empty"
-	reasonNUL      = "the path contains a NUL byte"
-	reasonLoop     = "too many levels of symbolic links"
+	ReasonEscapes  = "it resolves outside the workspace"
+	ReasonDangling = "it goes through a dangling symlink"
+	ReasonDiffers  = "it names different files read from the workspace as given and from its real path"
+	ReasonEmpty    = "the path is empty"
+	ReasonNUL      = "the path contains a NUL byte"
+	ReasonLoop     = "too many levels of symbolic links"
 )
 
 func quoteArg(p string) string {
@@ -95,10 +95,10 @@ func quoteArg(p string) string {
 // component (permissions, a file used as a directory) is a refusal too.
 func (w Workspace) Resolve(p string) (string, error) {
 	if p == "" {
-		return "", &Refusal{Path: p, Reason: reasonEmpty}
+		return "", &Refusal{Path: p, Reason: ReasonEmpty}
 	}
 	if strings.IndexByte(p, 0) >= 0 {
-		return "", &Refusal{Path: p, Reason: reasonNUL}
+		return "", &Refusal{Path: p, Reason: ReasonNUL}
 	}
 	if w.real == "" {
 		return "", &Refusal{Path: p, Reason: "the session has no working directory"}
@@ -117,10 +117,10 @@ func (w Workspace) Resolve(p string) (string, error) {
 				return "", &Refusal{Path: p, Reason: err.Error()}
 			}
 			if !inside(w.real, r) {
-				return "", &Refusal{Path: p, Reason: reasonEscapes}
+				return "", &Refusal{Path: p, Reason: ReasonEscapes}
 			}
 			if got != "" && r != got {
-				return "", &Refusal{Path: p, Reason: reasonDiffers}
+				return "", &Refusal{Path: p, Reason: ReasonDiffers}
 			}
 			got = r
 		}
@@ -176,7 +176,7 @@ func physical(abs string) (string, error) {
 		}
 		hops++
 		if hops > maxLinkHops {
-			return "", errors.New(reasonLoop)
+			return "", errors.New(ReasonLoop)
 		}
 		target, err := os.Readlink(next)
 		if err != nil {
@@ -190,10 +190,10 @@ func physical(abs string) (string, error) {
 		resolved, err := filepath.EvalSymlinks(target)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return "", errors.New(reasonDangling)
+				return "", errors.New(ReasonDangling)
 			}
 			if errors.Is(err, syscall.ELOOP) || strings.Contains(err.Error(), "too many links") {
-				return "", errors.New(reasonLoop)
+				return "", errors.New(ReasonLoop)
 			}
 			return "", componentErr(next, err)
 		}
@@ -255,7 +255,7 @@ func (w Workspace) GlobBase(pattern string) (base string, rest string, err error
 		return "", "", &Refusal{Path: pattern, Reason: "the pattern is empty"}
 	}
 	if strings.IndexByte(pattern, 0) >= 0 {
-		return "", "", &Refusal{Path: pattern, Reason: reasonNUL}
+		return "", "", &Refusal{Path: pattern, Reason: ReasonNUL}
 	}
 	parts := strings.Split(filepath.ToSlash(pattern), "/")
 	lit := 0
