@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,9 +100,14 @@ type subscription struct {
 	snapSeq uint64
 }
 
+// pendingText is a session's text deltas waiting for the coalescing window:
+// the last delta (whose seq is the published event's id) and the text of
+// all of them, concatenated, so a subscriber that keeps up sees the whole
+// text, not fragments.
 type pendingText struct {
 	from  uint64
 	ev    messages.PersistedEvent
+	text  strings.Builder
 	timer *time.Timer
 }
 
@@ -188,7 +194,8 @@ func (b *Bridge) Listen(sid string, ev messages.PersistedEvent) {
 			p.timer = time.AfterFunc(b.o.CoalesceWindow, func() { b.flushTextTimer(sid, p) })
 			b.text[sid] = p
 		}
-		p.ev = ev // the last delta wins
+		p.ev = ev // its seq becomes the coalesced event's id
+		p.text.WriteString(ev.Event.Text)
 		return
 	}
 	b.flushTextLocked(sid) // pending text goes first: seq order holds
@@ -213,7 +220,9 @@ func (b *Bridge) flushTextLocked(sid string) {
 	}
 	p.timer.Stop()
 	delete(b.text, sid)
-	b.publishLocked(item{topic: TopicEvent, sid: sid, from: p.from, ev: p.ev})
+	ev := p.ev
+	ev.Event.Text = p.text.String()
+	b.publishLocked(item{topic: TopicEvent, sid: sid, from: p.from, ev: ev})
 }
 
 // publishLocked offers it to every matching subscriber without blocking;

@@ -23,7 +23,9 @@
 //
 // Bridge is the runtime's event listener (actors.WithEventListener). It
 // never blocks the session that calls it: under its mutex it coalesces
-// text deltas per session (CoalesceWindow, the last delta wins; any other
+// text deltas per session (CoalesceWindow: the deltas are concatenated into
+// one event that carries the last delta's seq, so a subscriber that keeps up
+// sees the whole text; any other
 // event publishes the pending text first, so seq order holds), offers each
 // item to every matching subscriber's bounded queue without waiting, and
 // drops a subscriber whose queue is full (its stream ends with a
@@ -40,8 +42,8 @@
 // events from the store first (waiting for them to be durable: the
 // listener fires before the store has them). So a client that reconnects
 // with the last id it saw ("<sessionId>:<seq>") gets every event exactly
-// once, in seq order; only text deltas that coalescing replaced are absent
-// from the live path (the store keeps them, and a replay sends them).
+// once, in seq order; the live path merges runs of text deltas into one
+// event each (the store keeps every delta, and a replay sends them).
 //
 // Metrics go into an injected registry: the runtime's code_session_*
 // families, this package's SSE and HTTP families, and the frozen

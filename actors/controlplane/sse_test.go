@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,7 +112,11 @@ func TestSSEReplaysAFinishedSessionAndSnapshotsTheRecord(t *testing.T) {
 	assert.Equal(t, 400, r.status)
 }
 
-func TestSSECoalescesTextDeltasLastWins(t *testing.T) {
+// TestSSECoalescedDeltasCarryTheWholeText: the live feed merges a run of
+// text deltas into one event, and a subscriber that keeps up reconstructs
+// exactly the text the store persisted. (Before, the last delta won and
+// live subscribers saw fragments with holes.)
+func TestSSECoalescedDeltasCarryTheWholeText(t *testing.T) {
 	f := newFixture(t)
 	c := f.sse("topics="+TopicEvent, "") // every session, live: subscribed before the session exists
 	require.Equal(t, http.StatusOK, c.status)
@@ -127,24 +132,30 @@ func TestSSECoalescesTextDeltasLastWins(t *testing.T) {
 		evs := f.storeEvents(st.SessionID)
 		return len(evs) > 0 && evs[len(evs)-1].Seq >= end
 	})
-	var storedDeltas, liveDeltas []uint64
-	var full uint64
+	var storedDeltas []uint64
+	var storedText, fullText, liveText strings.Builder
 	for _, ev := range f.storeEvents(st.SessionID) {
 		if ev.Event.Type == messages.EvText && ev.Event.Delta {
 			storedDeltas = append(storedDeltas, ev.Seq)
+			storedText.WriteString(ev.Event.Text)
 		}
 		if ev.Event.Type == messages.EvText && !ev.Event.Delta {
-			full = ev.Seq
+			fullText.WriteString(ev.Event.Text)
 		}
 	}
+	var liveDeltas []uint64
 	for _, d := range live {
 		if d.Event.Type == messages.EvText && d.Event.Delta {
 			liveDeltas = append(liveDeltas, d.Seq)
+			liveText.WriteString(d.Event.Text)
 		}
 	}
 	require.GreaterOrEqual(t, len(storedDeltas), 2, "the store keeps every delta")
-	assert.Equal(t, []uint64{storedDeltas[len(storedDeltas)-1]}, liveDeltas, "one delta on the live feed: the last")
-	assert.Equal(t, full, storedDeltas[len(storedDeltas)-1]+1)
+	require.NotEmpty(t, liveDeltas)
+	assert.Less(t, len(liveDeltas), len(storedDeltas), "the live feed coalesced")
+	assert.Equal(t, storedDeltas[len(storedDeltas)-1], liveDeltas[len(liveDeltas)-1], "the last live delta carries the last stored seq")
+	assert.Equal(t, storedText.String(), liveText.String(), "the live deltas carry every stored delta's text, in order")
+	assert.Equal(t, fullText.String(), liveText.String(), "and add up to the turn's whole text")
 	for i := 1; i < len(live); i++ {
 		assert.Greater(t, live[i].Seq, live[i-1].Seq)
 	}

@@ -226,3 +226,39 @@ func TestOpenFailures(t *testing.T) {
 	_, err = New(WithBinary(exe)).Open(ctx, transports.SessionSpec{}, nil)
 	assert.Equal(t, messages.CodeInvalid, messages.ErrorCode(err))
 }
+
+// TestBootQueue: with one boot slot, a second Open waits while the first CLI
+// is in its handshake and fails only on its own caller's deadline, never on
+// a control timeout; once the slot frees, an Open goes through. On main
+// before the slot, twenty concurrent starts on two cores failed their
+// handshakes under the 15 s control timeout.
+func TestBootQueue(t *testing.T) {
+	exe, _ := os.Executable()
+	sink := newRecorder().sink
+	tr := New(WithBinary(exe), WithMaxBooting(1), WithControlTimeout(time.Millisecond), WithStartTimeout(time.Minute))
+	spec := func(mode string) transports.SessionSpec {
+		return transports.SessionSpec{Cwd: t.TempDir(), Home: t.TempDir(), Env: []string{envFake + "=" + mode}}
+	}
+	// a CLI that never answers holds the one slot until its Open's context ends
+	holdCtx, release := context.WithCancel(context.Background())
+	held := make(chan error, 1)
+	go func() {
+		_, err := tr.Open(holdCtx, spec("silent"), sink)
+		held <- err
+	}()
+	require.Eventually(t, func() bool { return len(tr.booting) == 1 }, time.Minute, 5*time.Millisecond)
+	short, stop := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer stop()
+	_, err := tr.Open(short, spec("normal"), sink)
+	require.Error(t, err)
+	assert.Equal(t, messages.CodeTimeout, messages.ErrorCode(err))
+	assert.Contains(t, err.Error(), "still starting", "it waited in the queue, it did not spawn")
+	release()
+	require.Error(t, <-held)
+	// the slot is free again, and the handshake is bounded by the start
+	// timeout, not the (1 ms) control timeout
+	s, err := tr.Open(ctxFor(t, 2*time.Minute), spec("normal"), sink)
+	require.NoError(t, err)
+	require.NoError(t, s.Close(ctxFor(t, time.Minute)))
+	assert.Empty(t, tr.booting)
+}

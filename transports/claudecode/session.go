@@ -121,6 +121,16 @@ func (s *session) open(ctx context.Context) error {
 			note = fmt.Sprintf("Claude Code keeps no transcript of session %s under this HOME: a new conversation starts with the same id, and the agent does not remember earlier turns", s.ext)
 		}
 	}
+	// Wait for a boot slot (the caller's context bounds the wait; the start
+	// timeout bounds only the handshake itself), and hold it until the
+	// handshake is over.
+	select {
+	case s.t.booting <- struct{}{}:
+	case <-ctx.Done():
+		return &messages.Error{Code: messages.CodeTimeout, Op: messages.OpStart, Retryable: true, Err: ctx.Err(),
+			Message: fmt.Sprintf("%d claude processes were still starting when the caller's deadline passed", cap(s.t.booting))}
+	}
+	defer func() { <-s.t.booting }()
 	s.mu.Lock()
 	p, err := s.spawn(resume)
 	s.mu.Unlock()
@@ -131,7 +141,9 @@ func (s *session) open(ctx context.Context) error {
 	go s.emitLoop()
 	hctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
 	defer cancel()
-	resp, err := s.control(hctx, messages.OpStart, map[string]any{"subtype": "initialize", "hooks": nil})
+	// The handshake is bounded by the start timeout alone: on a loaded
+	// machine the CLI's boot takes longer than any control request should.
+	resp, err := s.controlWithin(hctx, messages.OpStart, map[string]any{"subtype": "initialize", "hooks": nil}, s.t.startTimeout)
 	if err != nil {
 		exited := messages.ErrorCode(err) == messages.CodeInternal && errors.Is(err, errExited)
 		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -597,6 +609,11 @@ func (s *session) SetModel(ctx context.Context, model string, effort messages.Ef
 // control sends a control request and waits for its response, bounded by
 // ctx and the control timeout. An error response is a typed error.
 func (s *session) control(ctx context.Context, op string, req map[string]any) (ControlResponse, error) {
+	return s.controlWithin(ctx, op, req, s.t.controlTimeout)
+}
+
+// controlWithin is control bounded by limit instead of the control timeout.
+func (s *session) controlWithin(ctx context.Context, op string, req map[string]any, limit time.Duration) (ControlResponse, error) {
 	subtype, _ := req["subtype"].(string)
 	s.mu.Lock()
 	if err := s.liveErr(op); err != nil {
@@ -620,7 +637,7 @@ func (s *session) control(ctx context.Context, op string, req map[string]any) (C
 	p.writes.push(controlRequestLine(id, req))
 	s.mu.Unlock()
 
-	timer := time.NewTimer(s.t.controlTimeout)
+	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	var r ctlResult
 	select {
@@ -632,7 +649,7 @@ func (s *session) control(ctx context.Context, op string, req map[string]any) (C
 	case <-timer.C:
 		s.forget(id)
 		return ControlResponse{}, &messages.Error{Code: messages.CodeTimeout, Op: op, Retryable: true,
-			Message: fmt.Sprintf("claude did not answer %s within %s", subtype, s.t.controlTimeout)}
+			Message: fmt.Sprintf("claude did not answer %s within %s", subtype, limit)}
 	case <-s.stop:
 		s.forget(id)
 		return ControlResponse{}, messages.Errorf(messages.CodeNotLive, op, "the session closed while waiting for claude to answer %s", subtype)

@@ -29,6 +29,11 @@ const (
 	DefaultStartTimeout   = time.Minute
 	DefaultSettleTimeout  = 2 * time.Second
 	DefaultProbeTimeout   = 10 * time.Second
+	// DefaultMaxBooting is how many CLIs may be between spawn and the end of
+	// their initialize handshake at once; further starts queue. A boot is
+	// about a second of CPU for node, so twenty at once on two cores made
+	// every one of them late.
+	DefaultMaxBooting = 4
 )
 
 // DefaultInterruptDeadlines: after an interrupt request the turn gets
@@ -53,6 +58,7 @@ type Transport struct {
 	deadlines      InterruptDeadlines
 	env            []string
 	trace          func(readAt time.Time, ev messages.Event)
+	booting        chan struct{} // a slot per CLI in its initialize handshake
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -102,6 +108,16 @@ func WithStartTimeout(d time.Duration) Option {
 	}
 }
 
+// WithMaxBooting bounds how many CLIs boot at once (default
+// DefaultMaxBooting); Open waits for a slot, bounded by its context only.
+func WithMaxBooting(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.booting = make(chan struct{}, n)
+		}
+	}
+}
+
 // WithInterruptDeadlines sets the interrupt escalation steps.
 func WithInterruptDeadlines(d InterruptDeadlines) Option {
 	return func(t *Transport) { t.deadlines = d }
@@ -114,7 +130,8 @@ func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t
 // New returns the claude-code transport.
 func New(opts ...Option) *Transport {
 	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
-		startTimeout: DefaultStartTimeout, settle: DefaultSettleTimeout, deadlines: DefaultInterruptDeadlines}
+		startTimeout: DefaultStartTimeout, settle: DefaultSettleTimeout, deadlines: DefaultInterruptDeadlines,
+		booting: make(chan struct{}, DefaultMaxBooting)}
 	for _, o := range opts {
 		o(t)
 	}
