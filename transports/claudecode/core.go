@@ -184,6 +184,16 @@ func (c *core) line(l Line) effects {
 		if l.State == "idle" && c.settling {
 			c.close(&e)
 		}
+	case StreamEvent:
+		// live text as it is generated; the whole message follows as an
+		// Assistant line, which stays the turn's record of what was said
+		switch {
+		case l.Text == "":
+		case l.Kind == "text":
+			e.emit(c.evTurn(), messages.Event{Type: messages.EvText, Delta: true, Text: l.Text})
+		case l.Kind == "thinking":
+			e.emit(c.evTurn(), messages.Event{Type: messages.EvThinking, Delta: true, Text: l.Text})
+		}
 	case Assistant:
 		c.settling = false
 		for _, b := range l.Content {

@@ -245,9 +245,11 @@ func TestCoreEvents(t *testing.T) {
 	assert.Empty(t, c.line(SystemInit{SessionID: "sid"}).events, "the id it already knows")
 	e = c.line(SystemInit{SessionID: "other", Model: "m"})
 	assert.Equal(t, messages.Event{Type: messages.EvStarted, ExternalSessionID: "other", Model: "m"}, last(t, e).ev, "a new id is announced")
-	for _, l := range []Line{SystemStatus{}, SystemOther{Subtype: "informational"}, StreamEvent{}, Unknown{Type: "x"}, SessionState{State: "running"}} {
+	for _, l := range []Line{SystemStatus{}, SystemOther{Subtype: "informational"}, StreamEvent{}, StreamEvent{Kind: "text"}, Unknown{Type: "x"}, SessionState{State: "running"}} {
 		assert.Empty(t, c.line(l).events, "%T", l)
 	}
+	assert.Equal(t, messages.Event{Type: messages.EvText, Delta: true, Text: "par"}, last(t, c.line(StreamEvent{Kind: "text", Text: "par"})).ev)
+	assert.Equal(t, messages.Event{Type: messages.EvThinking, Delta: true, Text: "hm"}, last(t, c.line(StreamEvent{Kind: "thinking", Text: "hm"})).ev)
 	// between turns, events are session-level (turn 0)
 	c.line(result(0.1, 1))
 	assert.Equal(t, 0, last(t, c.badLine(assert.AnError)).turn)

@@ -40,6 +40,13 @@ func TestLiveTextTurn(t *testing.T) {
 	texts := l.rec.ofType(1, messages.EvText)
 	require.NotEmpty(t, texts)
 	assert.Equal(t, "PONG(model=claude-mock-1): say pong", texts[len(texts)-1].Text)
+	var deltas strings.Builder
+	for _, ev := range texts {
+		if ev.Delta {
+			deltas.WriteString(ev.Text)
+		}
+	}
+	assert.Equal(t, "PONG(model=claude-mock-1): say pong", deltas.String(), "the text streamed as deltas before the whole message")
 
 	// a second turn: the cost is a delta of the cumulative total
 	require.NoError(t, l.sess.StartTurn(ctxFor(t, 10*time.Second), 2, "again"))

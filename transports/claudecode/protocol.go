@@ -122,7 +122,14 @@ type ControlCancel struct {
 }
 
 // StreamEvent is a partial-message event (--include-partial-messages).
-type StreamEvent struct{}
+// Only text and thinking deltas of the main agent carry anything (Kind
+// "text" or "thinking"); every other stream event, and those of a
+// subagent (parent_tool_use_id set), has an empty Kind: the whole
+// assistant message that follows says it all again.
+type StreamEvent struct {
+	Kind string
+	Text string
+}
 
 // Unknown is a well-formed line of a type this package does not know.
 type Unknown struct {
@@ -183,7 +190,7 @@ func ParseLine(b []byte) (Line, error) {
 		err = json.Unmarshal(b, &m)
 		l = ControlCancel{RequestID: m.RequestID}
 	case "stream_event":
-		l = StreamEvent{}
+		l, err = parseStreamEvent(b)
 	case "":
 		return nil, fmt.Errorf("a line without a type: %s", excerpt(b))
 	default:
@@ -193,6 +200,33 @@ func ParseLine(b []byte) (Line, error) {
 		return nil, fmt.Errorf("a %s line that does not parse: %v: %s", head.Type, err, excerpt(b))
 	}
 	return l, nil
+}
+
+func parseStreamEvent(b []byte) (StreamEvent, error) {
+	var m struct {
+		Parent *string `json:"parent_tool_use_id"`
+		Event  struct {
+			Type  string `json:"type"`
+			Delta struct {
+				Type     string `json:"type"`
+				Text     string `json:"text"`
+				Thinking string `json:"thinking"`
+			} `json:"delta"`
+		} `json:"event"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return StreamEvent{}, err
+	}
+	if m.Parent != nil || m.Event.Type != "content_block_delta" {
+		return StreamEvent{}, nil
+	}
+	switch m.Event.Delta.Type {
+	case "text_delta":
+		return StreamEvent{Kind: "text", Text: m.Event.Delta.Text}, nil
+	case "thinking_delta":
+		return StreamEvent{Kind: "thinking", Text: m.Event.Delta.Thinking}, nil
+	}
+	return StreamEvent{}, nil
 }
 
 // excerpt is the start of a line, for error messages.

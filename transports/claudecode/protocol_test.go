@@ -319,3 +319,41 @@ func render(ev messages.Event) string {
 	}
 	return b.String()
 }
+
+// TestParseStreamEvents: the partial-messages capture's text deltas add up
+// to the assistant message that follows them; other stream events and a
+// subagent's deltas carry nothing.
+func TestParseStreamEvents(t *testing.T) {
+	var deltas strings.Builder
+	var whole string
+	for _, b := range stdoutLines(t, "claude_oneshot_partial.jsonl") {
+		l, err := ParseLine(b)
+		require.NoError(t, err)
+		switch l := l.(type) {
+		case StreamEvent:
+			if l.Kind == "text" {
+				deltas.WriteString(l.Text)
+			}
+		case Assistant:
+			for _, c := range l.Content {
+				if c.Type == "text" {
+					whole += c.Text
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, whole)
+	assert.Equal(t, whole, deltas.String())
+	for line, want := range map[string]StreamEvent{
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}},"parent_tool_use_id":null}`: {Kind: "thinking", Text: "hm"},
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"sub"}},"parent_tool_use_id":"toolu_1"}`:   {},
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}}`:                      {},
+		`{"type":"stream_event","event":{"type":"message_stop"}}`:                                                                                              {},
+	} {
+		l, err := ParseLine([]byte(line))
+		require.NoError(t, err)
+		assert.Equal(t, want, l, line)
+	}
+	_, err := ParseLine([]byte(`{"type":"stream_event","event":"nope"}`))
+	assert.Error(t, err, "a malformed stream event is a parse error, not a silent nothing")
+}

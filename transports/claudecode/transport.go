@@ -244,6 +244,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 // sessions get --session-id, resumed ones --resume.
 func buildArgs(spec transports.SessionSpec, ext string, resume bool) []string {
 	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--include-partial-messages", // text and thinking deltas as they are generated
 		"--permission-prompt-tool", "stdio", "--permission-mode", PermissionMode(spec.Posture),
 		// lets set-posture switch to bypassPermissions later; the runtime's
 		// posture ceiling decides whether it may

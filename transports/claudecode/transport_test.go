@@ -19,13 +19,13 @@ import (
 func TestBuildArgs(t *testing.T) {
 	spec := transports.SessionSpec{Posture: messages.PostureAcceptEdits, Model: "claude-mock-1", Effort: messages.EffortLow,
 		AllowedTools: []string{"Read", "Bash(git *)", "mcp__srv__tool", "Bash"}, AppendSystemPrompt: "be brief"}
-	assert.Equal(t, []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+	assert.Equal(t, []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
 		"--permission-prompt-tool", "stdio", "--permission-mode", "acceptEdits", "--allow-dangerously-skip-permissions",
 		"--model", "claude-mock-1", "--effort", "low",
 		"--allowedTools", "Read,Bash(git *),mcp__srv__tool,Bash", "--tools", "Read,Bash",
 		"--append-system-prompt", "be brief", "--session-id", "ID"}, buildArgs(spec, "ID", false))
 	args := buildArgs(transports.SessionSpec{Posture: messages.PostureFull}, "ID", true)
-	assert.Equal(t, []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+	assert.Equal(t, []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
 		"--permission-prompt-tool", "stdio", "--permission-mode", "bypassPermissions", "--allow-dangerously-skip-permissions",
 		"--resume", "ID"}, args, "no model, effort or tools flags when the spec names none")
 	// an empty (not nil) allowedTools list allows nothing
