@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -26,14 +27,17 @@ const (
 	DefaultOutputCap      = 64 << 10
 	DefaultLineCap        = 16 << 20
 	DefaultControlTimeout = 15 * time.Second
-	DefaultStartTimeout   = time.Minute
-	DefaultSettleTimeout  = 2 * time.Second
-	DefaultProbeTimeout   = 10 * time.Second
+	// DefaultStartTimeout bounds the initialize handshake once the CLI has
+	// a boot slot. It only stops a hang: on a loaded two-core machine a
+	// healthy boot took over a minute.
+	DefaultStartTimeout  = 3 * time.Minute
+	DefaultSettleTimeout = 2 * time.Second
+	DefaultProbeTimeout  = 10 * time.Second
 	// DefaultMaxBooting is how many CLIs may be between spawn and the end of
-	// their initialize handshake at once; further starts queue. A boot is
-	// about a second of CPU for node, so twenty at once on two cores made
-	// every one of them late.
-	DefaultMaxBooting = 4
+	// their initialize handshake at once, per core (at least 2); further
+	// starts queue. A boot is about a second of CPU for node, so twenty at
+	// once on two cores made every one of them late.
+	DefaultMaxBooting = 1
 )
 
 // DefaultInterruptDeadlines: after an interrupt request the turn gets
@@ -131,7 +135,7 @@ func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t
 func New(opts ...Option) *Transport {
 	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
 		startTimeout: DefaultStartTimeout, settle: DefaultSettleTimeout, deadlines: DefaultInterruptDeadlines,
-		booting: make(chan struct{}, DefaultMaxBooting)}
+		booting: make(chan struct{}, max(2, DefaultMaxBooting*runtime.NumCPU()))}
 	for _, o := range opts {
 		o(t)
 	}
