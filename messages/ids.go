@@ -44,3 +44,26 @@ func validateSessionID(op, id string) error {
 	}
 	return nil
 }
+
+// MinIDPrefixHex is the fewest hex digits a session id prefix may have, so
+// a stray short word never picks a session.
+const MinIDPrefixHex = 4
+
+// SessionIDPrefixOf returns the start of a session id that s stands for, as
+// docker and nomad accept ids: "cs_" is added when s lacks it, and what
+// follows must be at least MinIDPrefixHex lower-case hex digits (a whole id
+// is a prefix of itself). ok is false for anything else.
+func SessionIDPrefixOf(s string) (prefix string, ok bool) {
+	if len(s) >= len(SessionIDPrefix) && s[:len(SessionIDPrefix)] == SessionIDPrefix {
+		s = s[len(SessionIDPrefix):]
+	}
+	if len(s) < MinIDPrefixHex || len(s) > sessionIDHexLen {
+		return "", false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return "", false
+		}
+	}
+	return SessionIDPrefix + s, true
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -100,7 +101,7 @@ type sessionView struct {
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
-	sid, err := pathSessionID(r, "get")
+	sid, err := s.pathSessionID(r, "get")
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ type readTurnRequest struct {
 // never lost by a timed-out poll.
 func (s *Server) readTurn(w http.ResponseWriter, r *http.Request) error {
 	const op = messages.OpReadTurn
-	sid, err := pathSessionID(r, op)
+	sid, err := s.pathSessionID(r, op)
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ type answerRequest struct {
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) error {
-	sid, err := pathSessionID(r, messages.OpAnswer)
+	sid, err := s.pathSessionID(r, messages.OpAnswer)
 	if err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ type guidanceRequest struct {
 }
 
 func (s *Server) guidance(w http.ResponseWriter, r *http.Request) error {
-	sid, err := pathSessionID(r, messages.OpGuide)
+	sid, err := s.pathSessionID(r, messages.OpGuide)
 	if err != nil {
 		return err
 	}
@@ -235,7 +236,7 @@ type postureRequest struct {
 }
 
 func (s *Server) posture(w http.ResponseWriter, r *http.Request) error {
-	sid, err := pathSessionID(r, messages.OpSetPosture)
+	sid, err := s.pathSessionID(r, messages.OpSetPosture)
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func (s *Server) posture(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) error {
-	sid, err := pathSessionID(r, messages.OpInterrupt)
+	sid, err := s.pathSessionID(r, messages.OpInterrupt)
 	if err != nil {
 		return err
 	}
@@ -276,7 +277,7 @@ type stopRequest struct {
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) error {
-	sid, err := pathSessionID(r, messages.OpStop)
+	sid, err := s.pathSessionID(r, messages.OpStop)
 	if err != nil {
 		return err
 	}
@@ -301,7 +302,7 @@ type resumeRequest struct {
 // scope (a takeover: the record may have been started by another process):
 // 404 when there is no record, 409 when it is still live.
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
-	sid, err := pathSessionID(r, messages.OpResume)
+	sid, err := s.pathSessionID(r, messages.OpResume)
 	if err != nil {
 		return err
 	}
@@ -340,14 +341,40 @@ func (s *Server) sessionErr(ctx context.Context, sid string, err error) error {
 	return messages.Errorf(messages.CodeNotLive, e.Op, "session %s is %s: resume it first", sid, rec.Status)
 }
 
-// pathSessionID returns the {id} path value once it has the exact shape of
-// a session id, before it touches anything.
-func pathSessionID(r *http.Request, op string) (string, error) {
-	id := r.PathValue("id")
-	if !messages.ValidSessionID(id) {
-		return "", messages.FieldError(op, "sessionId", "malformed session id")
+// pathSessionID returns the session the {id} path value names: a whole id,
+// or a unique prefix of one (see resolveSessionID).
+func (s *Server) pathSessionID(r *http.Request, op string) (string, error) {
+	return s.resolveSessionID(r.Context(), r.PathValue("id"), op)
+}
+
+// resolveSessionID checks the shape of id before it touches anything; a
+// whole id is taken as it is, and a prefix (messages.SessionIDPrefixOf)
+// must name exactly one stored session.
+func (s *Server) resolveSessionID(ctx context.Context, id, op string) (string, error) {
+	if messages.ValidSessionID(id) {
+		return id, nil
 	}
-	return id, nil
+	prefix, ok := messages.SessionIDPrefixOf(id)
+	if !ok {
+		return "", messages.FieldError(op, "sessionId", "%q is not a session id or a prefix of one (at least %d hex digits)", id, messages.MinIDPrefixHex)
+	}
+	recs, err := s.store().List(ctx)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, rec := range recs {
+		if strings.HasPrefix(rec.SessionID, prefix) {
+			found = append(found, rec.SessionID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", messages.Errorf(messages.CodeNotFound, op, "no session id starts with %s", prefix)
+	case 1:
+		return found[0], nil
+	}
+	return "", messages.FieldError(op, "sessionId", "%s is the start of %d session ids: give more of it", prefix, len(found))
 }
 
 func uintParam(r *http.Request, name string) (uint64, error) {

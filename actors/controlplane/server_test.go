@@ -437,3 +437,46 @@ func TestReadTurnWaitBounds(t *testing.T) {
 	assert.Equal(t, messages.KindTurnComplete, res.Kind)
 	assert.Equal(t, messages.TurnInterrupted, res.State)
 }
+
+// TestSessionIDPrefixes: every route that names a session takes a unique
+// prefix of its id (with or without "cs_"), as docker and nomad do; a
+// prefix of no session is not_found, one of several is invalid, and a
+// stray short word is refused before anything is looked up.
+func TestSessionIDPrefixes(t *testing.T) {
+	f := newFixture(t)
+	a := f.start("hello")
+	b := f.start("hello again")
+	common := 3
+	for common < len(a.SessionID) && a.SessionID[common] == b.SessionID[common] {
+		common++
+	}
+	for _, id := range []string{a.SessionID[:common+4], a.SessionID[3 : common+4]} { // unique, with and without cs_
+		r := f.call("GET", "/api/code-sessions/"+id, nil)
+		require.Equal(t, http.StatusOK, r.status, "%s: %+v", id, r.Error)
+		assert.Contains(t, string(r.Data), a.SessionID)
+	}
+	// two stored records whose ids share their first eight hex digits
+	st := f.d.Runtime().Store()
+	rec, err := st.GetMeta(context.Background(), a.SessionID)
+	require.NoError(t, err)
+	for _, tail := range []string{"0", "1"} {
+		rec.SessionID = "cs_abcd1234" + strings.Repeat(tail, 56)
+		require.NoError(t, st.Create(context.Background(), rec))
+	}
+	r := f.call("GET", "/api/code-sessions/abcd1234", nil)
+	require.Equal(t, http.StatusBadRequest, r.status)
+	assert.Contains(t, r.Error.Message, "is the start of 2 session ids: give more of it")
+	r = f.call("GET", "/api/code-sessions/abcd12341", nil)
+	require.Equal(t, http.StatusOK, r.status, "%+v", r.Error)
+	assert.Contains(t, string(r.Data), "cs_abcd1234"+strings.Repeat("1", 56))
+	other := "cs_" + strings.Repeat("0", 8)
+	if strings.HasPrefix(a.SessionID, other) || strings.HasPrefix(b.SessionID, other) {
+		other = "cs_" + strings.Repeat("f", 8)
+	}
+	r = f.call("POST", "/api/code-sessions/"+other+"/stop", map[string]any{})
+	assert.Equal(t, http.StatusNotFound, r.status, "%+v", r.Error)
+	for _, bad := range []string{"cs_ab", "zzzz", "ABCD"} {
+		r := f.call("GET", "/api/code-sessions/"+bad, nil)
+		assert.Equal(t, http.StatusBadRequest, r.status, "%s: %+v", bad, r.Error)
+	}
+}

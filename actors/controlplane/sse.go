@@ -104,8 +104,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	sid := q.Get("sessionId")
-	if sid != "" && !messages.ValidSessionID(sid) {
-		return messages.FieldError(op, "sessionId", "malformed session id")
+	if sid != "" {
+		var err error
+		if sid, err = s.resolveSessionID(r.Context(), sid, op); err != nil {
+			return err
+		}
 	}
 	topics, err := parseTopics(q.Get("topics"))
 	if err != nil {

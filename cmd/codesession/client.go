@@ -209,10 +209,10 @@ func parseSessionFlags(cmd string, fs *pflag.FlagSet, args []string) (string, er
 }
 
 func sessionArg(cmd, id string) (string, error) {
-	if !messages.ValidSessionID(id) {
-		return "", usagef(cmd, "%q is not a session id (cs_ and 64 hex digits; see 'codesession ls')", id)
+	if _, ok := messages.SessionIDPrefixOf(id); !ok {
+		return "", usagef(cmd, "%q is not a session id or the start of one (at least %d of its hex digits; see 'codesession ls')", id, messages.MinIDPrefixHex)
 	}
-	return id, nil
+	return id, nil // the daemon resolves a unique prefix
 }
 
 // writeJSON prints v as one line.

@@ -90,14 +90,15 @@ func TestDaemonKilledMidTurnIsResumedOnTheSameRecord(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	sid := st.SessionID
 
-	// tail -f follows the session from its first event, across the restart
+	// tail -f follows the session from its first event, across the
+	// restart, named by a prefix of its id as a person types it
 	tailCtx, stopTail := context.WithCancel(context.Background())
+	defer stopTail()
 	tailOut, tailErr := &syncBuffer{}, &syncBuffer{}
 	tailDone := make(chan int, 1)
 	go func() {
-		tailDone <- run(tailCtx, []string{"tail", "-f", "--json", sid}, func(k string) string { return env.env[k] }, nil, tailOut, tailErr)
+		tailDone <- run(tailCtx, []string{"tail", "-f", "--json", sid[3:15]}, func(k string) string { return env.env[k] }, nil, tailOut, tailErr)
 	}()
-	defer func() { stopTail(); <-tailDone }()
 
 	show := func() sessionDetail {
 		t.Helper()
@@ -156,10 +157,15 @@ func TestDaemonKilledMidTurnIsResumedOnTheSameRecord(t *testing.T) {
 	assert.Contains(t, types, messages.EvAdopted)
 	assert.Equal(t, messages.EvReleased, types[len(types)-1])
 
-	// tail -f saw every event once, in order, across the restart
-	waitUntil(t, "tail to reach the released event", func() bool {
-		return strings.Contains(tailOut.String(), controlplane.EventID(sid, final.LastSeq)+`"`)
-	})
+	// tail -f saw every event once, in order, across the restart, and
+	// ended by itself (exit 0) after `released`
+	select {
+	case code := <-tailDone:
+		assert.Equal(t, exitOK, code, tailErr.String())
+	case <-time.After(5 * time.Minute): // only stops a hang
+		t.Fatal("tail -f did not end after the released event")
+	}
+	assert.Contains(t, tailOut.String(), controlplane.EventID(sid, final.LastSeq)+`"`)
 	var seqs []uint64
 	for _, line := range strings.Split(strings.TrimSpace(tailOut.String()), "\n") {
 		var m struct {

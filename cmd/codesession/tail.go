@@ -89,11 +89,22 @@ func (c *tailCmd) exec(ctx context.Context, s *streams) error {
 	if err != nil {
 		return err
 	}
+	if c.sid != "" && !messages.ValidSessionID(c.sid) {
+		// a prefix: the whole id is the feed's cursor across reconnects
+		d, err := getSession(ctx, dc, c.sid, 0, 1)
+		if err != nil {
+			return remoteErr(cmd, "get", err)
+		}
+		c.sid = d.Record.SessionID
+	}
 	if !c.follow {
 		return c.printLog(ctx, dc, s)
 	}
 	return c.followFeed(ctx, dc, s)
 }
+
+// errReleased ends a one-session follow: nothing comes after `released`.
+var errReleased = errors.New("the session was released")
 
 // printLog prints the stored events after the cursor and returns.
 func (c *tailCmd) printLog(ctx context.Context, dc *daemonClient, s *streams) error {
@@ -122,7 +133,7 @@ func (c *tailCmd) followFeed(ctx context.Context, dc *daemonClient, s *streams) 
 	wait := c.backoffMin
 	for {
 		connected, err := c.stream(ctx, dc, s, &lastID)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, errReleased) {
 			return nil
 		}
 		var e *messages.Error
@@ -206,6 +217,10 @@ func (c *tailCmd) stream(ctx context.Context, dc *daemonClient, s *streams, last
 			}
 			if err := c.print(s, m, d.SessionID, &d.PersistedEvent, nil); err != nil {
 				return err
+			}
+			if c.sid != "" && d.Event.Type == messages.EvReleased {
+				*lastID = m.id
+				return errReleased
 			}
 		case controlplane.TopicChanged:
 			var d controlplane.ChangedData
