@@ -6,7 +6,7 @@
 //	codesession demo [--yes]         the whole loop, offline, against a scripted model
 //	codesession modelmock            the scripted model server on 127.0.0.1
 //	codesession serve                the daemon: HTTP control plane and SSE feed
-//	codesession start|read|answer|guide|posture|interrupt|stop|ls|show|tail|resume|attach
+//	codesession start|read|answer|guide|posture|interrupt|stop|ls|show|diff|tail|resume|attach
 //	                                 the ops console, talking to a daemon
 //	codesession version | help
 //
@@ -98,7 +98,7 @@ type runner interface {
 func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
-		interruptCommand(), stopCommand(), lsCommand(), showCommand(), tailCommand(), resumeCommand(), attachCommand(),
+		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(),
 		backendsCommand(), demoCommand(), modelmockCommand(), benchCommand(), versionCommand(), helpCommand()}
 }
 

@@ -81,8 +81,9 @@ func scriptedLabel(d messages.Descriptor) string {
 
 // textPrinter writes a human-readable account.
 type textPrinter struct {
-	w   io.Writer
-	cwd string // paths inside it are shown relative
+	w     io.Writer
+	cwd   string // paths inside it are shown relative
+	color bool   // colour unified diffs
 }
 
 func (p *textPrinter) printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
@@ -150,29 +151,36 @@ func (p *textPrinter) result(r messages.TurnResult) {
 		}
 	}
 	if d := r.TurnDiff; d != nil {
-		p.printf("   diff (%s): %s\n", d.Source, oneLine(d.Summary, 200))
-		for _, f := range d.Files {
-			path := f.Path
-			if f.OldPath != "" {
-				path = f.OldPath + " -> " + f.Path
-			}
-			counts := ""
-			if f.Binary {
-				counts = " (binary)"
-			} else if f.Insertions > 0 || f.Deletions > 0 {
-				counts = fmt.Sprintf(" +%d -%d", f.Insertions, f.Deletions)
-			}
-			p.printf("     %s %s%s\n", f.Status, path, counts)
+		p.printf("   ")
+		p.diffFiles(d)
+		writeUnified(p.w, d.UnifiedDiff, p.color)
+	}
+}
+
+// diffFiles prints a turn diff's summary line and its file list.
+func (p *textPrinter) diffFiles(d *messages.TurnDiff) {
+	p.printf("diff (%s): %s\n", d.Source, oneLine(d.Summary, 200))
+	for _, f := range d.Files {
+		path := f.Path
+		if f.OldPath != "" {
+			path = f.OldPath + " -> " + f.Path
 		}
-		if d.FilesOmitted > 0 {
-			p.printf("     ... and %d more files\n", d.FilesOmitted)
+		counts := ""
+		if f.Binary {
+			counts = " (binary)"
+		} else if f.Insertions > 0 || f.Deletions > 0 {
+			counts = fmt.Sprintf(" +%d -%d", f.Insertions, f.Deletions)
 		}
-		if d.Truncated {
-			p.printf("     (the unified diff was truncated)\n")
-		}
-		if d.Warning != "" {
-			p.printf("     warning: %s\n", oneLine(d.Warning, 200))
-		}
+		p.printf("     %s %s%s\n", f.Status, path, counts)
+	}
+	if d.FilesOmitted > 0 {
+		p.printf("     ... and %d more files\n", d.FilesOmitted)
+	}
+	if d.Truncated {
+		p.printf("     (the unified diff was truncated)\n")
+	}
+	if d.Warning != "" {
+		p.printf("     warning: %s\n", oneLine(d.Warning, 200))
 	}
 }
 

@@ -79,7 +79,7 @@ func (c *readCmd) exec(ctx context.Context, s *streams) error {
 		if c.json {
 			return writeJSON(s.stdout, r)
 		}
-		(&textPrinter{w: s.stdout}).result(r)
+		(&textPrinter{w: s.stdout, color: useColor("auto", s.stdout, s.getenv)}).result(r)
 		if r.Kind == messages.KindClarification {
 			fmt.Fprintf(s.stdout, "   answer: codesession answer %s %s allow|always|deny|cancel\n", c.sid, r.ClarificationID)
 		}
