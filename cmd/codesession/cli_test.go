@@ -313,6 +313,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no command", nil, "Try: codesession help", "no command"},
 		{"unknown command", []string{"frobnicate"}, "Try: codesession help", "unknown command"},
+		{"mistyped command", []string{"stpo", "x"}, "Try: codesession help", `unknown command "stpo" (did you mean "stop"?)`},
+		{"far from any command", []string{"frobnicate"}, "Try: codesession help", `unknown command "frobnicate"` + "\n"},
 		{"unknown flag", []string{"run", "--bogus", "x"}, "Try: codesession run --help", "unknown flag: --bogus"},
 		{"missing brief", []string{"run", "--backend", "script"}, "Try: codesession run --help", "missing BRIEF"},
 		{"empty brief", []string{"run", "  "}, "Try: codesession run --help", "empty"},
@@ -371,6 +373,9 @@ func TestVersion(t *testing.T) {
 	res := runCLI(t, invocation{}, "version")
 	require.Equal(t, exitOK, res.code)
 	assert.Regexp(t, `^codesession \S+.* \(go1\.\d+`, res.stdout)
+	flag := runCLI(t, invocation{}, "--version")
+	require.Equal(t, exitOK, flag.code)
+	assert.Equal(t, res.stdout, flag.stdout, "--version is the version command")
 }
 
 func TestBackends(t *testing.T) {

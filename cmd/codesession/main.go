@@ -102,6 +102,39 @@ func commands() []command {
 		backendsCommand(), demoCommand(), modelmockCommand(), benchCommand(), versionCommand(), helpCommand()}
 }
 
+// nearestCommand is the command whose name is within two edits of name
+// (the closest, if several), or "".
+func nearestCommand(name string) string {
+	best, bestDist := "", 3
+	for _, c := range commands() {
+		if d := editDistance(name, c.name); d < bestDist {
+			best, bestDist = c.name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 func findCommand(name string) (command, bool) {
 	for _, c := range commands() {
 		if c.name == name {
@@ -130,10 +163,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "-h", "--help":
 		writeHelp(stdout)
 		return exitOK
+	case "--version":
+		return report(s, "version", versionCmd{}.exec(ctx, s))
 	}
 	cmd, ok := findCommand(name)
 	if !ok {
-		return report(s, "", &usageError{cmd: "help", err: fmt.Errorf("unknown command %q", name)})
+		msg := fmt.Sprintf("unknown command %q", name)
+		if near := nearestCommand(name); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		return report(s, "", &usageError{cmd: "help", err: errors.New(msg)})
 	}
 	r, err := cmd.parse(args[1:])
 	if errors.Is(err, pflag.ErrHelp) {

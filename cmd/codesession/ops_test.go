@@ -151,9 +151,30 @@ func TestOpsConsoleDrivesASessionThroughTheDaemon(t *testing.T) {
 	r = cli("ls")
 	require.Equal(t, 0, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	require.Len(t, lines, 2)
+	require.Len(t, lines, 3)
 	assert.Regexp(t, `^ID\s+BACKEND\s+MODEL\s+STATUS\s+ROUNDS\s+COST\s+AGE$`, lines[0])
-	assert.Regexp(t, `^`+sid+`\s+script\s+-\s+ended\s+2/50\s+\$0\.5000\s+\d+s$`, lines[1])
+	assert.Regexp(t, `^`+sid[:11]+`\s+script\s+-\s+ended\s+2/50\s+\$0\.5000\s+\d+s$`, lines[1], "a short id (unique, at least 8 hex digits)")
+	assert.Equal(t, "1 session, $0.5000 in all", lines[2])
+	for _, l := range lines {
+		assert.LessOrEqual(t, len(l), 100, "fits 100 columns: %q", l)
+	}
+	r = cli("ls", "-o", "wide")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^`+sid+`\s+script\s+-\s+ended\s+plan\s+2/50\s+\$0\.5000\s+\d+s\s+`+regexp.QuoteMeta(cwd)+`$`, r.stdout)
+	r = cli("ls", "-o", "id")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, sid+"\n", r.stdout)
+	r = cli("ls", "--status", "running,failed")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "no sessions\n", r.stdout, "filtered out by status")
+	r = cli("ls", "--status", "ended", "--backend", "script", "--since", "1h", "-o", "id")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, sid+"\n", r.stdout)
+	r = cli("ls", "--backend", "codex", "-o", "id")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stdout)
+	r = cli("ls", "-o", "yaml")
+	assert.Equal(t, 2, r.code)
 	r = cli("ls", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var list struct{ Sessions []messages.SessionRecord }
@@ -283,4 +304,21 @@ func TestServeTLS(t *testing.T) {
 	assert.Contains(t, r.stderr, "certificate")
 	r = runCLI(t, inv, "ls", "--addr", "http://"+addr, "--cacert", cert)
 	assert.Equal(t, 1, r.code, "plain HTTP to a TLS port fails")
+}
+
+func TestShortIDsAreUniquePrefixes(t *testing.T) {
+	a := "cs_abcd1234" + strings.Repeat("0", 56)
+	b := "cs_abcd1234" + strings.Repeat("0", 20) + strings.Repeat("1", 36)
+	c := "cs_ffff0000" + strings.Repeat("2", 56)
+	got := shortIDs([]string{a, b, c})
+	assert.Equal(t, "cs_ffff0000", got[c], "8 hex digits when nothing shares them")
+	assert.Equal(t, a[:32], got[a], "one digit past what it shares with its neighbour")
+	assert.Equal(t, b[:32], got[b])
+	for id, short := range got {
+		for other := range got {
+			if other != id {
+				assert.False(t, strings.HasPrefix(other, short), "%s is a prefix of %s", short, other)
+			}
+		}
+	}
 }
