@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -189,6 +190,10 @@ func (r *Runtime) Store() store.Store { return r.store }
 
 // Backends returns the runtime's backend registry.
 func (r *Runtime) Backends() *transports.Registry { return r.backends }
+
+// BackendEnv is a copy of the environment the configuration gives every
+// backend (config.Config.Env).
+func (r *Runtime) BackendEnv() map[string]string { return maps.Clone(r.cfg.Env) }
 
 func (r *Runtime) check(op string) error {
 	if r.closed.Load() {

@@ -27,6 +27,55 @@ const TwoDriversCaution = "the session is still live: attaching from a terminal 
 // command (a quoted placeholder whose value holds a quote, $, ` or \, or a
 // control character).
 func RenderAttach(t *messages.ExternalAttach, rec messages.SessionRecord) *AttachView {
+	return RenderAttachFor(t, rec, AttachLaunch{})
+}
+
+// AttachLaunch is what the session's backend process was started with,
+// beyond the record: the binary the daemon ran and the HOME it gave it.
+type AttachLaunch struct {
+	Bin  string // the backend's executable, "" when the template's own name is right
+	Home string // the HOME the backend ran with, "" when it inherited the user's
+}
+
+// RenderAttachFor renders the command so it runs as is from any shell: it
+// changes to the session's cwd, sets the HOME the backend ran with (Claude
+// Code and Codex keep their transcripts under it), and names the binary
+// the daemon ran, each quoted for the shell. The note's placeholders are
+// filled too.
+func RenderAttachFor(t *messages.ExternalAttach, rec messages.SessionRecord, l AttachLaunch) *AttachView {
+	v := renderAttach(t, rec)
+	if v == nil {
+		return nil
+	}
+	ext := ""
+	if run := rec.LatestRun(); run != nil {
+		ext = run.ExternalSessionID
+	}
+	// the note is prose for a person, not a command: no quoting
+	v.Note = strings.NewReplacer("{cwd}", rec.Cwd, "{sessionId}", ext).Replace(v.Note)
+	cmd := v.Command
+	if l.Bin != "" {
+		_, rest, _ := strings.Cut(cmd, " ")
+		cmd = strings.TrimSpace(shellQuote(l.Bin) + " " + rest)
+	}
+	if l.Home != "" {
+		cmd = "HOME=" + shellQuote(l.Home) + " " + cmd
+	}
+	if rec.Cwd != "" {
+		cmd = "cd " + shellQuote(rec.Cwd) + " && " + cmd
+	}
+	v.Command = cmd
+	return v
+}
+
+func shellQuote(s string) string {
+	if s != "" && plainArg(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func renderAttach(t *messages.ExternalAttach, rec messages.SessionRecord) *AttachView {
 	if t == nil || t.CommandTemplate == "" {
 		return nil
 	}

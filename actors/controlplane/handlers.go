@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
@@ -131,10 +132,29 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := sessionView{Record: rec, Events: evs, LastSeq: last}
 	if t, err := s.rt.Backends().Get(rec.BackendID); err == nil {
-		d := t.Descriptor()
-		v.ExternalAttach = RenderAttach(d.ExternalAttach, rec)
+		v.ExternalAttach = RenderAttachFor(t.Descriptor().ExternalAttach, rec, s.attachLaunch(t))
 	}
 	return writeData(w, v)
+}
+
+// attachLaunch is how the daemon starts t's processes: the binary it runs
+// (for backends that say) and the HOME its backend environment sets.
+func (s *Server) attachLaunch(t transports.Transport) AttachLaunch {
+	env := s.rt.BackendEnv()
+	var l AttachLaunch
+	l.Home = env["HOME"]
+	if b, ok := t.(interface {
+		Binary(env []string) (string, error)
+	}); ok {
+		kv := make([]string, 0, len(env))
+		for k, v := range env {
+			kv = append(kv, k+"="+v)
+		}
+		if bin, err := b.Binary(kv); err == nil {
+			l.Bin = bin
+		}
+	}
+	return l
 }
 
 type readTurnRequest struct {

@@ -344,7 +344,7 @@ func TestExternalAttach(t *testing.T) {
 	require.NotNil(t, view.ExternalAttach)
 	ext := view.Record.LatestRun().ExternalSessionID
 	require.NotEmpty(t, ext)
-	assert.Equal(t, `lite resume `+ext+` --dir "`+f.cwd+`"`, view.ExternalAttach.Command)
+	assert.Equal(t, `cd `+f.cwd+` && lite resume `+ext+` --dir "`+f.cwd+`"`, view.ExternalAttach.Command, "it runs as is from any directory")
 	assert.Equal(t, "scripted", view.ExternalAttach.Note)
 	assert.Equal(t, TwoDriversCaution, view.ExternalAttach.Caution, "live: two drivers")
 
@@ -354,6 +354,23 @@ func TestExternalAttach(t *testing.T) {
 	require.NotNil(t, after.ExternalAttach)
 	assert.Equal(t, view.ExternalAttach.Command, after.ExternalAttach.Command)
 	assert.Empty(t, after.ExternalAttach.Caution, "ended: no caution")
+}
+
+// TestRenderAttachRunsAsIs: the command changes to the session's cwd, sets
+// the HOME the backend ran with and names the binary the daemon ran, each
+// quoted; the note's placeholders are filled (before, "run it in {cwd}"
+// was printed as is).
+func TestRenderAttachRunsAsIs(t *testing.T) {
+	rec := messages.SessionRecord{Cwd: "/my repo", Status: messages.StatusEnded, Runs: []messages.Run{{ExternalSessionID: "abc-1"}}}
+	tmpl := &messages.ExternalAttach{CommandTemplate: "claude --resume {sessionId}", Note: "run it in {cwd} with the session's HOME"}
+	v := RenderAttachFor(tmpl, rec, AttachLaunch{Bin: "/opt/tools/claude code/bin/claude", Home: "/home/it's"})
+	require.NotNil(t, v)
+	assert.Equal(t, `cd '/my repo' && HOME='/home/it'\''s' '/opt/tools/claude code/bin/claude' --resume abc-1`, v.Command)
+	assert.Equal(t, "run it in /my repo with the session's HOME", v.Note)
+	v = RenderAttachFor(tmpl, rec, AttachLaunch{})
+	require.NotNil(t, v)
+	assert.Equal(t, `cd '/my repo' && claude --resume abc-1`, v.Command)
+	assert.Nil(t, RenderAttachFor(tmpl, messages.SessionRecord{Cwd: "/r"}, AttachLaunch{Bin: "/b"}), "no external id: nothing to attach to")
 }
 
 func TestRenderAttach(t *testing.T) {
@@ -386,7 +403,7 @@ func TestRenderAttach(t *testing.T) {
 				return
 			}
 			require.NotNil(t, v)
-			assert.Equal(t, c.want, v.Command)
+			assert.Equal(t, "cd "+shellQuote(c.rec.Cwd)+" && "+c.want, v.Command)
 			assert.Empty(t, v.Caution)
 		})
 	}
