@@ -13,6 +13,10 @@ const (
 	MaxTags          = 16
 	MaxTagBytes      = 64
 	MaxAllowedTools  = 256
+	// Fields that may reach a backend's command line are kept well under
+	// Linux's 128 KiB limit for one argument (E2BIG), all together too.
+	MaxAppendSystemPromptBytes = 32 << 10
+	MaxArgBytes                = 256 // a model name, one allowed tool
 )
 
 // Op names, used in errors and metrics.
@@ -69,6 +73,18 @@ func (s *Start) Validate() error {
 	if s.MaxRounds < 0 {
 		return FieldError(op, "maxRounds", "must not be negative")
 	}
+	if len(s.AppendSystemPrompt) > MaxAppendSystemPromptBytes {
+		return FieldError(op, "appendSystemPrompt", "longer than %d bytes (it reaches the backend's command line)", MaxAppendSystemPromptBytes)
+	}
+	if len(s.Model) > MaxArgBytes || strings.ContainsAny(s.Model, "\x00\n") {
+		return FieldError(op, "agentModel", "malformed or longer than %d bytes", MaxArgBytes)
+	}
+	if strings.ContainsRune(s.Brief, 0) {
+		return FieldError(op, "brief", "a NUL byte cannot reach a backend")
+	}
+	if strings.ContainsRune(s.AppendSystemPrompt, 0) {
+		return FieldError(op, "appendSystemPrompt", "a NUL byte cannot reach a backend")
+	}
 	if s.AllowedTools != nil {
 		if len(s.AllowedTools) == 0 {
 			return FieldError(op, "allowedTools", "explicitly empty: omit it to allow the backend's tools")
@@ -79,6 +95,9 @@ func (s *Start) Validate() error {
 		for _, t := range s.AllowedTools {
 			if strings.TrimSpace(t) == "" {
 				return FieldError(op, "allowedTools", "empty tool name")
+			}
+			if len(t) > MaxArgBytes || strings.ContainsAny(t, "\x00\n") {
+				return FieldError(op, "allowedTools", "a tool name that is malformed or longer than %d bytes", MaxArgBytes)
 			}
 		}
 	}

@@ -290,6 +290,27 @@ func TestRequestBodiesAreLimitedAndStrict(t *testing.T) {
 	}
 	r = f.call("POST", "/api/code-sessions", `{"brief":"x","cwd":"`+f.cwd+`"}`, "Content-Type", "application/json; charset=utf-8")
 	assert.Equal(t, 200, r.status, "%+v", r.Error)
+
+	// field names are exact and appear once; encoding/json alone took
+	// BRIEF for brief and kept the last of two briefs
+	for body, want := range map[string]string{
+		`{"BRIEF":"x"}`:                  `unknown field "BRIEF": field names are case-sensitive (did you mean "brief"?)`,
+		`{"brief":"x","Cwd":"/"}`:        `did you mean "cwd"?`,
+		`{"brief":"rm -rf","brief":"x"}`: "appears twice",
+		`{"brief":"x","allowedTools":["Read"],"cwd":"/","cwd":"/tmp"}`: "appears twice",
+		`{"brief":"x","nope":1}`: `unknown field "nope"`,
+	} {
+		r = f.call("POST", "/api/code-sessions", body)
+		require.Equal(t, 400, r.status, body)
+		assert.Equal(t, messages.CodeInvalid, r.code(), body)
+		assert.Contains(t, r.Error.Message, want, body)
+	}
+	// a system prompt too long for a command line is refused before any
+	// process starts (it failed the CLI with E2BIG)
+	big2 := newFixture(t)
+	r = big2.call("POST", "/api/code-sessions", `{"brief":"x","cwd":"`+big2.cwd+`","appendSystemPrompt":"`+strings.Repeat("p", messages.MaxAppendSystemPromptBytes+1)+`"}`)
+	require.Equal(t, 400, r.status)
+	assert.Equal(t, "appendSystemPrompt", r.Error.Field)
 }
 
 func TestPathTraversalInIDsTouchesNothing(t *testing.T) {
