@@ -28,7 +28,7 @@ import (
 
 // wait bounds every wait for the page: generous, it only stops hangs (CI
 // runs on a loaded 2-core machine).
-const wait = 20 * time.Second
+const wait = 2 * time.Minute
 
 const testToken = "browser-test-token-0123456789abcdef"
 
@@ -81,6 +81,19 @@ func demoScenario(t *testing.T) *script.Scenario {
 	return sc
 }
 
+// withAttach gives the scripted backend an external-attach template (a
+// made-up command: the script backend has no terminal to attach to), so
+// the page's attach row has something to show.
+type withAttach struct{ transports.Transport }
+
+const attachPrefix = "script-attach-for-tests"
+
+func (w withAttach) Descriptor() transports.Descriptor {
+	d := w.Transport.Descriptor()
+	d.ExternalAttach = &messages.ExternalAttach{CommandTemplate: attachPrefix + " {sessionId}", Note: "test-only template"}
+	return d
+}
+
 func startDaemon(t *testing.T, home, addr string) *daemon {
 	t.Helper()
 	cfg := config.Default()
@@ -90,7 +103,7 @@ func startDaemon(t *testing.T, home, addr string) *daemon {
 	d, err := controlplane.NewDaemon(controlplane.DaemonOptions{
 		Config:   cfg,
 		Token:    testToken,
-		Backends: transports.NewRegistry(script.New(script.WithScenario(demoScenario(t)))),
+		Backends: transports.NewRegistry(withAttach{script.New(script.WithScenario(demoScenario(t)))}),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
@@ -319,6 +332,22 @@ func TestConsoleDrivesASessionAcrossARestart(t *testing.T) {
 	assert.Equal(t, "ended", text(t, ctx, `document.querySelector('#sessions-body tr[data-sid="`+older.SessionID+`"]').dataset.status`))
 	assert.Contains(t, text(t, ctx, `document.querySelector('#sessions-body').innerText`), "An older session")
 
+	// the list follows the live feed: a session started elsewhere appears
+	// without a reload, says waiting while it asks, and ends when stopped
+	var other messages.StartResult
+	dm.api("POST", "/api/code-sessions", map[string]any{"brief": "Started through the API", "cwd": t.TempDir()}, &other)
+	otherRow := `document.querySelector('#sessions-body tr[data-sid="` + other.SessionID + `"]')`
+	until(t, ctx, "the new row appears live", otherRow+`?.dataset.status === 'waiting'`)
+	filter := func(status string) string {
+		return text(t, ctx, `(() => { const s = document.querySelector('#filter-status'); s.value = '`+status+`'; s.dispatchEvent(new Event('change'));
+			return [...document.querySelectorAll('#sessions-body tr[data-sid]')].map((r) => r.dataset.sid).join(','); })()`)
+	}
+	assert.Equal(t, other.SessionID, filter("waiting"))
+	assert.Equal(t, older.SessionID, filter("ended"))
+	assert.Equal(t, other.SessionID+","+older.SessionID, filter("all"))
+	dm.api("POST", "/api/code-sessions/"+other.SessionID+"/stop", map[string]any{"outcome": "aborted"}, nil)
+	until(t, ctx, "the stopped row ends live", otherRow+`?.dataset.status === 'ended'`)
+
 	// start a session from the form: its events appear on its page
 	run(t, ctx, "open the start form", chromedp.Click(chromedp.CSS("#nav-new")), chromedp.WaitVisible(chromedp.CSS("#new-form")))
 	until(t, ctx, "the backends load", `window.codesession.view === 'new' && window.codesession.ready`)
@@ -391,6 +420,35 @@ func TestConsoleDrivesASessionAcrossARestart(t *testing.T) {
 	until(t, ctx, "the resumed run asks", `!!document.querySelector('#pending button[data-decision="allow_session"]')`)
 	run(t, ctx, "allow it for the session", chromedp.Click(chromedp.CSS(`#pending button[data-decision="allow_session"]`)))
 	until(t, ctx, "the resumed turn completes", `document.querySelectorAll('#feed [data-type="turn_end"]').length === 3`)
+
+	// the posture switch stays under the ceiling
+	assert.Equal(t, "true", text(t, ctx, `String(document.querySelector('#posture-select option[value="full"]').disabled)`), "full is above the acceptEdits ceiling")
+	run(t, ctx, "switch the posture", chromedp.SetValue(chromedp.CSS("#posture-select"), "plan"), chromedp.Click(chromedp.CSS("#posture-set")))
+	until(t, ctx, "the posture badge follows", `document.querySelector('#posture-badge')?.textContent === 'plan'`)
+
+	// the attach row: the command with a copy button, and the two-drivers caution while live
+	var view struct {
+		Record messages.SessionRecord `json:"record"`
+	}
+	dm.api("GET", "/api/code-sessions/"+sid+"?limit=1", nil, &view)
+	ext := view.Record.LatestRun().ExternalSessionID
+	require.NotEmpty(t, ext)
+	until(t, ctx, "the attach command", `document.querySelector('#attach-command')?.textContent === '`+attachPrefix+` `+ext+`'`)
+	until(t, ctx, "the two-drivers caution", `!!document.querySelector('#attach-caution')`)
+	assert.Contains(t, text(t, ctx, `document.querySelector('#attach-caution').textContent`), "two drivers")
+	run(t, ctx, "copy", chromedp.Click(chromedp.CSS("#attach-copy")))
+	until(t, ctx, "copy answers", `document.querySelector('#attach-copy').textContent !== 'Copy'`)
+
+	// stop with a verdict and a note
+	run(t, ctx, "stop from the page", chromedp.SetValue(chromedp.CSS("#stop-verdict"), "success"),
+		chromedp.SendKeys(chromedp.CSS("#stop-note"), "looks right"), chromedp.Click(chromedp.CSS("#stop")))
+	until(t, ctx, "the session ends", `document.querySelector('#session-status .badge')?.dataset.status === 'ended'`)
+	until(t, ctx, "the verdict shows", `document.querySelector('#session-head').textContent.includes('success — looks right')`)
+	until(t, ctx, "no caution once ended", `!document.querySelector('#attach-caution') && !!document.querySelector('#resume')`)
+	dm.api("GET", "/api/code-sessions/"+sid+"?limit=1", nil, &view)
+	assert.Equal(t, messages.OutcomeSuccess, view.Record.Outcome)
+	assert.Equal(t, "looks right", view.Record.OutcomeNote)
+	assert.Equal(t, messages.PosturePlan, view.Record.Posture)
 
 	evs = dm.events(sid)
 	var stored []uint64
