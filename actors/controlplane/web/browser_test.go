@@ -293,10 +293,57 @@ func TestUnauthenticatedGetsTheLogin(t *testing.T) {
 	res.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, res.StatusCode)
 
+	// the token buys a cookie; the cookie reads, and writes only with the
+	// page's CSRF token
+	jar := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ = http.NewRequest("POST", dm.url("/ui/login"), strings.NewReader("token="+testToken))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err = jar.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == "codesession_session" {
+			cookie = c
+		}
+	}
+	require.NotNil(t, cookie)
+	withCookie := func(method, path, csrf string) (int, string) {
+		req, _ := http.NewRequest(method, dm.url(path), strings.NewReader("{}"))
+		req.AddCookie(cookie)
+		if method == "POST" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if csrf != "" {
+			req.Header.Set("X-CSRF-Token", csrf)
+		}
+		res, err := jar.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	code, body := withCookie("GET", "/api/code-sessions", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, st.SessionID)
+	code, page := withCookie("GET", "/", "")
+	require.Equal(t, http.StatusOK, code)
+	_, after, ok := strings.Cut(page, `<meta name="csrf-token" content="`)
+	require.True(t, ok, "the page carries its CSRF token")
+	csrf, _, _ := strings.Cut(after, `"`)
+	require.NotEmpty(t, csrf)
+	code, _ = withCookie("POST", "/api/code-sessions/"+st.SessionID+"/interrupt", "")
+	assert.Equal(t, http.StatusUnauthorized, code, "a cookie write without the CSRF token")
+	code, _ = withCookie("POST", "/api/code-sessions/"+st.SessionID+"/interrupt", "not-"+csrf)
+	assert.Equal(t, http.StatusUnauthorized, code, "a cookie write with a wrong CSRF token")
+	code, body = withCookie("POST", "/api/code-sessions/"+st.SessionID+"/interrupt", csrf)
+	assert.Equal(t, http.StatusOK, code, body)
+
 	ctx, cancel := browser(t)
 	defer cancel()
 	run(t, ctx, "open the console", chromedp.Navigate(dm.url("/")), chromedp.WaitVisible(chromedp.CSS("#login-form")))
-	page := text(t, ctx, `document.documentElement.outerHTML`)
+	page = text(t, ctx, `document.documentElement.outerHTML`)
 	assert.NotContains(t, page, st.SessionID)
 	assert.NotContains(t, page, "a secret brief")
 	assert.Equal(t, "0", text(t, ctx, `String(document.querySelectorAll('#sessions-body').length)`))

@@ -148,3 +148,24 @@ func TestNoTokenMeansNoAuth(t *testing.T) {
 	require.NoError(t, c.Page(w, httptest.NewRequest("GET", "/", nil)))
 	assert.Equal(t, http.StatusOK, w.Code)
 }
+
+// FuzzSessionCookie: whatever a browser (or an attacker) puts in the
+// cookie, the check never panics and accepts only the cookie it issued.
+func FuzzSessionCookie(f *testing.F) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	c := New(Options{Token: tok, Now: func() time.Time { return now }})
+	valid := c.newCookieValue()
+	parts := strings.SplitN(valid, ".", 3)
+	for _, seed := range []string{valid, "", ".", "..", valid + ".", parts[0] + "." + parts[1], "1." + parts[1] + "." + parts[2],
+		parts[0] + "." + strings.ToUpper(parts[1]) + "." + parts[2], "-1.x.y", "99999999999999999999.a.b"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Cookie", CookieName+"="+v)
+		_, ok := c.session(r)
+		if ok && v != valid {
+			t.Fatalf("accepted a cookie it did not issue: %q", v)
+		}
+	})
+}
