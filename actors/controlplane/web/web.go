@@ -202,9 +202,11 @@ func (c *Console) Asset(w http.ResponseWriter, r *http.Request) error {
 		ct = "application/octet-stream"
 	}
 	h.Set("Content-Type", ct)
-	// no-cache, not no-store: revalidated on every load, so a new binary's
-	// assets are never mixed with an old page's
+	// no-cache, not no-store: revalidated on every load (a 304 by the
+	// content's hash), so a new binary's assets never mix with an old page's
 	h.Set("Cache-Control", "no-cache")
+	sum := sha256.Sum256(b)
+	h.Set("ETag", `"`+hex.EncodeToString(sum[:8])+`"`)
 	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 	return nil
 }

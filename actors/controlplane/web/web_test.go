@@ -137,6 +137,14 @@ func TestAssetsAreEmbeddedAndConfined(t *testing.T) {
 		assert.NotEmpty(t, w.Body.String(), name)
 	}
 	assert.Equal(t, "text/javascript; charset=utf-8", get("app.js").Header().Get("Content-Type"))
+	etag := get("app.js").Header().Get("ETag")
+	require.NotEmpty(t, etag)
+	r := httptest.NewRequest("GET", "/ui/app.js", nil)
+	r.SetPathValue("file", "app.js")
+	r.Header.Set("If-None-Match", etag)
+	w := httptest.NewRecorder()
+	require.NoError(t, c.Asset(w, r))
+	assert.Equal(t, http.StatusNotModified, w.Code, "an unchanged asset is revalidated, not sent again")
 	assert.Equal(t, http.StatusNotFound, get("../web.go").Code)
 	assert.Equal(t, http.StatusNotFound, get("nope.js").Code)
 }
