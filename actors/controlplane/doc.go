@@ -17,7 +17,10 @@
 // "Authorization: Bearer <token>", compared in constant time; the token
 // lives in <home>/token (LoadOrCreateToken, mode 0600). The daemon drives
 // every session under one owner scope (DefaultScope) and resumes with
-// Takeover, so a record started elsewhere can be adopted.
+// Takeover, so a record started elsewhere can be adopted. The browser
+// console (package web, at "/") signs a browser in once with the token and
+// then authenticates it by a session cookie, which the routes accept in
+// place of the header (with a CSRF token on writes).
 //
 // # The live feed
 //

@@ -21,6 +21,10 @@ const routeHealthz = "GET /healthz"
 //	POST /api/code-sessions/{id}/stop               {outcome?, note?}
 //	POST /api/code-sessions/{id}/resume             {brief?}
 //	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
+//
+// The web console (package web) checks its own session cookie: GET / is
+// the page (or the login form), GET /ui/{file} its assets, POST /ui/login
+// trades the bearer token for the cookie, POST /ui/logout clears it.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.handle(mux, routeHealthz, true, s.healthz)
@@ -37,6 +41,10 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "POST /api/code-sessions/{id}/stop", false, s.stop)
 	s.handle(mux, "POST /api/code-sessions/{id}/resume", false, s.resume)
 	s.handle(mux, "GET /api/events", false, s.events)
+	s.handle(mux, "GET /{$}", true, s.web.Page)
+	s.handle(mux, "GET /ui/{file...}", true, s.web.Asset)
+	s.handle(mux, "POST /ui/login", true, s.web.Login)
+	s.handle(mux, "POST /ui/logout", true, s.web.Logout)
 	s.handle(mux, "/", false, s.noRoute)
 	return mux
 }

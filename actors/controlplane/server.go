@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/actors/controlplane/web"
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/messages"
 )
@@ -73,6 +74,9 @@ type Server struct {
 	metrics  http.Handler
 	handler  http.Handler
 	draining atomic.Bool
+	// web is the browser console; its session cookie is the API's second
+	// credential (see package web).
+	web *web.Console
 
 	// stallLive, when set (by tests), runs after an SSE stream's replay and
 	// before it goes live, so a test can make a subscriber slow.
@@ -107,6 +111,7 @@ func NewServer(o Options) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{o: o, rt: o.Runtime, bridge: o.Bridge, log: log, m: newServerMetrics(o.Metrics)}
+	s.web = web.New(web.Options{Token: o.Token})
 	if o.Gatherer != nil {
 		s.metrics = promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}})
 	}
@@ -151,7 +156,7 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, open bool, h handler
 		switch {
 		case s.draining.Load() && pattern != routeHealthz:
 			err = errDraining
-		case !open && !authorized(r, s.o.Token):
+		case !open && !authorized(r, s.o.Token) && !s.web.Authorized(r):
 			err = errUnauthorized
 		default:
 			err = h(rec, r)

@@ -1,0 +1,391 @@
+// The console: a hash router over three views (the session list, a
+// session, the start form). Everything the views show comes from the
+// control plane's /api routes and its SSE feed.
+import { api, describe } from './api.js';
+import { EventStream } from './sse.js';
+import { h, clear, age, cost, pretty } from './dom.js';
+import { Feed, Pending, displayStatus } from './feed.js';
+
+const POSTURES = ['plan', 'default', 'acceptEdits', 'full'];
+const EFFORTS = ['low', 'medium', 'high', 'max'];
+const LIVE = (s) => s === 'running' || s === 'idle';
+const TWO_DRIVERS = 'The session is still live: attaching from a terminal now means two drivers on one session. Stop it (or let it end) before you resume it by hand.';
+
+// window.codesession is what the browser tests read: the current view and
+// the feed's counters (every seq received, duplicates dropped, reconnects).
+const state = window.codesession = { view: '', stats: { received: [], duplicates: 0, reconnects: 0 }, ready: false };
+
+const view = document.getElementById('view');
+const conn = document.getElementById('conn');
+let current = null; // the view's teardown
+
+function setConn(s, detail) {
+  conn.textContent = s === 'live' ? '● live' : s === 'reconnecting' ? '◌ reconnecting' : '○ ' + s;
+  conn.className = `conn conn-${s}`;
+  conn.title = detail || '';
+  conn.dataset.state = s;
+}
+
+let backendsCache = null;
+function backends() {
+  backendsCache ??= api('GET', '/api/backends').then((r) => r.backends || []).catch((e) => { backendsCache = null; throw e; });
+  return backendsCache;
+}
+
+function notice(el, msg, kind = 'info') {
+  el.textContent = msg;
+  el.className = `notice ${kind}`;
+}
+
+function statusBadge(s) {
+  return h('span', { class: `badge status-${s}`, dataset: { status: s } }, s);
+}
+
+// ---- the session list ------------------------------------------------------
+
+function listView() {
+  state.view = 'list';
+  const recs = new Map();
+  const pend = new Map(); // sid -> Pending
+  const filters = { status: 'all', backend: 'all', q: '' };
+  const body = h('tbody', { id: 'sessions-body' });
+  const backendSel = h('select', { id: 'filter-backend', onchange: (e) => { filters.backend = e.target.value; render(); } }, h('option', { value: 'all' }, 'all backends'));
+  const msg = h('p', { class: 'notice', id: 'list-notice' });
+  clear(view).append(
+    h('div', { class: 'toolbar' },
+      h('h2', {}, 'Sessions'),
+      h('label', {}, 'status ', h('select', { id: 'filter-status', onchange: (e) => { filters.status = e.target.value; render(); } },
+        ...['all', 'live', 'waiting', 'running', 'idle', 'ended', 'failed', 'orphaned'].map((s) => h('option', { value: s }, s)))),
+      h('label', {}, 'backend ', backendSel),
+      h('input', { type: 'search', id: 'filter-q', placeholder: 'filter by brief or id', oninput: (e) => { filters.q = e.target.value.toLowerCase(); render(); } }),
+      h('a', { href: '#/new', class: 'button' }, 'New session')),
+    msg,
+    h('table', { class: 'sessions' },
+      h('thead', {}, h('tr', {}, ...['session', 'status', 'backend', 'model', 'posture', 'rounds', 'cost', 'age'].map((c) => h('th', {}, c)))),
+      body));
+
+  const pendingOf = (sid) => { let p = pend.get(sid); if (!p) pend.set(sid, p = new Pending()); return p; };
+
+  function render() {
+    const seenBackends = new Set([...recs.values()].map((r) => r.backendId));
+    const have = new Set([...backendSel.options].map((o) => o.value));
+    for (const b of seenBackends) if (!have.has(b)) backendSel.append(h('option', { value: b }, b));
+    const rows = [...recs.values()].sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
+    clear(body);
+    let shown = 0;
+    for (const r of rows) {
+      const st = displayStatus(r, pend.get(r.sessionId)?.size || 0);
+      if (filters.status === 'live' ? !LIVE(r.status) : filters.status !== 'all' && st !== filters.status) continue;
+      if (filters.backend !== 'all' && r.backendId !== filters.backend) continue;
+      if (filters.q && !(r.taskBrief || '').toLowerCase().includes(filters.q) && !r.sessionId.includes(filters.q)) continue;
+      shown++;
+      body.append(h('tr', { dataset: { sid: r.sessionId, status: st } },
+        h('td', {}, h('a', { href: `#/s/${r.sessionId}`, class: 'sid' }, r.sessionId), h('div', { class: 'brief' }, (r.taskBrief || '').slice(0, 140))),
+        h('td', {}, statusBadge(st), r.outcome ? h('span', { class: 'muted' }, ` ${r.outcome}`) : null),
+        h('td', {}, r.backendId),
+        h('td', {}, r.model || '—', r.effort ? h('span', { class: 'muted' }, ` @${r.effort}`) : null),
+        h('td', {}, h('span', { class: `badge posture-${r.posture}` }, r.posture || '—'), h('span', { class: 'muted' }, ` ≤ ${r.maxPosture || '?'}`)),
+        h('td', {}, `${r.roundsElapsed || 0}${r.maxRounds ? ' / ' + r.maxRounds : ''}`),
+        h('td', {}, cost(r.costUsd)),
+        h('td', { class: 'age', dataset: { created: r.createdAt } }, age(r.createdAt))));
+    }
+    if (!shown) body.append(h('tr', {}, h('td', { colspan: 8, class: 'muted empty' }, recs.size ? 'No session matches the filters.' : 'No sessions yet. Start one.')));
+  }
+
+  // a live session's pending question is near the end of its log: read the
+  // tail once; the live feed keeps it current from then on
+  async function primePending(r) {
+    try {
+      const head = await api('GET', `/api/code-sessions/${r.sessionId}?limit=1`);
+      const after = Math.max(0, head.lastSeq - 64);
+      const tail = await api('GET', `/api/code-sessions/${r.sessionId}?afterSeq=${after}&limit=64`);
+      const p = new Pending();
+      for (const pe of tail.events) p.apply(pe);
+      pend.set(r.sessionId, p);
+      render();
+    } catch { /* the row shows the record's own status */ }
+  }
+
+  let reloading = null;
+  async function load() {
+    try {
+      const data = await api('GET', '/api/code-sessions');
+      recs.clear();
+      for (const r of data.sessions) recs.set(r.sessionId, r);
+      notice(msg, '');
+      render();
+      await Promise.all(data.sessions.filter((r) => LIVE(r.status)).map(primePending));
+      state.ready = true;
+    } catch (e) {
+      notice(msg, `Cannot list the sessions: ${describe(e)}`, 'error');
+    }
+  }
+  function reload() {
+    reloading ??= setTimeout(() => { reloading = null; load(); }, 200);
+  }
+
+  const stream = new EventStream('/api/events?topics=code_session_event,code_session_changed', {
+    onState: (s, d) => {
+      setConn(s, d);
+      if (s === 'reconnecting') state.stats.reconnects++;
+      if (s === 'live' && state.stats.reconnects) reload(); // the list feed has no cursor: read the list again
+    },
+    onEvent: (name, data) => {
+      const d = JSON.parse(data);
+      if (name === 'code_session_changed') {
+        recs.set(d.sessionId, d.record);
+        render();
+      } else if (name === 'code_session_event') {
+        if (!recs.has(d.sessionId)) reload();
+        if (pendingOf(d.sessionId).apply(d)) render();
+      }
+    },
+  }).start();
+  load();
+  const tick = setInterval(() => body.querySelectorAll('td.age').forEach((td) => { td.textContent = age(td.dataset.created); }), 5000);
+  return () => { stream.close(); clearInterval(tick); };
+}
+
+// ---- one session -----------------------------------------------------------
+
+function sessionView(sid) {
+  state.view = 'session';
+  state.stats = { received: [], duplicates: 0, reconnects: 0 };
+  let rec = null;
+  let backendList = [];
+  const descriptorOf = () => backendList.find((b) => b.descriptor.id === rec?.backendId)?.descriptor || null;
+  let descriptor = null;
+  const feedEl = h('div', { class: 'feed', id: 'feed' });
+  const feed = new Feed(feedEl, state.stats);
+  state.feed = feed;
+  const head = h('div', { class: 'session-head', id: 'session-head' });
+  const attachRow = h('div', { class: 'attach', id: 'attach', hidden: true });
+  const pendingBox = h('div', { id: 'pending' });
+  const controls = h('div', { class: 'controls', id: 'controls' });
+  const msg = h('p', { class: 'notice', id: 'session-notice' });
+  clear(view).append(h('p', {}, h('a', { href: '#/' }, '← sessions')), head, attachRow, pendingBox, msg, controls, h('h2', {}, 'Events'), feedEl);
+
+  async function act(what, fn) {
+    notice(msg, `${what}…`);
+    try {
+      await fn();
+      notice(msg, `${what}: done`, 'ok');
+      return true;
+    } catch (e) {
+      notice(msg, `${what} failed: ${describe(e)}`, 'error');
+      return false;
+    }
+  }
+
+  function renderHead() {
+    if (!rec) return;
+    const st = displayStatus(rec, feed.pending.size);
+    const postureSel = h('select', { id: 'posture-select', disabled: !LIVE(rec.status) || (descriptor && !descriptor.liveControls?.setPosture) },
+      ...POSTURES.map((p) => h('option', { value: p, selected: p === rec.posture, disabled: POSTURES.indexOf(p) > POSTURES.indexOf(rec.maxPosture) }, p)));
+    clear(head).append(
+      h('h2', {}, 'Session ', h('code', { id: 'session-id' }, rec.sessionId), ' ', h('span', { id: 'session-status' }, statusBadge(st))),
+      h('p', { class: 'brief-full' }, rec.taskBrief || ''),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'backend'), h('dd', {}, rec.backendId, descriptor?.scripted ? h('span', { class: 'badge warn' }, 'scripted') : null),
+        h('dt', {}, 'model'), h('dd', {}, rec.model || 'default', rec.effort ? ` @ ${rec.effort}` : ''),
+        h('dt', {}, 'posture'), h('dd', {}, h('span', { class: `badge posture-${rec.posture}`, id: 'posture-badge' }, rec.posture), h('span', { class: 'muted' }, ` ceiling ${rec.maxPosture}`), ' ',
+          postureSel, h('button', { id: 'posture-set', disabled: postureSel.disabled, onclick: () => act('Set posture', () => api('POST', `/api/code-sessions/${sid}/posture`, { posture: postureSel.value })) }, 'Set')),
+        h('dt', {}, 'rounds'), h('dd', {}, `${rec.roundsElapsed || 0}${rec.maxRounds ? ' of ' + rec.maxRounds : ''}`),
+        h('dt', {}, 'cost'), h('dd', {}, cost(rec.costUsd)),
+        h('dt', {}, 'cwd'), h('dd', {}, h('code', {}, rec.cwd || '')),
+        h('dt', {}, 'age'), h('dd', {}, age(rec.createdAt)),
+        rec.outcome ? [h('dt', {}, 'verdict'), h('dd', {}, rec.outcome, rec.outcomeNote ? ` — ${rec.outcomeNote}` : '')] : null));
+  }
+
+  function renderPending() {
+    clear(pendingBox);
+    if (!rec || !LIVE(rec.status)) return;
+    for (const p of feed.pending.list()) {
+      const reason = h('input', { type: 'text', class: 'deny-reason', placeholder: 'reason for a deny (the agent sees it)' });
+      const answer = (decision) => act(`Answer ${decision}`, () => api('POST', `/api/code-sessions/${sid}/answer`,
+        { clarificationId: p.id, decision, ...(decision === 'deny' && reason.value ? { reason: reason.value } : {}) }));
+      pendingBox.append(h('div', { class: 'pending', dataset: { clarification: p.id } },
+        h('strong', {}, 'Permission asked: '), h('span', { class: 'tool-name' }, p.toolName || 'tool'),
+        p.text ? h('p', {}, p.text) : null,
+        h('pre', {}, pretty(p.input)),
+        h('div', { class: 'buttons' },
+          h('button', { class: 'allow', dataset: { decision: 'allow_once' }, onclick: () => answer('allow_once') }, 'Allow once'),
+          h('button', { class: 'allow', dataset: { decision: 'allow_session' }, onclick: () => answer('allow_session') }, `Allow ${p.toolName || 'it'} for this session`),
+          reason,
+          h('button', { class: 'deny', dataset: { decision: 'deny' }, onclick: () => answer('deny') }, 'Deny'))));
+    }
+  }
+
+  function renderControls() {
+    clear(controls);
+    if (!rec) return;
+    if (LIVE(rec.status)) {
+      const modes = ['queue', 'steer', 'interrupt'];
+      const supported = (m) => m === 'queue' || !descriptor || (descriptor.liveControls?.guideModes || []).includes(m);
+      const text = h('textarea', { id: 'guide-text', rows: 2, placeholder: 'guidance for the agent' });
+      const mode = h('select', { id: 'guide-mode' }, ...modes.map((m) => h('option', { value: m, disabled: !supported(m) }, m + (supported(m) ? '' : ' (unsupported)'))));
+      const verdict = h('select', { id: 'stop-verdict' }, h('option', { value: '' }, 'inferred verdict'), ...['success', 'partial', 'failed', 'aborted'].map((o) => h('option', { value: o }, o)));
+      const note = h('input', { type: 'text', id: 'stop-note', placeholder: 'note (optional)' });
+      controls.append(
+        h('form', { class: 'guide', id: 'guide-form', onsubmit: async (e) => {
+          e.preventDefault();
+          if (!text.value.trim()) return;
+          if (await act('Send guidance', () => api('POST', `/api/code-sessions/${sid}/guidance`, { text: text.value, mode: mode.value }))) text.value = '';
+        } }, text, h('div', {}, h('label', {}, 'mode ', mode), h('button', { type: 'submit', id: 'guide-send' }, 'Send guidance'))),
+        h('div', { class: 'row' },
+          h('button', { id: 'interrupt', disabled: descriptor && !descriptor.liveControls?.interrupt, onclick: () => act('Interrupt', () => api('POST', `/api/code-sessions/${sid}/interrupt`, {})) }, 'Interrupt'),
+          h('span', { class: 'spacer' }),
+          verdict, note,
+          h('button', { id: 'stop', class: 'deny', onclick: () => act('Stop', () => api('POST', `/api/code-sessions/${sid}/stop`, { ...(verdict.value ? { outcome: verdict.value } : {}), ...(note.value ? { note: note.value } : {}) })) }, 'Stop')));
+    } else {
+      const brief = h('input', { type: 'text', id: 'resume-brief', placeholder: 'what to do now (optional)' });
+      controls.append(h('div', { class: 'row' }, h('span', { class: 'muted' }, `This session is ${rec.status}.`), brief,
+        h('button', { id: 'resume', onclick: () => act('Resume', () => api('POST', `/api/code-sessions/${sid}/resume`, brief.value ? { brief: brief.value } : {})) }, 'Resume')));
+    }
+  }
+
+  let attach = null;
+  function renderAttach() {
+    attachRow.hidden = !attach;
+    clear(attachRow);
+    if (!attach) return;
+    const cmd = h('code', { id: 'attach-command' }, attach.command);
+    attachRow.append(h('span', { class: 'label' }, 'attach from a terminal'), ' ', cmd, ' ',
+      h('button', { id: 'attach-copy', onclick: async (e) => {
+        try { await navigator.clipboard.writeText(attach.command); e.target.textContent = 'Copied'; } catch {
+          getSelection().selectAllChildren(cmd); e.target.textContent = 'Selected: press Ctrl+C';
+        }
+      } }, 'Copy'),
+      attach.note ? h('p', { class: 'muted' }, attach.note) : null,
+      rec && LIVE(rec.status) ? h('p', { class: 'caution', id: 'attach-caution' }, attach.caution || TWO_DRIVERS) : null);
+  }
+
+  function renderAll() { renderHead(); renderPending(); renderControls(); renderAttach(); }
+
+  let refreshing = null;
+  async function refresh() {
+    try {
+      const v = await api('GET', `/api/code-sessions/${sid}?limit=1`);
+      const liveChanged = !rec || LIVE(rec.status) !== LIVE(v.record.status);
+      rec = v.record;
+      attach = v.externalAttach || null;
+      renderHead(); renderAttach(); renderPending();
+      if (liveChanged) renderControls();
+    } catch (e) {
+      notice(msg, `Cannot read the session: ${describe(e)}`, 'error');
+    }
+  }
+  const refreshSoon = () => { refreshing ??= setTimeout(() => { refreshing = null; refresh(); }, 300); };
+
+  backends().then((bs) => {
+    backendList = bs;
+    descriptor = descriptorOf();
+    renderAll();
+  }).catch(() => {});
+
+  let stream = null;
+  refresh().then(() => {
+    if (!rec) return;
+    descriptor = descriptorOf();
+    renderAll();
+    stream = new EventStream(`/api/events?sessionId=${encodeURIComponent(sid)}`, {
+      lastEventId: `${sid}:0`, // replay the whole log, then live
+      onState: (s, d) => { setConn(s, d); if (s === 'reconnecting') state.stats.reconnects++; },
+      onEvent: (name, data) => {
+        const d = JSON.parse(data);
+        if (name === 'code_session_event') {
+          const before = feed.pending.size;
+          feed.add(d);
+          if (feed.pending.size !== before || d.event.type === 'clarification') { renderPending(); renderHead(); }
+          if (d.event.type === 'started') refreshSoon(); // the attach command needs the backend's id
+        } else if (name === 'code_session_changed') {
+          const liveChanged = LIVE(rec.status) !== LIVE(d.record.status);
+          rec = d.record;
+          renderHead(); renderPending();
+          if (liveChanged) { renderControls(); refreshSoon(); }
+          renderAttach();
+        }
+      },
+    }).start();
+    state.ready = true;
+  });
+  return () => stream?.close();
+}
+
+// ---- the start form --------------------------------------------------------
+
+function newView() {
+  state.view = 'new';
+  const msg = h('p', { class: 'notice', id: 'new-notice' });
+  const backendSel = h('select', { id: 'new-backend', name: 'backend', required: true }, h('option', { value: '' }, 'loading backends…'));
+  const avail = h('p', { class: 'muted', id: 'backend-info' });
+  const modelList = h('datalist', { id: 'model-classes' }, ...['cheap', 'standard', 'frontier'].map((c) => h('option', { value: c })));
+  const effortSel = h('select', { id: 'new-effort', name: 'effort' }, h('option', { value: '' }, 'backend default'), ...EFFORTS.map((e) => h('option', { value: e }, e)));
+  const posture = h('select', { id: 'new-posture', name: 'initialPosture' }, h('option', { value: '' }, 'default'), ...POSTURES.map((p) => h('option', { value: p }, p)));
+  const maxPosture = h('select', { id: 'new-max-posture', name: 'maxPosture' }, h('option', { value: '' }, 'daemon default'), ...POSTURES.map((p) => h('option', { value: p }, p)));
+  let list = [];
+  const showBackend = () => {
+    const b = list.find((x) => x.descriptor.id === backendSel.value);
+    if (!b) { avail.textContent = ''; return; }
+    const d = b.descriptor;
+    avail.textContent = `${d.displayName}: ${b.availability.available ? 'available' : 'unavailable — ' + (b.availability.reason || '')}` +
+      `${b.availability.version ? ' · ' + b.availability.version : ''} · effort ${d.effortSupport} · model ${d.modelSelection}` +
+      `${d.scripted ? ' · scripted: no model is called' : ''}${(b.trackRecord || []).length ? ' · ' + b.trackRecord.join('; ') : ''}`;
+    effortSel.disabled = d.effortSupport === 'none';
+    clear(modelList).append(...['cheap', 'standard', 'frontier', ...Object.values(d.modelClassMap || {})].map((c) => h('option', { value: c })));
+  };
+  backends().then((bs) => {
+    list = bs;
+    clear(backendSel).append(...bs.map((b) => h('option', { value: b.descriptor.id, disabled: !b.availability.available },
+      `${b.descriptor.displayName || b.descriptor.id} (${b.descriptor.id})${b.availability.available ? '' : ' — unavailable'}`)));
+    const first = bs.find((b) => b.availability.available);
+    if (first) backendSel.value = first.descriptor.id;
+    showBackend();
+    state.ready = true;
+  }).catch((e) => notice(msg, `Cannot list the backends: ${describe(e)}`, 'error'));
+  backendSel.addEventListener('change', showBackend);
+
+  const form = h('form', { id: 'new-form', class: 'new', onsubmit: async (e) => {
+    e.preventDefault();
+    const f = new FormData(form);
+    const body = { brief: f.get('brief'), backend: f.get('backend') };
+    for (const k of ['cwd', 'agentModel', 'effort', 'initialPosture', 'maxPosture']) if (f.get(k)) body[k] = f.get(k);
+    if (f.get('maxRounds')) body.maxRounds = Number(f.get('maxRounds'));
+    notice(msg, 'Starting…');
+    try {
+      const res = await api('POST', '/api/code-sessions', body);
+      location.hash = `#/s/${res.sessionId}`;
+    } catch (err) {
+      notice(msg, `Cannot start: ${describe(err)}`, 'error');
+    }
+  } },
+  h('label', {}, 'Brief', h('textarea', { name: 'brief', id: 'new-brief', rows: 6, required: true, placeholder: 'what the agent should do' })),
+  h('label', {}, 'Backend', backendSel), avail,
+  h('label', {}, 'Working directory (absolute, on the daemon\'s machine)', h('input', { type: 'text', name: 'cwd', id: 'new-cwd', placeholder: '/path/to/repo', pattern: '/.*' })),
+  h('div', { class: 'row' },
+    h('label', {}, 'Model', h('input', { type: 'text', name: 'agentModel', id: 'new-model', list: 'model-classes', placeholder: 'backend default' }), modelList),
+    h('label', {}, 'Effort', effortSel),
+    h('label', {}, 'Posture', posture),
+    h('label', {}, 'Ceiling', maxPosture),
+    h('label', {}, 'Max rounds', h('input', { type: 'number', name: 'maxRounds', id: 'new-max-rounds', min: 1, placeholder: 'default' }))),
+  h('p', { class: 'muted' }, 'Isolation (a worktree or container per session) is not offered: this daemon runs sessions in the directory you give.'),
+  h('button', { type: 'submit', id: 'new-submit' }, 'Start session'));
+  clear(view).append(h('h2', {}, 'New session'), msg, form);
+  return () => {};
+}
+
+// ---- routing ---------------------------------------------------------------
+
+function route() {
+  current?.();
+  current = null;
+  state.ready = false;
+  const hash = location.hash || '#/';
+  let m;
+  if ((m = hash.match(/^#\/s\/([A-Za-z0-9._-]+)$/))) current = sessionView(m[1]);
+  else if (hash === '#/new') current = newView();
+  else current = listView();
+}
+
+window.addEventListener('hashchange', route);
+route();
