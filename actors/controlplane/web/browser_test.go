@@ -477,12 +477,17 @@ func TestConsoleDrivesASessionAcrossARestart(t *testing.T) {
 
 	// the attach row: the command with a copy button, and the two-drivers caution while live
 	var view struct {
-		Record messages.SessionRecord `json:"record"`
+		Record         messages.SessionRecord `json:"record"`
+		ExternalAttach struct {
+			Command string `json:"command"`
+		} `json:"externalAttach"`
 	}
 	dm.api("GET", "/api/code-sessions/"+sid+"?limit=1", nil, &view)
 	ext := view.Record.LatestRun().ExternalSessionID
 	require.NotEmpty(t, ext)
-	until(t, ctx, "the attach command", `document.querySelector('#attach-command')?.textContent === '`+attachPrefix+` `+ext+`'`)
+	require.True(t, strings.HasSuffix(view.ExternalAttach.Command, attachPrefix+" "+ext), view.ExternalAttach.Command)
+	want, _ := json.Marshal(view.ExternalAttach.Command) // a JS string literal
+	until(t, ctx, "the attach command", `document.querySelector('#attach-command')?.textContent === `+string(want))
 	until(t, ctx, "the two-drivers caution", `!!document.querySelector('#attach-caution')`)
 	assert.Contains(t, text(t, ctx, `document.querySelector('#attach-caution').textContent`), "two drivers")
 	run(t, ctx, "copy", chromedp.Click(chromedp.CSS("#attach-copy")))
