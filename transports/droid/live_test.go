@@ -1,0 +1,172 @@
+package droid
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/modelmock"
+)
+
+// The live tests run the real droid CLI (the pinned version) against
+// modelmock on 127.0.0.1, each with its own workspace and HOME.
+
+func TestLiveTextTurnAndProbe(t *testing.T) {
+	l := newLive(t, nil, liveOpts{})
+	a := l.tr.Probe(ctxFor(t, time.Minute))
+	require.True(t, a.Available, a.Reason)
+	assert.Equal(t, PinnedVersion, a.Version)
+	started := l.rec.wait(t, time.Minute, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, started.ev.ExternalSessionID)
+	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "say pong"))
+	end := l.rec.turnEnd(t, 1)
+	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
+	assert.Equal(t, "PONG(model=mock-model): say pong", end.Text)
+	require.NotNil(t, end.Usage)
+	assert.Equal(t, int64(100), end.Usage.InputTokens)
+	// the model got droid's request with our session's text
+	assert.True(t, l.mock.Saw("say pong"))
+}
+
+// TestLivePostureAsDroidReportedIt sets every posture and reads back the
+// autonomy level droid itself reports (settings_updated) after each.
+func TestLivePostureAsDroidReportedIt(t *testing.T) {
+	l := newLive(t, nil, liveOpts{posture: messages.PosturePlan})
+	s := l.sess.(*session)
+	reported := func() string {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.core.settings.AutonomyLevel
+	}
+	assert.Equal(t, "off", reported(), "plan at open")
+	for _, p := range []messages.Posture{messages.PostureAcceptEdits, messages.PostureFull, messages.PostureDefault, messages.PosturePlan} {
+		require.NoError(t, s.SetPosture(ctxFor(t, time.Minute), p))
+		assert.Equal(t, AutonomyLevel(p), reported(), "posture %s", p)
+	}
+	for _, te := range l.rec.all() {
+		assert.NotContains(t, te.ev.Text, "reports autonomy level", "no mismatch warning")
+	}
+}
+
+// TestLiveEffortReachesTheModel opens one session per effort on droid's
+// OpenAI Responses provider and checks the reasoning effort in the request
+// the model received. (A generic Chat Completions model reports effort
+// "none"; the session then warns, checked below.)
+func TestLiveEffortReachesTheModel(t *testing.T) {
+	bin := droidBinary(t)
+	for _, eff := range messages.Efforts() {
+		t.Run(string(eff), func(t *testing.T) {
+			mock, err := modelmock.Start(t, nil)
+			require.NoError(t, err)
+			home := t.TempDir()
+			settings := `{"customModels":[{"model":"gpt-5.5","displayName":"Loopback Mock (responses)","baseUrl":"` + mock.URL() +
+				`/v1","apiKey":"sk-mock","provider":"openai","maxOutputTokens":8192}]}`
+			require.NoError(t, os.MkdirAll(filepath.Join(home, ".factory"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(home, ".factory", "settings.json"), []byte(settings), 0o600))
+			rec := newRecorder()
+			tr := New(WithBinary(bin))
+			sess, err := tr.Open(ctxFor(t, 2*time.Minute), transports.SessionSpec{Cwd: t.TempDir(), Home: home,
+				Model: "custom:Loopback-Mock-(responses)-0", Effort: eff}, rec.sink)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, sess.Close(ctxFor(t, time.Minute))) })
+			require.NoError(t, sess.StartTurn(ctxFor(t, time.Minute), 1, "effort check"))
+			end := rec.turnEnd(t, 1)
+			require.Equal(t, messages.TurnCompleted, end.State, dump(rec.all()))
+			var got []string
+			for _, r := range mock.MainRequests() {
+				var body struct {
+					Reasoning struct {
+						Effort string `json:"effort"`
+					} `json:"reasoning"`
+				}
+				if json.Unmarshal(r.Body, &body) == nil && strings.Contains(string(r.Body), "effort check") {
+					got = append(got, body.Reasoning.Effort)
+				}
+			}
+			require.NotEmpty(t, got, "no request carried the prompt")
+			s := sess.(*session)
+			s.mu.Lock()
+			applied := s.core.settings.ReasoningEffort
+			s.mu.Unlock()
+			t.Logf("effort %s: droid applied %q, the model received %v", eff, applied, got)
+			if applied == ReasoningEffort(eff) {
+				assert.Equal(t, ReasoningEffort(eff), got[0])
+			} else {
+				// droid changed it: the session must have said so
+				warned := false
+				for _, te := range rec.all() {
+					warned = warned || (te.ev.Type == messages.EvWarning && strings.Contains(te.ev.Text, "reasoning effort"))
+				}
+				assert.True(t, warned, "droid applied %q for %q without a warning", applied, eff)
+			}
+		})
+	}
+	t.Run("chat-model-warns", func(t *testing.T) {
+		l := newLive(t, nil, liveOpts{effort: messages.EffortHigh})
+		w := l.rec.wait(t, time.Minute, func(te turnEvent) bool {
+			return te.ev.Type == messages.EvWarning && strings.Contains(te.ev.Text, "reasoning effort")
+		})
+		assert.Contains(t, w.ev.Text, `"none"`)
+	})
+}
+
+// TestLiveExecuteDecidesByDeclaredRisk: at autonomy low (acceptEdits) the
+// same command runs when the model calls it low-risk and is asked about
+// when it calls it medium-risk: droid trusts the model's riskLevel.
+func TestLiveExecuteDecidesByDeclaredRisk(t *testing.T) {
+	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
+		Match: modelmock.Match{Regex: `RUN (\S+) RISK=(\w+)`},
+		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Execute",
+			Input: json.RawMessage(`{"command":"touch {{1}}","riskLevel":"{{2}}","riskLevelReason":"the mock says so"}`)}}},
+	}}}
+	l := newLive(t, sc, liveOpts{posture: messages.PostureAcceptEdits})
+	low := filepath.Join(l.spec.Cwd, "low.txt")
+	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "RUN "+low+" RISK=low"))
+	require.Equal(t, messages.TurnCompleted, l.rec.turnEnd(t, 1).State, dump(l.rec.all()))
+	assert.FileExists(t, low)
+	assert.Empty(t, l.rec.ofType(1, messages.EvClarification))
+
+	medium := filepath.Join(l.spec.Cwd, "medium.txt")
+	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 2, "RUN "+medium+" RISK=medium"))
+	cl := l.rec.wait(t, 2*time.Minute, func(te turnEvent) bool { return te.turn == 2 && te.ev.Type == messages.EvClarification })
+	assert.Equal(t, "Execute", cl.ev.ToolName)
+	require.NoError(t, l.sess.Answer(ctxFor(t, time.Minute), cl.ev.ClarificationID, messages.DecisionDeny, "medium risk needs a human"))
+	end := l.rec.turnEnd(t, 2)
+	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
+	assert.NoFileExists(t, medium)
+	assert.True(t, l.mock.Saw("medium risk needs a human"), "the deny reason reached the model")
+}
+
+// TestLiveGateRefusesAPathOutside: droid asks to create a file outside the
+// workspace; the gate answers cancel without raising a clarification, and
+// the model is told why.
+func TestLiveGateRefusesAPathOutside(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
+		Match: modelmock.Match{Text: "escape"},
+		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Create",
+			Input: json.RawMessage(`{"file_path":"` + outside + `","content":"x"}`)}}},
+	}}}
+	l := newLive(t, sc, liveOpts{})
+	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "escape"))
+	end := l.rec.turnEnd(t, 1)
+	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
+	assert.NoFileExists(t, outside)
+	assert.Empty(t, l.rec.ofType(1, messages.EvClarification))
+	assert.True(t, l.mock.Saw("codesession refused your Create call"), "the refusal reached the model")
+	assert.True(t, l.mock.Saw("resolves outside the workspace"))
+}
+
+func TestLiveAllowedToolsRejected(t *testing.T) {
+	_, err := New(WithBinary(droidBinary(t))).Open(ctxFor(t, time.Minute),
+		transports.SessionSpec{Cwd: t.TempDir(), AllowedTools: []string{"Read"}}, func(int, messages.Event) {})
+	assert.Equal(t, messages.CodeInvalid, messages.ErrorCode(err))
+}
