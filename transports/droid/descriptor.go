@@ -28,11 +28,13 @@ var autonomyMap = map[messages.Posture]string{
 	messages.PostureFull:        "high",
 }
 
+// postureLabels are the descriptor's posture map: droid's autonomy
+// levels; "off+refuse" is off with every question refused by codesession.
 var postureLabels = map[messages.Posture]string{
-	messages.PosturePlan:        "autonomy off, every question refused",
-	messages.PostureDefault:     "autonomy off (asks)",
-	messages.PostureAcceptEdits: "autonomy low",
-	messages.PostureFull:        "autonomy high",
+	messages.PosturePlan:        "off+refuse",
+	messages.PostureDefault:     "off",
+	messages.PostureAcceptEdits: "low",
+	messages.PostureFull:        "high",
 }
 
 // ReasoningEffort returns droid's reasoningEffort for an effort (seed 003:

@@ -650,13 +650,17 @@ func (s *session) Close(ctx context.Context) error {
 	}
 }
 
+// stopProc ends a process: stdin closed, then SIGTERM after a short grace
+// (droid 0.215.0 lingers about 15 s after its stdin closes, but exits at
+// once on SIGTERM; it writes its session as it goes, so nothing is lost),
+// then SIGKILL.
 func (s *session) stopProc(p *proc) {
 	defer s.wg.Done()
 	p.writes.push(nil)
 	for _, st := range []struct {
 		wait time.Duration
 		sig  syscall.Signal
-	}{{3 * time.Second, syscall.SIGTERM}, {2 * time.Second, syscall.SIGKILL}} {
+	}{{500 * time.Millisecond, syscall.SIGTERM}, {2 * time.Second, syscall.SIGKILL}} {
 		t := time.NewTimer(st.wait)
 		select {
 		case <-p.exited:
