@@ -141,10 +141,13 @@ func (s *session) start(ctx context.Context, resume bool, op string) error {
 	if _, err := s.call(hctx, op, method, params); err != nil {
 		return s.startErr(p, op, method, err)
 	}
-	if _, err := s.call(hctx, op, methodUpdateSettings, s.settings(s.spec.Posture)); err != nil {
+	s.mu.Lock()
+	posture := s.core.posture
+	s.mu.Unlock()
+	if _, err := s.call(hctx, op, methodUpdateSettings, s.settings(posture)); err != nil {
 		return s.startErr(p, op, methodUpdateSettings, err)
 	}
-	s.checkSettings(s.spec.Posture)
+	s.checkSettings(posture)
 	return nil
 }
 
@@ -531,10 +534,21 @@ func (s *session) escalate(p *proc, done chan struct{}) {
 
 // SetPosture changes droid's autonomy level with
 // droid.update_session_settings; it applies to droid's next permission
-// decision.
+// decision. Between turns with no process running it is kept for the
+// restart.
 func (s *session) SetPosture(ctx context.Context, p messages.Posture) error {
 	if AutonomyLevel(p) == "" {
 		return messages.FieldError(messages.OpSetPosture, "posture", "unknown posture %q", p)
+	}
+	s.mu.Lock()
+	between := !s.closed.Load() && s.core.dead && !s.core.running && !s.core.fatal
+	if between {
+		// no process runs: the restart with the next turn applies it
+		s.core.setPosture(p)
+	}
+	s.mu.Unlock()
+	if between {
+		return nil
 	}
 	if _, err := s.call(ctx, messages.OpSetPosture, methodUpdateSettings, map[string]any{"autonomyLevel": AutonomyLevel(p)}); err != nil {
 		return err
