@@ -19,28 +19,18 @@ import (
 // The live tests run the real droid CLI (the pinned version) against
 // modelmock on 127.0.0.1, each with its own workspace and HOME.
 
-func TestLiveTextTurnAndProbe(t *testing.T) {
-	l := newLive(t, nil, liveOpts{})
-	a := l.tr.Probe(ctxFor(t, time.Minute))
-	require.True(t, a.Available, a.Reason)
-	assert.Equal(t, PinnedVersion, a.Version)
-	started := l.rec.wait(t, time.Minute, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
-	assert.Regexp(t, `^[0-9a-f-]{36}$`, started.ev.ExternalSessionID)
-	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "say pong"))
-	end := l.rec.turnEnd(t, 1)
-	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
-	assert.Equal(t, "PONG(model=mock-model): say pong", end.Text)
-	require.NotNil(t, end.Usage)
-	assert.Equal(t, int64(100), end.Usage.InputTokens)
-	// the model got droid's request with our session's text
-	assert.True(t, l.mock.Saw("say pong"))
-}
-
 // TestLivePostureAsDroidReportedIt sets every posture and reads back the
 // autonomy level droid itself reports (settings_updated) after each.
 func TestLivePostureAsDroidReportedIt(t *testing.T) {
-	l := newLive(t, nil, liveOpts{posture: messages.PosturePlan})
+	t.Parallel()
+	l := newLive(t, nil, liveOpts{posture: messages.PosturePlan, effort: messages.EffortHigh})
 	s := l.sess.(*session)
+	// a Chat Completions model has no reasoning efforts: droid reports
+	// "none" and the session says so
+	w := l.rec.wait(t, time.Minute, func(te turnEvent) bool {
+		return te.ev.Type == messages.EvWarning && strings.Contains(te.ev.Text, "reasoning effort")
+	})
+	assert.Contains(t, w.ev.Text, `"none"`)
 	reported := func() string {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -56,14 +46,18 @@ func TestLivePostureAsDroidReportedIt(t *testing.T) {
 	}
 }
 
-// TestLiveEffortReachesTheModel opens one session per effort on droid's
+// TestLiveEffortReachesTheModel opens a session per effort on droid's
 // OpenAI Responses provider and checks the reasoning effort in the request
 // the model received. (A generic Chat Completions model reports effort
 // "none"; the session then warns, checked below.)
 func TestLiveEffortReachesTheModel(t *testing.T) {
+	t.Parallel()
 	bin := droidBinary(t)
-	for _, eff := range messages.Efforts() {
+	// low and medium pass through like high (seen when this was written);
+	// two sessions keep the package's run time down
+	for _, eff := range []messages.Effort{messages.EffortHigh, messages.EffortMax} {
 		t.Run(string(eff), func(t *testing.T) {
+			t.Parallel()
 			mock, err := modelmock.Start(t, nil)
 			require.NoError(t, err)
 			home := t.TempDir()
@@ -109,23 +103,25 @@ func TestLiveEffortReachesTheModel(t *testing.T) {
 			}
 		})
 	}
-	t.Run("chat-model-warns", func(t *testing.T) {
-		l := newLive(t, nil, liveOpts{effort: messages.EffortHigh})
-		w := l.rec.wait(t, time.Minute, func(te turnEvent) bool {
-			return te.ev.Type == messages.EvWarning && strings.Contains(te.ev.Text, "reasoning effort")
-		})
-		assert.Contains(t, w.ev.Text, `"none"`)
-	})
 }
 
-// TestLiveExecuteDecidesByDeclaredRisk: at autonomy low (acceptEdits) the
-// same command runs when the model calls it low-risk and is asked about
-// when it calls it medium-risk: droid trusts the model's riskLevel.
-func TestLiveExecuteDecidesByDeclaredRisk(t *testing.T) {
+// TestLiveDeclaredRiskAndTheGate: at autonomy low (acceptEdits) the same
+// command runs when the model calls it low-risk and is asked about when it
+// calls it medium-risk (droid trusts the model's riskLevel); a denied call
+// does not run and its reason reaches the model; and a Create outside the
+// workspace is refused by the gate without a clarification, the model told
+// why. (One session: each costs droid's start-up.)
+func TestLiveDeclaredRiskAndTheGate(t *testing.T) {
+	t.Parallel()
+	outside := filepath.Join(t.TempDir(), "outside.txt")
 	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
 		Match: modelmock.Match{Regex: `RUN (\S+) RISK=(\w+)`},
 		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Execute",
 			Input: json.RawMessage(`{"command":"touch {{1}}","riskLevel":"{{2}}","riskLevelReason":"the mock says so"}`)}}},
+	}, {
+		Match: modelmock.Match{Text: "escape"},
+		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Create",
+			Input: json.RawMessage(`{"file_path":"` + outside + `","content":"x"}`)}}},
 	}}}
 	l := newLive(t, sc, liveOpts{posture: messages.PostureAcceptEdits})
 	low := filepath.Join(l.spec.Cwd, "low.txt")
@@ -143,24 +139,12 @@ func TestLiveExecuteDecidesByDeclaredRisk(t *testing.T) {
 	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
 	assert.NoFileExists(t, medium)
 	assert.True(t, l.mock.Saw("medium risk needs a human"), "the deny reason reached the model")
-}
 
-// TestLiveGateRefusesAPathOutside: droid asks to create a file outside the
-// workspace; the gate answers cancel without raising a clarification, and
-// the model is told why.
-func TestLiveGateRefusesAPathOutside(t *testing.T) {
-	outside := filepath.Join(t.TempDir(), "outside.txt")
-	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
-		Match: modelmock.Match{Text: "escape"},
-		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Create",
-			Input: json.RawMessage(`{"file_path":"` + outside + `","content":"x"}`)}}},
-	}}}
-	l := newLive(t, sc, liveOpts{})
-	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "escape"))
-	end := l.rec.turnEnd(t, 1)
+	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 3, "escape"))
+	end = l.rec.turnEnd(t, 3)
 	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
 	assert.NoFileExists(t, outside)
-	assert.Empty(t, l.rec.ofType(1, messages.EvClarification))
+	assert.Empty(t, l.rec.ofType(3, messages.EvClarification))
 	assert.True(t, l.mock.Saw("codesession refused your Create call"), "the refusal reached the model")
 	assert.True(t, l.mock.Saw("resolves outside the workspace"))
 }

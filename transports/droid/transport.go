@@ -26,7 +26,7 @@ const (
 	DefaultLineCap        = 16 << 20
 	DefaultControlTimeout = 30 * time.Second
 	DefaultStartTimeout   = 2 * time.Minute
-	DefaultProbeTimeout   = 15 * time.Second
+	DefaultProbeTimeout   = time.Minute // a backstop: droid --version took 13-21 s on a loaded 2-core machine; callers bound it tighter
 )
 
 // DefaultInterruptDeadlines: after droid.interrupt_session the turn gets
