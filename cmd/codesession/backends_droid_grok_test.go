@@ -34,6 +34,6 @@ func TestBackendsListDroidAndGrok(t *testing.T) {
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Regexp(t, `(?m)^grok\s+xAI Grok Build \(replay-tested\)\s`, res.stdout)
 	assert.Regexp(t, `(?m)^droid\s+Factory Droid\s`, res.stdout)
-	assert.Contains(t, res.stdout, "droid: plan=off+refuse default=off acceptEdits=low full=high")
+	assert.Contains(t, res.stdout, "droid: plan=off+refuse-all default=off+ask acceptEdits=off+gated-edits-approved full=high")
 	assert.Contains(t, res.stdout, "grok: plan=plan default=default acceptEdits=auto full=bypassPermissions")
 }

@@ -79,8 +79,8 @@ func prepareConformance(t *testing.T, c *transporttest.Case, bin string) transpo
 	switch c.Fault {
 	case transporttest.FaultNone:
 		if bigOutput(c) {
-			// droid cuts a command's output to about 3 KB itself: the cap
-			// must sit below what reaches the transport
+			// droid cuts a tool's output itself (a command's to about 3 KB):
+			// the cap must sit below what reaches the transport
 			setup.OutputCap = bigOutputCap
 			setup.Transport = New(WithBinary(bin), WithOutputCap(bigOutputCap), WithLineCap(conformanceLineCap))
 		}
@@ -88,14 +88,26 @@ func prepareConformance(t *testing.T, c *transporttest.Case, bin string) transpo
 		setup.Transport = New(WithBinary(filepath.Join(t.TempDir(), "no-such-droid")))
 	case transporttest.FaultImmediateExit:
 		setup.Transport = fake("echo 'fake droid: exiting at once' >&2\nexit 3\n")
+	// the noise cases run the fake droid of fake_test.go behind the noise:
+	// what they test is the transport's reading, and each real droid start
+	// costs the package run time it cannot spare on a loaded machine
 	case transporttest.FaultGarbageStdout:
-		setup.Transport = fake(fmt.Sprintf("echo 'this line is not stream-jsonrpc'\nexec %q \"$@\"\n", bin))
+		setup.Transport = fake(fmt.Sprintf("echo 'this line is not stream-jsonrpc'\nexec %s\n", fakeDroidCommand(t)))
 	case transporttest.FaultLongLine:
-		setup.Transport = fake(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x\necho\nexec %q \"$@\"\n", longLineBytes, bin))
+		setup.Transport = fake(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x\necho\nexec %s\n", longLineBytes, fakeDroidCommand(t)))
 	default:
 		t.Fatalf("unknown fault %v", c.Fault)
 	}
 	return setup
+}
+
+// fakeDroidCommand is a shell command running the fake droid.
+func fakeDroidCommand(t *testing.T) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("env %s=1 %q", envFakeDroid, exe)
 }
 
 // conformanceSteps turns a turn's actions into model steps (a reply joins
@@ -153,7 +165,7 @@ func conformanceSteps(t *testing.T, c *transporttest.Case, tn transporttest.Turn
 			if err := os.WriteFile(path, []byte(strings.Repeat(line, a.Bytes/len(line)+1)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			tool("Execute", map[string]any{"command": "cat " + path, "riskLevel": "low", "riskLevelReason": "it only reads"})
+			tool("Read", map[string]any{"file_path": path})
 		default:
 			t.Fatalf("unknown action %v", a.Kind)
 		}

@@ -276,6 +276,11 @@ func (c *core) permission(r PermissionRequest, e *effects) {
 		c.refuse(r, r.ToolUses[0], "the session is in plan posture: nothing may be changed", e)
 		return
 	}
+	if c.posture == messages.PostureAcceptEdits && allFileEdits(r.ToolUses) {
+		// acceptEdits: an edit the gate let through runs without asking
+		e.write(responseLine(r.ID, permissionAnswer{SelectedOption: optionProceedOnce}))
+		return
+	}
 	tu := r.ToolUses[0]
 	c.perms[r.ID] = &perm{id: r.ID, use: tu, options: r.Options}
 	c.issued[r.ID] = true
@@ -292,6 +297,17 @@ func (c *core) refuse(r PermissionRequest, tu PermissionToolUse, why string, e *
 	e.write(responseLine(r.ID, permissionAnswer{SelectedOption: optionCancel, Comment: why}))
 	c.followUps = append(c.followUps, fmt.Sprintf("codesession refused your %s call (%s): %s. Do not retry it; go on without it.", tu.ToolName, describe(tu), why))
 	e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning, Text: fmt.Sprintf("refused droid's %s call without asking: %s", tu.ToolName, why)})
+}
+
+// allFileEdits reports whether every call is a file tool's (it names a
+// path and is not a command).
+func allFileEdits(uses []PermissionToolUse) bool {
+	for _, tu := range uses {
+		if tu.ConfirmationType == "exec" || tu.Command != "" || len(filePaths(tu)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // filePaths are the paths a tool call names: details.filePath and the

@@ -232,3 +232,22 @@ func TestCoreRefusesOtherRequests(t *testing.T) {
 	assert.NotNil(t, w[0]["error"])
 	assert.Equal(t, []string{"0:warning"}, types(e))
 }
+
+func TestCoreAcceptEditsApprovesGatedEditsOnly(t *testing.T) {
+	dir := t.TempDir()
+	ws, err := gate.NewWorkspace(dir)
+	require.NoError(t, err)
+	c := newTestCore(t, &ws, messages.PostureAcceptEdits)
+	_, _ = c.startTurn(1, "work")
+	p := filepath.Join(dir, "a.txt")
+	e := c.line(permReq("p1", "Create", map[string]any{"file_path": p}, p))
+	assert.Empty(t, e.events, "no clarification")
+	w := written(t, e)
+	require.Len(t, w, 1)
+	assert.Equal(t, "proceed_once", w[0]["result"].(map[string]any)["selectedOption"])
+	e = c.line(permReq("p2", "Execute", map[string]any{"command": "ls", "riskLevel": "low"}, ""))
+	assert.Equal(t, []string{"1:clarification"}, types(e), "commands are asked about")
+	out := filepath.Join(t.TempDir(), "x")
+	e = c.line(permReq("p3", "Create", map[string]any{"file_path": out}, out))
+	assert.Equal(t, []string{"1:warning"}, types(e), "the gate still refuses")
+}

@@ -13,27 +13,28 @@ const PinnedVersion = "0.215.0"
 // invalid posture. Seed 003 maps default/acceptEdits/full to --auto
 // low/medium/high for `droid exec -o json`, where nobody can answer a
 // question and "off" means read-only. Over stream-jsonrpc droid asks the
-// host instead (verified with 0.215.0: at "off" a Create raises
-// droid.request_permission; at "low" it runs, droid's own option text
-// says low covers "file edits and read-only commands"), so the scale moves
-// down one step to keep codesession's meaning of each posture: default
-// asks before edits, acceptEdits lets edits run, full lets everything run.
-// plan stays at "off" and codesession refuses whatever droid asks about.
+// host instead, and at "low" it writes files WITHOUT asking, anywhere
+// outside system directories (verified with 0.215.0: a Create of a file
+// outside the workspace ran), which the workspace gate would never see.
+// So every posture below full keeps droid at "off", where it asks about
+// every change, and codesession decides: plan refuses every question,
+// default asks the human, acceptEdits approves file edits that pass the
+// gate by itself and asks about the rest. full is "high".
 func AutonomyLevel(p messages.Posture) string { return autonomyMap[p] }
 
 var autonomyMap = map[messages.Posture]string{
 	messages.PosturePlan:        "off",
 	messages.PostureDefault:     "off",
-	messages.PostureAcceptEdits: "low",
+	messages.PostureAcceptEdits: "off",
 	messages.PostureFull:        "high",
 }
 
-// postureLabels are the descriptor's posture map: droid's autonomy
-// levels; "off+refuse" is off with every question refused by codesession.
+// postureLabels are the descriptor's posture map: droid's autonomy level,
+// and what codesession does with droid's questions at it.
 var postureLabels = map[messages.Posture]string{
-	messages.PosturePlan:        "off+refuse",
-	messages.PostureDefault:     "off",
-	messages.PostureAcceptEdits: "low",
+	messages.PosturePlan:        "off+refuse-all",
+	messages.PostureDefault:     "off+ask",
+	messages.PostureAcceptEdits: "off+gated-edits-approved",
 	messages.PostureFull:        "high",
 }
 
@@ -79,18 +80,18 @@ func descriptor() messages.Descriptor {
 		Strengths: []string{
 			"streams every message, tool call and tool result",
 			"asks before gated tool calls (droid.request_permission answered mid-turn)",
-			"posture changes live (droid.update_session_settings)",
+			"posture changes live (droid.update_session_settings and codesession's own answers)",
 			"works with a bring-your-own-key model (customModels in ~/.factory/settings.json), no Factory login",
 		},
 		Weaknesses: []string{
-			"its Execute tool decides by the model's self-declared riskLevel: a model that calls a risky command low-risk runs it at autonomy low or above",
+			"its Execute tool decides by the model's self-declared riskLevel: in full posture (autonomy high) a model that calls a risky command low-risk runs it",
 			"no per-tool allow-list (the autonomy level is the boundary): an explicit allowedTools is rejected",
 			"a denied call ends droid's own turn; the reason reaches the model as a follow-up message",
 		},
 		BriefingNotes: "Factory Droid runs as one persistent `droid exec` process per session speaking stream-jsonrpc. " +
-			"Postures map to droid's autonomy levels: plan and default = off (droid asks before any change; in plan " +
-			"codesession refuses every such question), acceptEdits = low (file edits and read-only commands run), " +
-			"full = high. Droid's Execute tool decides by the risk level the model itself declares for each command " +
+			"Below full, droid runs at autonomy off and asks before every change; codesession answers: in plan it " +
+			"refuses every question, in default it asks you, in acceptEdits it approves file edits inside the " +
+			"workspace by itself and asks about commands. full = autonomy high (droid asks nothing). Droid's Execute tool decides by the risk level the model itself declares for each command " +
 			"(riskLevel low/medium/high), so autonomy is only as strict as the model is honest. Effort is droid's " +
 			"reasoningEffort (low/medium/high/max, 1:1), set at start; a model that does not support it reports " +
 			"\"none\" and codesession warns. Every file path droid asks about passes the workspace gate first. " +

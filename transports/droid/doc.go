@@ -47,7 +47,13 @@
 //   - Interrupt is droid.interrupt_session, escalated to SIGINT, SIGTERM
 //     and SIGKILL of the process group after InterruptDeadlines; a killed
 //     process is started again (load_session) with the next turn.
-//   - SetPosture is droid.update_session_settings{autonomyLevel}.
+//   - Postures: below full droid runs at autonomy "off" and asks about
+//     every change; codesession answers by posture (plan refuses all,
+//     default asks the human, acceptEdits approves file edits that passed
+//     the gate and asks about commands). full is autonomy "high". Droid's
+//     own "low" is not used: it writes files outside the workspace without
+//     asking, where the gate never sees them. SetPosture is
+//     droid.update_session_settings{autonomyLevel} plus the core's posture.
 //   - Droid's Execute tool decides by the risk level the model declares
 //     for each command (riskLevel): the autonomy level is only as strict as
 //     the model is honest. The descriptor says so.

@@ -99,7 +99,7 @@ func TestShellRestartsBetweenTurnsAndDiesMidTurn(t *testing.T) {
 		return te.ev.Type == messages.EvWarning && strings.Contains(te.ev.Text, "exited between turns")
 	})
 	// between turns, with no process: kept for the restart
-	require.NoError(t, s.(transports.PostureSetter).SetPosture(ctxFor(t, time.Minute), messages.PostureAcceptEdits))
+	require.NoError(t, s.(transports.PostureSetter).SetPosture(ctxFor(t, time.Minute), messages.PostureFull))
 	require.NoError(t, s.StartTurn(ctxFor(t, time.Minute), 2, "hello"))
 	end := rec.turnEnd(t, 2)
 	require.Equal(t, messages.TurnCompleted, end.State, dump(rec.all()))
@@ -113,7 +113,7 @@ func TestShellRestartsBetweenTurnsAndDiesMidTurn(t *testing.T) {
 	assert.Contains(t, lines[0], ext)
 	assert.Equal(t, methodUpdateSettings+` {"autonomyLevel":"off","reasoningEffort":"high"}`, lines[1])
 	assert.Equal(t, methodLoad+` {"sessionId":"`+ext+`"}`, lines[3], "the restart loads the session")
-	assert.Equal(t, methodUpdateSettings+` {"autonomyLevel":"low","reasoningEffort":"high"}`, lines[4], "the posture set between turns")
+	assert.Equal(t, methodUpdateSettings+` {"autonomyLevel":"high","reasoningEffort":"high"}`, lines[4], "the posture set between turns")
 
 	require.NoError(t, s.StartTurn(ctxFor(t, time.Minute), 3, "exit now"))
 	end = rec.turnEnd(t, 3)

@@ -105,13 +105,15 @@ func TestLiveEffortReachesTheModel(t *testing.T) {
 	}
 }
 
-// TestLiveDeclaredRiskAndTheGate: at autonomy low (acceptEdits) the same
-// command runs when the model calls it low-risk and is asked about when it
-// calls it medium-risk (droid trusts the model's riskLevel); a denied call
-// does not run and its reason reaches the model; and a Create outside the
-// workspace is refused by the gate without a clarification, the model told
-// why. (One session: each costs droid's start-up.)
-func TestLiveDeclaredRiskAndTheGate(t *testing.T) {
+// TestLiveAcceptEditsAndTheGate runs one acceptEdits session: a command
+// is asked about even when the model declares it low-risk (droid would run
+// it by that declaration at autonomy low, which codesession never uses
+// below full), denied, not run, and the reason reaches the model; a Create
+// inside the workspace runs without a clarification (codesession approves
+// it after the gate); a Create outside is refused by the gate without a
+// clarification and the model is told why, where droid at autonomy low
+// would have written it.
+func TestLiveAcceptEditsAndTheGate(t *testing.T) {
 	t.Parallel()
 	outside := filepath.Join(t.TempDir(), "outside.txt")
 	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
@@ -119,28 +121,31 @@ func TestLiveDeclaredRiskAndTheGate(t *testing.T) {
 		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Execute",
 			Input: json.RawMessage(`{"command":"touch {{1}}","riskLevel":"{{2}}","riskLevelReason":"the mock says so"}`)}}},
 	}, {
-		Match: modelmock.Match{Text: "escape"},
+		Match: modelmock.Match{Regex: `CREATE (\S+)`},
 		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Create",
-			Input: json.RawMessage(`{"file_path":"` + outside + `","content":"x"}`)}}},
+			Input: json.RawMessage(`{"file_path":"{{1}}","content":"x"}`)}}},
 	}}}
 	l := newLive(t, sc, liveOpts{posture: messages.PostureAcceptEdits})
+
 	low := filepath.Join(l.spec.Cwd, "low.txt")
 	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "RUN "+low+" RISK=low"))
-	require.Equal(t, messages.TurnCompleted, l.rec.turnEnd(t, 1).State, dump(l.rec.all()))
-	assert.FileExists(t, low)
-	assert.Empty(t, l.rec.ofType(1, messages.EvClarification))
-
-	medium := filepath.Join(l.spec.Cwd, "medium.txt")
-	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 2, "RUN "+medium+" RISK=medium"))
-	cl := l.rec.wait(t, 2*time.Minute, func(te turnEvent) bool { return te.turn == 2 && te.ev.Type == messages.EvClarification })
+	cl := l.rec.wait(t, 2*time.Minute, func(te turnEvent) bool { return te.turn == 1 && te.ev.Type == messages.EvClarification })
 	assert.Equal(t, "Execute", cl.ev.ToolName)
-	require.NoError(t, l.sess.Answer(ctxFor(t, time.Minute), cl.ev.ClarificationID, messages.DecisionDeny, "medium risk needs a human"))
-	end := l.rec.turnEnd(t, 2)
+	assert.Contains(t, string(cl.ev.Input), `"riskLevel":"low"`)
+	require.NoError(t, l.sess.Answer(ctxFor(t, time.Minute), cl.ev.ClarificationID, messages.DecisionDeny, "commands need a human"))
+	end := l.rec.turnEnd(t, 1)
 	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
-	assert.NoFileExists(t, medium)
-	assert.True(t, l.mock.Saw("medium risk needs a human"), "the deny reason reached the model")
+	assert.NoFileExists(t, low)
+	assert.True(t, l.mock.Saw("commands need a human"), "the deny reason reached the model")
 
-	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 3, "escape"))
+	inside := filepath.Join(l.spec.Cwd, "inside.txt")
+	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 2, "CREATE "+inside))
+	end = l.rec.turnEnd(t, 2)
+	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
+	assert.FileExists(t, inside)
+	assert.Empty(t, l.rec.ofType(2, messages.EvClarification))
+
+	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 3, "CREATE "+outside))
 	end = l.rec.turnEnd(t, 3)
 	require.Equal(t, messages.TurnCompleted, end.State, dump(l.rec.all()))
 	assert.NoFileExists(t, outside)
