@@ -197,3 +197,22 @@ func TestProbeReadsTheVersion(t *testing.T) {
 	assert.True(t, strings.Contains(tr.Descriptor().DisplayName, "replay-tested"))
 	assert.Contains(t, tr.Descriptor().BriefingNotes, "NOT TESTED LIVE")
 }
+
+func TestCloseMidTurn(t *testing.T) {
+	tr, _ := fakeGrokTransport(t, []fakeRule{{Match: "slow", Sleep: 600, Reply: "never"}})
+	r := &rec{}
+	s, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Home: t.TempDir()}, r.sink)
+	require.NoError(t, err)
+	require.NoError(t, s.StartTurn(context.Background(), 1, "slow job"))
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, s.Close(ctx))
+	require.NoError(t, s.Close(ctx), "idempotent")
+	r.mu.Lock()
+	n := len(r.evs)
+	r.mu.Unlock()
+	assert.Equal(t, 1, n, "only EvStarted: nothing after Close")
+	err = s.StartTurn(context.Background(), 2, "after close")
+	assert.Equal(t, messages.CodeNotLive, messages.ErrorCode(err))
+}

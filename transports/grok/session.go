@@ -255,7 +255,9 @@ func (s *session) Close(ctx context.Context) error {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 		pid, done := s.cmd.Process.Pid, s.done
+		s.wg.Add(1)
 		go func() {
+			defer s.wg.Done()
 			select {
 			case <-done:
 			case <-time.After(2 * time.Second):
