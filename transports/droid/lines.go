@@ -1,0 +1,55 @@
+package droid
+
+import (
+	"bufio"
+	"errors"
+	"io"
+)
+
+// lineReader reads newline-terminated lines, each at most max bytes. A
+// longer line is dropped (read through to its end without being kept) and
+// reported with its length, so one huge line costs no memory and never
+// stops the stream.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its newline, or (nil, n, nil) for a
+// dropped line of n bytes (n > max), or io.EOF at the end of the stream
+// (a last line without a newline is returned before it). The returned
+// slice is valid until the next call.
+func (lr *lineReader) next() (line []byte, over int, err error) {
+	lr.buf = lr.buf[:0]
+	n := 0
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		n += len(chunk)
+		if n <= lr.max+1 { // +1: the newline does not count
+			lr.buf = append(lr.buf, chunk...)
+		} else if lr.buf != nil {
+			lr.buf = lr.buf[:0]
+		}
+		switch {
+		case err == nil:
+			if n-1 > lr.max {
+				return nil, n - 1, nil
+			}
+			return lr.buf[:len(lr.buf)-1], 0, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && n > 0:
+			if n > lr.max {
+				return nil, n, nil
+			}
+			return lr.buf, 0, nil
+		default:
+			return nil, 0, err
+		}
+	}
+}

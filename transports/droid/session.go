@@ -1,0 +1,688 @@
+package droid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
+)
+
+// Compile-time checks of the abilities a droid session has.
+var (
+	_ transports.Session       = (*session)(nil)
+	_ transports.Interrupter   = (*session)(nil)
+	_ transports.PostureSetter = (*session)(nil)
+)
+
+var errExited = errors.New("droid exited")
+
+type queuedEvent struct {
+	turn int
+	ev   messages.Event
+}
+
+type callResult struct {
+	resp   Response
+	exited bool
+}
+
+// session is one droid session: the shell around core. Goroutines: per
+// process a stdout reader, a stderr reader, a stdin writer and a waiter;
+// per session one emitter (the only caller of the sink); per interrupt an
+// escalator. All state is under mu.
+type session struct {
+	t    *Transport
+	spec transports.SessionSpec
+	sink transports.Sink
+	bin  string
+	ext  string
+
+	stop      chan struct{}
+	closed    atomic.Bool
+	closeOnce sync.Once
+	events    *fifo[queuedEvent]
+	wg        sync.WaitGroup
+
+	mu       sync.Mutex
+	core     *core
+	proc     *proc
+	gen      int
+	started  bool
+	pending  map[string]chan callResult
+	turnDone map[int]chan struct{}
+	early    []queuedEvent
+}
+
+type proc struct {
+	gen    int
+	cmd    *exec.Cmd
+	pgid   int
+	stdin  io.WriteCloser
+	stdout *os.File
+	stderr *os.File
+	writes *fifo[[]byte] // a nil entry closes stdin
+	tail   *ring
+
+	readerDone chan struct{}
+	stderrDone chan struct{}
+	exited     chan struct{}
+
+	interruptKill atomic.Bool
+	status        string // set under session.mu before exited closes
+}
+
+func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin, ext string, ws *gate.Workspace) *session {
+	return &session{
+		t: t, spec: spec, sink: sink, bin: bin, ext: ext,
+		stop:   make(chan struct{}),
+		events: newFifo[queuedEvent](),
+		core: newCore(coreConfig{outputCap: t.outputCap, lineCap: t.lineCap, ws: ws, posture: spec.Posture,
+			idPrefix: "cs-" + randomHex(4) + "-"}),
+		pending:  map[string]chan callResult{},
+		turnDone: map[int]chan struct{}{},
+	}
+}
+
+// open starts the first process and runs the handshake.
+func (s *session) open(ctx context.Context) error {
+	s.wg.Add(1)
+	go s.emitLoop()
+	resume := s.spec.ResumeExternalID != ""
+	if err := s.start(ctx, resume, messages.OpStart); err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = s.Close(cctx)
+		cancel()
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = true
+	s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.ext, Model: s.spec.Model}})
+	for _, qe := range s.early {
+		s.events.push(qe)
+	}
+	s.early = nil
+	return nil
+}
+
+// start spawns a process and runs the handshake: initialize (or load),
+// then the session settings. Its errors are typed.
+func (s *session) start(ctx context.Context, resume bool, op string) error {
+	s.mu.Lock()
+	p, err := s.spawn()
+	s.mu.Unlock()
+	if err != nil {
+		return messages.Wrap(messages.CodeInternal, op, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
+	defer cancel()
+	method := methodInitialize
+	params := map[string]any{"sessionId": s.ext, "machineId": "codesession", "cwd": s.spec.Cwd}
+	if s.spec.Model != "" {
+		params["modelId"] = s.spec.Model
+	}
+	if resume {
+		method, params = methodLoad, map[string]any{"sessionId": s.ext}
+	}
+	if s.spec.Cwd == "" {
+		delete(params, "cwd")
+	}
+	if _, err := s.call(hctx, op, method, params); err != nil {
+		return s.startErr(p, op, method, err)
+	}
+	s.mu.Lock()
+	posture := s.core.posture
+	s.mu.Unlock()
+	if _, err := s.call(hctx, op, methodUpdateSettings, s.settings(posture)); err != nil {
+		return s.startErr(p, op, methodUpdateSettings, err)
+	}
+	s.checkSettings(posture)
+	return nil
+}
+
+// startErr says why the handshake failed, with the end of droid's stderr.
+func (s *session) startErr(p *proc, op, method string, err error) error {
+	if errors.Is(err, errExited) {
+		select {
+		case <-p.exited:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	s.mu.Lock()
+	status := p.status
+	s.mu.Unlock()
+	tail := firstNonEmpty(p.tail.text(1500), "no output on stderr")
+	e := &messages.Error{Code: messages.CodeInternal, Op: op, Err: err}
+	switch {
+	case errors.Is(err, errExited):
+		e.Message = fmt.Sprintf("droid exited during %s (%s): %s", method, firstNonEmpty(status, "unknown"), tail)
+	case messages.IsCode(err, messages.CodeTimeout):
+		e.Code, e.Retryable = messages.CodeTimeout, true
+		e.Message = fmt.Sprintf("droid did not answer %s in time; stderr: %s", method, tail)
+	default:
+		e.Code = messages.ErrorCode(err)
+		e.Message = messages.AsError(op, err).Message + "; stderr: " + tail
+	}
+	return e
+}
+
+// settings are the droid.update_session_settings params for a posture and
+// the session's effort.
+func (s *session) settings(p messages.Posture) map[string]any {
+	m := map[string]any{"autonomyLevel": AutonomyLevel(p)}
+	if e := ReasoningEffort(s.spec.Effort); e != "" {
+		m["reasoningEffort"] = e
+	}
+	return m
+}
+
+// checkSettings warns when droid reports settings other than those asked
+// for (a model without reasoning efforts reports "none").
+func (s *session) checkSettings(p messages.Posture) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.core.settings
+	if want := AutonomyLevel(p); got.AutonomyLevel != "" && got.AutonomyLevel != want {
+		s.push(queuedEvent{turn: s.core.evTurn(), ev: messages.Event{Type: messages.EvWarning,
+			Text: fmt.Sprintf("droid reports autonomy level %q, not the %q asked for posture %s", got.AutonomyLevel, want, p)}})
+	}
+	if want := ReasoningEffort(s.spec.Effort); want != "" && got.ReasoningEffort != "" && got.ReasoningEffort != want {
+		s.push(queuedEvent{turn: s.core.evTurn(), ev: messages.Event{Type: messages.EvWarning,
+			Text: fmt.Sprintf("droid applies reasoning effort %q for model %s, not the %q asked for", got.ReasoningEffort, firstNonEmpty(got.ModelID, s.spec.Model), want)}})
+	}
+}
+
+func (s *session) env() []string { return buildEnv(os.Environ(), s.spec, s.t.env) }
+
+// spawn starts a process (s.mu held).
+func (s *session) spawn() (*proc, error) {
+	cmd := exec.Command(s.bin, buildArgs()...)
+	cmd.Dir = s.spec.Cwd
+	cmd.Env = s.env()
+	// its own process group, so signals reach droid's tools too (no
+	// Pdeathsig: it fires when the forking OS thread exits)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdin.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdin.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if err := cmd.Start(); err != nil {
+		stdin.Close()
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
+		return nil, err
+	}
+	outW.Close()
+	errW.Close()
+	s.gen++
+	p := &proc{gen: s.gen, cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, stdout: outR, stderr: errR,
+		writes: newFifo[[]byte](), tail: &ring{max: 16 << 10},
+		readerDone: make(chan struct{}), stderrDone: make(chan struct{}), exited: make(chan struct{})}
+	s.proc = p
+	s.core.respawned()
+	s.wg.Add(4)
+	go s.readLoop(p)
+	go s.stderrLoop(p)
+	go s.writeLoop(p)
+	go s.waitLoop(p)
+	return p, nil
+}
+
+func (s *session) readLoop(p *proc) {
+	defer s.wg.Done()
+	defer close(p.readerDone)
+	lr := newLineReader(p.stdout, s.t.lineCap)
+	for {
+		line, over, err := lr.next()
+		if err != nil {
+			return
+		}
+		if over > 0 {
+			s.feed(p, nil, nil, over)
+			continue
+		}
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		l, perr := ParseLine(line)
+		s.feed(p, l, perr, 0)
+	}
+}
+
+// feed hands one line to the core, or a response to its waiter.
+func (s *session) feed(p *proc, l Line, perr error, over int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p != s.proc || s.closed.Load() {
+		return
+	}
+	var eff effects
+	switch {
+	case over > 0:
+		eff = s.core.overCap(over)
+	case perr != nil:
+		eff = s.core.badLine(perr)
+	default:
+		if r, ok := l.(Response); ok {
+			if ch, ok := s.pending[r.ID]; ok {
+				delete(s.pending, r.ID)
+				ch <- callResult{resp: r}
+				return
+			}
+		}
+		eff = s.core.line(l)
+	}
+	s.apply(eff)
+}
+
+func (s *session) stderrLoop(p *proc) {
+	defer s.wg.Done()
+	defer close(p.stderrDone)
+	_, _ = io.Copy(p.tail, p.stderr)
+}
+
+func (s *session) writeLoop(p *proc) {
+	defer s.wg.Done()
+	broken := false
+	for {
+		items, ok := p.writes.wait(nil)
+		for _, b := range items {
+			switch {
+			case b == nil:
+				_ = p.stdin.Close()
+				broken = true
+			case !broken:
+				if _, err := p.stdin.Write(b); err != nil {
+					broken = true // the process is gone; waitLoop reports it
+				}
+			}
+		}
+		if !ok {
+			_ = p.stdin.Close()
+			return
+		}
+	}
+}
+
+// waitLoop waits for the process, lets the readers drain, kills what is
+// left of its group and reports the exit.
+func (s *session) waitLoop(p *proc) {
+	defer s.wg.Done()
+	err := p.cmd.Wait()
+	status := "exit status 0"
+	if err != nil {
+		status = err.Error()
+	}
+	drain := time.NewTimer(2 * time.Second)
+	select {
+	case <-p.readerDone:
+	case <-drain.C: // a child still holds stdout
+	}
+	drain.Stop()
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	_ = p.stdout.Close()
+	<-p.readerDone
+	select {
+	case <-p.stderrDone:
+	case <-time.After(time.Second):
+	}
+	_ = p.stderr.Close()
+	<-p.stderrDone
+	p.writes.close()
+	how := exitOwn
+	if p.interruptKill.Load() {
+		how = exitInterrupt
+	}
+	s.mu.Lock()
+	p.status = status
+	for id, ch := range s.pending {
+		delete(s.pending, id)
+		ch <- callResult{exited: true}
+	}
+	if p == s.proc && !s.closed.Load() && s.started {
+		s.apply(s.core.exited(how, status, p.tail.text(1500)))
+	} else if p == s.proc {
+		s.core.dead = true
+	}
+	s.mu.Unlock()
+	close(p.exited)
+}
+
+// apply carries out the core's effects (s.mu held).
+func (s *session) apply(eff effects) {
+	if p := s.proc; p != nil {
+		for _, w := range eff.writes {
+			p.writes.push(w)
+		}
+	}
+	for _, te := range eff.events {
+		s.push(queuedEvent{turn: te.turn, ev: te.ev})
+	}
+	if eff.closed {
+		for turn, ch := range s.turnDone {
+			close(ch)
+			delete(s.turnDone, turn)
+		}
+	}
+}
+
+func (s *session) push(qe queuedEvent) {
+	if !s.started {
+		s.early = append(s.early, qe)
+		return
+	}
+	s.events.push(qe)
+}
+
+func (s *session) emitLoop() {
+	defer s.wg.Done()
+	for {
+		batch, ok := s.events.wait(s.stop)
+		for _, qe := range batch {
+			if s.closed.Load() {
+				return
+			}
+			s.sink(qe.turn, qe.ev)
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+func (s *session) warn(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed.Load() {
+		s.push(queuedEvent{turn: s.core.evTurn(), ev: messages.Event{Type: messages.EvWarning, Text: text}})
+	}
+}
+
+// StartTurn sends input with droid.add_user_message. A process that ended
+// between turns (or was killed by an interrupt) is started again with
+// droid.load_session.
+func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return messages.Errorf(messages.CodeNotLive, messages.OpStart, "the session is closed")
+	}
+	if s.core.fatal {
+		status := s.proc.status
+		s.mu.Unlock()
+		return messages.Errorf(messages.CodeInternal, messages.OpStart,
+			"backend exited: droid died during a turn (%s); open the session again to resume it", firstNonEmpty(status, "unknown"))
+	}
+	if s.core.running {
+		s.mu.Unlock()
+		return messages.Errorf(messages.CodeConflict, messages.OpStart, "turn %d is still running", s.core.turn)
+	}
+	dead, prev := s.core.dead, ""
+	if s.proc != nil {
+		prev = s.proc.status
+	}
+	s.mu.Unlock()
+	if dead {
+		if err := s.start(ctx, true, messages.OpStart); err != nil {
+			return err
+		}
+		s.warn(fmt.Sprintf("droid was started again with droid.load_session %s; the previous process ended: %s", s.ext, firstNonEmpty(prev, "unknown")))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	eff, err := s.core.startTurn(turn, input)
+	if err != nil {
+		return err
+	}
+	s.turnDone[turn] = make(chan struct{})
+	s.apply(eff)
+	return nil
+}
+
+// Answer answers a droid.request_permission (see core.answer).
+func (s *session) Answer(ctx context.Context, clarificationID string, decision messages.Decision, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return messages.Errorf(messages.CodeNotLive, messages.OpAnswer, "the session is closed")
+	}
+	eff, err := s.core.answer(clarificationID, decision, reason)
+	if err != nil {
+		return err
+	}
+	s.apply(eff)
+	return nil
+}
+
+// Interrupt sends droid.interrupt_session and escalates with signals to
+// the process group when the turn does not end in time. With no turn
+// running it does nothing.
+func (s *session) Interrupt(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed.Load() || !s.core.interrupt() {
+		s.mu.Unlock()
+		return nil
+	}
+	p, done := s.proc, s.turnDone[s.core.turn]
+	s.mu.Unlock()
+	if done != nil {
+		s.wg.Add(1)
+		go s.escalate(p, done)
+	}
+	_, err := s.call(ctx, messages.OpInterrupt, methodInterrupt, map[string]any{})
+	if messages.IsCode(err, messages.CodeTimeout) {
+		s.warn("droid did not acknowledge the interrupt in time; escalating with signals if the turn does not end")
+		return nil
+	}
+	if errors.Is(err, errExited) {
+		return nil // the waiter closes the turn interrupted
+	}
+	return err
+}
+
+func (s *session) escalate(p *proc, done chan struct{}) {
+	defer s.wg.Done()
+	d := s.t.deadlines
+	steps := []struct {
+		wait time.Duration
+		sig  syscall.Signal
+		name string
+	}{{d.Grace, syscall.SIGINT, "SIGINT"}, {d.AfterINT, syscall.SIGTERM, "SIGTERM"}, {d.AfterTERM, syscall.SIGKILL, "SIGKILL"}}
+	var waited time.Duration
+	for _, st := range steps {
+		t := time.NewTimer(st.wait)
+		select {
+		case <-done:
+		case <-p.exited:
+		case <-s.stop:
+		case <-t.C:
+			waited += st.wait
+			p.interruptKill.Store(true)
+			_ = syscall.Kill(-p.pgid, st.sig)
+			s.warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to droid's process group", waited, st.name))
+			continue
+		}
+		t.Stop()
+		return
+	}
+}
+
+// SetPosture changes droid's autonomy level with
+// droid.update_session_settings; it applies to droid's next permission
+// decision. Between turns with no process running it is kept for the
+// restart.
+func (s *session) SetPosture(ctx context.Context, p messages.Posture) error {
+	if AutonomyLevel(p) == "" {
+		return messages.FieldError(messages.OpSetPosture, "posture", "unknown posture %q", p)
+	}
+	s.mu.Lock()
+	between := !s.closed.Load() && s.core.dead && !s.core.running && !s.core.fatal
+	if between {
+		// no process runs: the restart with the next turn applies it
+		s.core.setPosture(p)
+	}
+	s.mu.Unlock()
+	if between {
+		return nil
+	}
+	if _, err := s.call(ctx, messages.OpSetPosture, methodUpdateSettings, map[string]any{"autonomyLevel": AutonomyLevel(p)}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.core.setPosture(p)
+	s.mu.Unlock()
+	s.checkSettings(p)
+	return nil
+}
+
+// call sends a request of the host and waits for droid's response,
+// bounded by ctx and the control timeout. An error response is a typed
+// error.
+func (s *session) call(ctx context.Context, op, method string, params any) (Response, error) {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return Response{}, messages.Errorf(messages.CodeNotLive, op, "the session is closed")
+	}
+	p := s.proc
+	if p == nil || s.core.dead {
+		s.mu.Unlock()
+		return Response{}, &messages.Error{Code: messages.CodeNotLive, Op: op, Err: errExited,
+			Message: "droid is not running (it starts again with the next turn)"}
+	}
+	id := s.core.nextID()
+	ch := make(chan callResult, 1)
+	s.pending[id] = ch
+	p.writes.push(requestLine(id, method, params))
+	s.mu.Unlock()
+
+	timer := time.NewTimer(s.t.controlTimeout)
+	if method == methodInitialize || method == methodLoad {
+		timer.Reset(s.t.startTimeout)
+	}
+	defer timer.Stop()
+	var r callResult
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		s.forget(id)
+		return Response{}, &messages.Error{Code: messages.CodeTimeout, Op: op, Retryable: true, Err: ctx.Err(),
+			Message: fmt.Sprintf("droid did not answer %s before the caller's deadline", method)}
+	case <-timer.C:
+		s.forget(id)
+		return Response{}, &messages.Error{Code: messages.CodeTimeout, Op: op, Retryable: true,
+			Message: fmt.Sprintf("droid did not answer %s in time", method)}
+	case <-s.stop:
+		s.forget(id)
+		return Response{}, messages.Errorf(messages.CodeNotLive, op, "the session closed while waiting for droid to answer %s", method)
+	}
+	if r.exited {
+		return Response{}, &messages.Error{Code: messages.CodeInternal, Op: op, Err: errExited,
+			Message: fmt.Sprintf("droid exited before answering %s", method)}
+	}
+	if r.resp.Err != nil {
+		return r.resp, &messages.Error{Code: rpcErrorCode(r.resp.Err.Code), Op: op,
+			Message: fmt.Sprintf("droid refused %s: %s", method, firstNonEmpty(r.resp.Err.Message, "no reason given"))}
+	}
+	return r.resp, nil
+}
+
+// rpcErrorCode maps a JSON-RPC error code to ours.
+func rpcErrorCode(c int) messages.Code {
+	switch c {
+	case -32602, -32600, -32700:
+		return messages.CodeInvalid
+	case -32601:
+		return messages.CodeUnsupported
+	}
+	return messages.CodeInternal
+}
+
+func (s *session) forget(id string) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.mu.Unlock()
+}
+
+// Close ends the session: no sink call starts from now on; stdin is
+// closed so droid exits by itself, then its process group gets SIGTERM and
+// SIGKILL after short grace periods, or at once when ctx ends. It waits
+// for every goroutine of the session and is idempotent.
+func (s *session) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed.Store(true)
+		p := s.proc
+		s.mu.Unlock()
+		close(s.stop)
+		if p != nil {
+			s.wg.Add(1)
+			go s.stopProc(p)
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		p := s.proc
+		s.mu.Unlock()
+		if p != nil {
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
+		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the droid session did not stop in time; its process group was killed")
+	}
+}
+
+// stopProc ends a process: stdin closed, then SIGTERM after a short grace
+// (droid 0.215.0 lingers about 15 s after its stdin closes, but exits at
+// once on SIGTERM; it writes its session as it goes, so nothing is lost),
+// then SIGKILL.
+func (s *session) stopProc(p *proc) {
+	defer s.wg.Done()
+	p.writes.push(nil)
+	for _, st := range []struct {
+		wait time.Duration
+		sig  syscall.Signal
+	}{{500 * time.Millisecond, syscall.SIGTERM}, {2 * time.Second, syscall.SIGKILL}} {
+		t := time.NewTimer(st.wait)
+		select {
+		case <-p.exited:
+			t.Stop()
+			return
+		case <-t.C:
+			_ = syscall.Kill(-p.pgid, st.sig)
+		}
+	}
+	<-p.exited
+}

@@ -1,0 +1,326 @@
+package droid
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
+)
+
+// EnvBinary names the droid executable when no WithBinary option is given
+// (CI sets it to the pinned install); else `droid` is looked up on PATH.
+const EnvBinary = "CODESESSION_DROID_BIN"
+
+// Defaults of the options.
+const (
+	DefaultOutputCap      = 64 << 10
+	DefaultLineCap        = 16 << 20
+	DefaultControlTimeout = 30 * time.Second
+	DefaultStartTimeout   = 2 * time.Minute
+	DefaultProbeTimeout   = time.Minute // a backstop: droid --version took 13-21 s on a loaded 2-core machine; callers bound it tighter
+)
+
+// DefaultInterruptDeadlines: after droid.interrupt_session the turn gets
+// Grace to end; then the process group gets SIGINT, SIGTERM after
+// AfterINT, and SIGKILL after AfterTERM.
+var DefaultInterruptDeadlines = InterruptDeadlines{Grace: 10 * time.Second, AfterINT: 3 * time.Second, AfterTERM: 3 * time.Second}
+
+// InterruptDeadlines are the escalation steps of an interrupt.
+type InterruptDeadlines struct {
+	Grace, AfterINT, AfterTERM time.Duration
+}
+
+// Transport is the droid backend. It is safe for concurrent use; each
+// Open starts an independent process.
+type Transport struct {
+	binary         string
+	outputCap      int
+	lineCap        int
+	controlTimeout time.Duration
+	startTimeout   time.Duration
+	deadlines      InterruptDeadlines
+	env            []string
+}
+
+var _ transports.Transport = (*Transport)(nil)
+
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithBinary runs this droid executable.
+func WithBinary(path string) Option { return func(t *Transport) { t.binary = path } }
+
+// WithOutputCap caps each tool result's output at n bytes.
+func WithOutputCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.outputCap = n
+		}
+	}
+}
+
+// WithLineCap caps one stdout line at n bytes: a longer line is dropped
+// and reported as an EvError.
+func WithLineCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.lineCap = n
+		}
+	}
+}
+
+// WithControlTimeout bounds each request of the host after the handshake
+// (settings, interrupt).
+func WithControlTimeout(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.controlTimeout = d
+		}
+	}
+}
+
+// WithStartTimeout bounds the handshake in Open (initialize or load).
+func WithStartTimeout(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.startTimeout = d
+		}
+	}
+}
+
+// WithInterruptDeadlines sets the interrupt escalation steps.
+func WithInterruptDeadlines(d InterruptDeadlines) Option {
+	return func(t *Transport) { t.deadlines = d }
+}
+
+// WithEnv adds KEY=VALUE entries to every session's environment, below
+// SessionSpec.Env.
+func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
+
+// New returns the droid transport.
+func New(opts ...Option) *Transport {
+	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
+		startTimeout: DefaultStartTimeout, deadlines: DefaultInterruptDeadlines}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// Descriptor returns the capability descriptor.
+func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
+
+// Binary returns the droid executable the transport would run with the
+// given extra environment, or an error saying why there is none.
+func (t *Transport) Binary(env []string) (string, error) {
+	if t.binary != "" {
+		return t.binary, nil
+	}
+	if b := envValue(env, EnvBinary); b != "" {
+		return b, nil
+	}
+	if b := os.Getenv(EnvBinary); b != "" {
+		return b, nil
+	}
+	b, err := exec.LookPath("droid")
+	if err != nil {
+		return "", fmt.Errorf("the droid CLI is not installed here: no %s and no droid on PATH (npm install droid@%s)", EnvBinary, PinnedVersion)
+	}
+	return b, nil
+}
+
+// Probe runs `droid --version`, bounded by ctx and DefaultProbeTimeout. It
+// needs no login (a bring-your-own-key model needs none at all).
+func (t *Transport) Probe(ctx context.Context) messages.Availability {
+	a := messages.Availability{CheckedAt: time.Now()}
+	bin, err := t.Binary(nil)
+	if err != nil {
+		a.Reason = err.Error()
+		return a
+	}
+	a.Binary = bin
+	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
+		} else {
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+		}
+		return a
+	}
+	a.Version = firstWord(out.String())
+	if a.Version == "" {
+		a.Reason = bin + " --version printed nothing"
+		return a
+	}
+	a.Available = true
+	return a
+}
+
+// Open starts one droid process for the session, completes the handshake
+// (droid.initialize_session with a fresh UUID, or droid.load_session of
+// SessionSpec.ResumeExternalID), applies posture and effort with
+// droid.update_session_settings and emits EvStarted (turn 0). It fails
+// with a *messages.Error: invalid for a bad spec (an explicit
+// AllowedTools included: droid has no per-tool allow-list), unsupported
+// when the CLI is missing, internal or timeout when droid exits or does
+// not answer.
+func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	if sink == nil {
+		return nil, messages.FieldError(messages.OpStart, "sink", "required")
+	}
+	if spec.Posture == "" {
+		spec.Posture = messages.PostureDefault
+	}
+	if !spec.Posture.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
+	}
+	if spec.Effort != "" && !spec.Effort.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	}
+	if spec.AllowedTools != nil {
+		return nil, messages.FieldError(messages.OpStart, "allowedTools",
+			"droid has no per-tool allow-list (its autonomy level is the boundary); start without allowedTools")
+	}
+	var ws *gate.Workspace
+	if spec.Cwd != "" {
+		w, err := gate.NewWorkspace(spec.Cwd)
+		if err != nil {
+			return nil, messages.FieldError(messages.OpStart, "cwd", "%v", err)
+		}
+		ws = &w
+	}
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
+	}
+	if spec.Home != "" {
+		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
+			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
+		}
+	}
+	ext := spec.ResumeExternalID
+	if ext == "" {
+		ext = newUUID()
+	}
+	s := newSession(t, spec, sink, bin, ext, ws)
+	if err := s.open(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// buildArgs is the argv after the binary. Model, autonomy and effort are
+// session settings over JSON-RPC, not flags (droid's --help: "CLI flags do
+// not configure JSON-RPC sessions").
+func buildArgs() []string {
+	return []string{"exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"}
+}
+
+// scrubbed are variables of the caller's environment a droid process never
+// inherits: other vendors' credentials and Node options. FACTORY_API_KEY
+// is droid's own and passes.
+var scrubbed = map[string]bool{
+	"NODE_OPTIONS": true, "CLAUDECODE": true, "ANTHROPIC_API_KEY": true, "ANTHROPIC_BASE_URL": true,
+	"OPENAI_API_KEY": true, "OPENAI_BASE_URL": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
+	"GITHUB_TOKEN": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true, "XAI_API_KEY": true,
+	"AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+}
+
+// buildEnv is the process environment: the caller's, scrubbed; HOME; then
+// the transport's and the session's extra entries, which win.
+func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
+	var env []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if !scrubbed[k] {
+			env = append(env, kv)
+		}
+	}
+	if spec.Home != "" {
+		env = append(env, "HOME="+spec.Home)
+	}
+	env = append(env, extra...)
+	env = append(env, spec.Env...)
+	return dedupEnv(env)
+}
+
+func dedupEnv(env []string) []string {
+	last := map[string]string{}
+	var order []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = kv
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, last[k])
+	}
+	return out
+}
+
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// newUUID returns a random (version 4) UUID, the session id droid wants.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func firstWord(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// tailText is the end of b, at most n bytes, on one line.
+func tailText(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	var keep []string
+	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, " | ")
+}

@@ -1,0 +1,318 @@
+package grok
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+)
+
+var (
+	_ transports.Session       = (*session)(nil)
+	_ transports.Interrupter   = (*session)(nil)
+	_ transports.PostureSetter = (*session)(nil)
+)
+
+// session is one grok session: a UUID and the settings each turn's
+// process is started with. A turn runs one process; its goroutine is the
+// only caller of the sink while it runs (Open calls it once before).
+type session struct {
+	t    *Transport
+	spec transports.SessionSpec
+	sink transports.Sink
+	bin  string
+	ext  string
+
+	mu          sync.Mutex
+	wg          sync.WaitGroup
+	closed      bool
+	created     bool // grok holds the session: later turns --resume it
+	dead        bool // grok never answered: the session refuses turns
+	posture     messages.Posture
+	running     bool
+	turn        int
+	cmd         *exec.Cmd
+	interrupted bool
+	done        chan struct{} // closed when the running turn's process is reaped
+}
+
+// StartTurn starts `grok -p input` as turn number turn.
+func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return messages.Errorf(messages.CodeNotLive, messages.OpStart, "the session is closed")
+	case s.dead:
+		return messages.Errorf(messages.CodeInternal, messages.OpStart, "backend exited: grok never answered a turn of this session; open a new one")
+	case turn < 1:
+		return messages.FieldError(messages.OpStart, "turn", "turn numbers start at 1, got %d", turn)
+	case s.running:
+		return messages.Errorf(messages.CodeConflict, messages.OpStart, "turn %d is still running", s.turn)
+	}
+	prompt := input
+	if s.spec.AppendSystemPrompt != "" && !s.created {
+		// grok -p has no system-prompt flag: the first prompt carries it
+		prompt = s.spec.AppendSystemPrompt + "\n\n" + input
+	}
+	cmd := exec.Command(s.bin, BuildArgs(s.spec, s.posture, s.ext, s.created, prompt)...)
+	cmd.Dir = s.spec.Cwd
+	cmd.Env = buildEnv(os.Environ(), s.spec, s.t.env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdin = nil
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot start grok: "+err.Error())
+	}
+	var stderr tailBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
+	}
+	s.running, s.turn, s.cmd, s.interrupted = true, turn, cmd, false
+	s.done = make(chan struct{})
+	s.wg.Add(1)
+	go s.run(turn, cmd, stdout, &stderr, s.done)
+	return nil
+}
+
+// run reads the turn's stdout (lines capped, the whole output buffered),
+// waits for the process and turns its one object into events.
+func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *tailBuffer, done chan struct{}) {
+	defer s.wg.Done()
+	var evs []messages.Event
+	var buf bytes.Buffer
+	lr := newLineReader(stdout, s.t.lineCap)
+	over := false
+	for {
+		line, n, err := lr.next()
+		if err != nil {
+			break
+		}
+		if n > 0 {
+			evs = append(evs, messages.Event{Type: messages.EvError,
+				Text: fmt.Sprintf("grok wrote a stdout line of %d bytes, over the %d-byte cap: the line was dropped", n, s.t.lineCap)})
+			continue
+		}
+		if buf.Len()+len(line) > s.t.outputCap {
+			over = true
+			continue
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	werr := cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever is left of the group
+	close(done)
+	if over {
+		evs = append(evs, messages.Event{Type: messages.EvError,
+			Text: fmt.Sprintf("grok wrote more than %d bytes in one turn: the rest was dropped", s.t.outputCap)})
+	}
+	status := "exit status 0"
+	if werr != nil {
+		status = werr.Error()
+	}
+
+	s.mu.Lock()
+	interrupted := s.interrupted
+	s.mu.Unlock()
+	res, junk, perr := ParseOutput(buf.Bytes())
+	if junk != "" {
+		evs = append(evs, messages.Event{Type: messages.EvError, Text: "grok wrote output codesession cannot read: " + clip(junk, 300)})
+	}
+	fatal := false
+	var end messages.Event
+	switch {
+	case interrupted:
+		end = messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted,
+			Text: fmt.Sprintf("the turn was interrupted (%s)", status)}
+		if perr == nil && !res.IsError {
+			end.Text = res.Text
+		}
+	case perr == nil && res.IsError:
+		end = messages.Event{Type: messages.EvTurnEnd, State: messages.TurnErrored, Text: "grok: " + res.Message}
+	case perr == nil:
+		if res.Thought != "" {
+			evs = append(evs, messages.Event{Type: messages.EvThinking, Text: res.Thought})
+		}
+		if res.Text != "" {
+			evs = append(evs, messages.Event{Type: messages.EvText, Text: res.Text})
+		}
+		if res.SessionID != "" && res.SessionID != s.ext {
+			evs = append(evs, messages.Event{Type: messages.EvWarning,
+				Text: fmt.Sprintf("grok answered for session %s, not the pinned %s", res.SessionID, s.ext)})
+		}
+		if strings.EqualFold(res.StopReason, "Cancelled") {
+			evs = append(evs, messages.Event{Type: messages.EvWarning,
+				Text: fmt.Sprintf("grok cancelled a call that needed approval (--permission-mode %s has no approval channel headless): nothing it wanted to change was changed", PermissionMode(s.posture))})
+		}
+		end = messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Text: res.Text, NumTurns: 1}
+	default:
+		detail := fmt.Sprintf("grok printed no result (%s): %s", status, firstNonEmpty(stderr.text(1500), "no output on stderr"))
+		s.mu.Lock()
+		neverAnswered := !s.created
+		s.mu.Unlock()
+		if neverAnswered {
+			// it never held a session: a broken install, not a bad turn
+			fatal = true
+			end = messages.Event{Type: messages.EvError, Fatal: true, Text: detail}
+		} else {
+			end = messages.Event{Type: messages.EvTurnEnd, State: messages.TurnErrored, Text: detail}
+		}
+	}
+
+	s.mu.Lock()
+	if perr == nil && !res.IsError {
+		s.created = true
+	}
+	if fatal {
+		s.dead = true
+	}
+	s.running, s.cmd = false, nil
+	closed := s.closed
+	s.mu.Unlock()
+	// outside the lock, so the sink may call the session; Close waits for
+	// this goroutine, so no event arrives after Close returned
+	if closed {
+		return
+	}
+	for _, ev := range evs {
+		s.sink(turn, ev)
+	}
+	s.sink(turn, end)
+}
+
+// Answer: grok -p has no approval channel, so no clarification is ever
+// raised.
+func (s *session) Answer(ctx context.Context, clarificationID string, decision messages.Decision, reason string) error {
+	if !decision.Valid() {
+		return messages.FieldError(messages.OpAnswer, "decision", "unknown decision %q", decision)
+	}
+	return messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "no clarification %q was raised: grok never asks", clarificationID)
+}
+
+// Interrupt signals the running turn's process group (SIGINT, then
+// SIGTERM and SIGKILL after the deadlines); the turn ends interrupted.
+func (s *session) Interrupt(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed || !s.running || s.interrupted {
+		s.mu.Unlock()
+		return nil
+	}
+	s.interrupted = true
+	pid, done := s.cmd.Process.Pid, s.done
+	s.mu.Unlock()
+	_ = syscall.Kill(-pid, syscall.SIGINT)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		d := s.t.deadlines
+		for _, st := range []struct {
+			wait time.Duration
+			sig  syscall.Signal
+		}{{d.AfterINT, syscall.SIGTERM}, {d.AfterTERM, syscall.SIGKILL}} {
+			t := time.NewTimer(st.wait)
+			select {
+			case <-done:
+				t.Stop()
+				return
+			case <-t.C:
+				_ = syscall.Kill(-pid, st.sig)
+			}
+		}
+	}()
+	return nil
+}
+
+// SetPosture sets the --permission-mode of the next turn.
+func (s *session) SetPosture(ctx context.Context, p messages.Posture) error {
+	if PermissionMode(p) == "" {
+		return messages.FieldError(messages.OpSetPosture, "posture", "unknown posture %q", p)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return messages.Errorf(messages.CodeNotLive, messages.OpSetPosture, "the session is closed")
+	}
+	s.posture = p
+	return nil
+}
+
+// Close kills a running turn's process group and waits for its goroutine;
+// no sink call starts once it is called. It is idempotent.
+func (s *session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+		pid, done := s.cmd.Process.Pid, s.done
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}()
+	}
+	s.mu.Unlock()
+	waited := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+		return nil
+	case <-ctx.Done():
+		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the grok turn did not stop in time")
+	}
+}
+
+// tailBuffer keeps the last 16 KiB of stderr.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - 16<<10; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) text(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return tailText(b.buf, n)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
