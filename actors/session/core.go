@@ -159,8 +159,9 @@ type Core struct {
 	releaseNote   string
 	releaseWhy    string
 	persistWarns  int
-	pendingInput  string // the input of a turn waiting for its baseline
-	adopted       bool   // continues an earlier record (resume)
+	pendingInput  string          // the input of a turn waiting for its baseline
+	adopted       bool            // continues an earlier record (resume)
+	tally         *learning.Tally // the evidence an inferred verdict needs
 
 	out Output
 }
@@ -178,7 +179,8 @@ type turnEnd struct {
 // New builds the core for a fresh session and its initial record. lastSeq is
 // the highest seq already in the store for this id (0 for a new session).
 func New(spec Spec, now time.Time, lastSeq uint64) *Core {
-	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq}
+	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq,
+		tally: learning.NewTally(spec.Descriptor.EditToolNames, spec.Posture)}
 	c.rec = messages.SessionRecord{
 		SessionID:    spec.SessionID,
 		BackendID:    spec.Descriptor.ID,
@@ -275,6 +277,7 @@ func (c *Core) Drain() Output {
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 	c.seq++
 	c.out.Events = append(c.out.Events, messages.PersistedEvent{Seq: c.seq, At: now, Turn: turn, Event: ev})
+	c.tally.Observe(ev)
 	return c.seq
 }
 
@@ -755,8 +758,9 @@ func (c *Core) BeginRelease(now time.Time, reason messages.ReleaseReason, outcom
 	}
 	c.failed = reason == messages.ReleaseFailed
 	if outcome == "" {
-		outcome = learning.InferOutcome(learning.Facts{Failed: c.failed, LastKind: c.lastKind, LastState: c.lastState,
-			TurnRunning: c.phase.TurnOpen(), CompletedTurns: c.completedTurns})
+		f := c.tally.Facts(c.failed, c.capped, learning.ReadOnlyBrief(c.rec.TaskBrief, c.spec.MaxPosture, c.spec.TaskTags))
+		f.LastKind, f.LastState, f.TurnRunning, f.CompletedTurns = c.lastKind, c.lastState, c.phase.TurnOpen(), c.completedTurns
+		outcome = learning.InferOutcome(f)
 	}
 	c.outcome = outcome
 	c.rec.Outcome, c.rec.OutcomeNote = outcome, note
