@@ -13,6 +13,7 @@ import (
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/actors/supervise"
 	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 )
@@ -268,7 +269,7 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 	if !posture.Valid() || posture.Above(rec.MaxPosture) {
 		posture = messages.MinPosture(r.cfg.DefaultPosture, rec.MaxPosture)
 	}
-	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: rec.Model, Effort: rec.Effort,
+	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: routing.ResolveModel(t.Descriptor(), rec.Model), Effort: rec.Effort,
 		MaxPosture: rec.MaxPosture, Posture: posture, MaxRounds: rec.MaxRounds, AllowedTools: rec.AllowedTools,
 		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID}
 	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/learning"
+	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -654,12 +655,10 @@ func (c *Core) Guide(now time.Time, g messages.Guide) error {
 	if !d.SupportsGuideMode(mode) {
 		return messages.Errorf(messages.CodeUnsupported, op, "backend %s does not support %s guidance", d.ID, mode)
 	}
-	if g.Model != "" && d.ModelSelection != messages.ModelPerTurn {
-		return messages.Errorf(messages.CodeUnsupported, op, "backend %s selects its model per session: set it at start", d.ID)
+	if err := routing.CheckSwitch(op, *d, g.Model, g.Effort); err != nil {
+		return err
 	}
-	if g.Effort != "" && d.EffortSupport != messages.EffortPerTurn {
-		return messages.Errorf(messages.CodeUnsupported, op, "backend %s cannot change effort mid-session: set it at start", d.ID)
-	}
+	g.Model = routing.ResolveModel(*d, g.Model)
 	source := g.Source
 	if source == "" {
 		source = messages.SourceDriver

@@ -29,6 +29,7 @@ func testDescriptor() messages.Descriptor {
 		ClarifySupport: true,
 		ModelSelection: messages.ModelPerTurn,
 		EffortSupport:  messages.EffortPerTurn,
+		EffortMap:      map[messages.Effort]string{messages.EffortLow: "low", messages.EffortMax: "max"},
 		EditToolNames:  []string{"Write", "Edit", "MultiEdit", "NotebookEdit"},
 		Live: messages.LiveControls{
 			Interrupt:  true,
