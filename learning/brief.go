@@ -13,7 +13,7 @@ var ReadOnlyTags = []string{"read-only", "readonly", "question", "review", "expl
 
 var (
 	changeWords = regexp.MustCompile(`(?i)\b(fix|add|implement|write|create|edit|change|refactor|update|remove|delete|rename|modify|make|build|port|migrate|replace|append|insert|bump|upgrade|patch|commit|move|convert|generate|scaffold|set up|setup)\b`)
-	askWords    = regexp.MustCompile(`(?i)\b(explain|describe|summari[sz]e|review|list|what|why|how|which|where|who|find out|tell me|analy[sz]e|investigate|audit|report)\b`)
+	askWords    = regexp.MustCompile(`(?i)\b(explain|describe|summari[sz]e|review|list|what|why|how|which|where|who|find out|tell|say|answer|reply|show|check|count|analy[sz]e|investigate|audit|report)\b`)
 )
 
 // ReadOnlyBrief reports whether a session asked for an answer rather than
