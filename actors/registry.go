@@ -92,6 +92,9 @@ type registry struct {
 	hooks     session.Hooks
 	metrics   *Metrics
 	now       func() time.Time
+	// onReleased is told each session whose released event is durable (the
+	// learning loop records its outcome); it must not block.
+	onReleased func(sessionID string)
 
 	live     map[string]liveEntry
 	stopping map[string]string // released, actor still stopping: sid -> scope
@@ -362,6 +365,9 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 		r.remember(m.SessionID, releasedEntry{scope: e.scope, outcome: m.Outcome})
 		r.metrics.live.Dec()
 		r.metrics.released.WithLabelValues(string(m.Reason)).Inc()
+		if r.onReleased != nil {
+			r.onReleased(m.SessionID)
+		}
 	}
 	r.stopSession(c, m.SessionID, e.pid, nil)
 }
@@ -438,6 +444,8 @@ func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
 		defer cancel()
 		if err := markFailed(ctx, st, sid, now(), "the session actor crashed: "+m.Reason); err != nil {
 			r.log.Error("marking a crashed session failed", "session", sid, "err", err)
+		} else if r.onReleased != nil {
+			r.onReleased(sid)
 		}
 	})
 }
