@@ -30,20 +30,30 @@ type jsonl[T any] struct {
 	bad    int // lines that did not parse (skipped, kept on disk)
 }
 
+// openJSONL reads the file at path; it is created (with its directory) by
+// the first Append, so a home that never recorded anything stays untouched.
 func openJSONL[T any](path string, key func(T) string) (*jsonl[T], error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
 	l := &jsonl[T]{path: path, key: key, keys: map[string]int{}}
-	return l, l.locked(func(*os.File) error { return nil })
+	return l, l.locked(false, func(*os.File) error { return nil })
 }
 
 // locked opens the file under an exclusive flock, cuts a torn tail, reads
-// what other processes appended since the last look, then runs f.
-func (l *jsonl[T]) locked(f func(*os.File) error) error {
+// what other processes appended since the last look, then runs f. Without
+// create, a missing file is read as empty and f is not run.
+func (l *jsonl[T]) locked(create bool, f func(*os.File) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fh, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, 0o600)
+	flags := os.O_RDWR
+	if create {
+		if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
+			return err
+		}
+		flags |= os.O_CREATE
+	}
+	fh, err := os.OpenFile(l.path, flags, 0o600)
+	if !create && errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -124,7 +134,7 @@ func (l *jsonl[T]) Append(v T) (bool, error) {
 		return false, fmt.Errorf("a line of %d bytes is over the %d-byte limit", len(b), maxLine)
 	}
 	wrote := false
-	err = l.locked(func(fh *os.File) error {
+	err = l.locked(true, func(fh *os.File) error {
 		if _, dup := l.keys[l.key(v)]; dup {
 			return nil
 		}
@@ -147,7 +157,7 @@ func (l *jsonl[T]) Append(v T) (bool, error) {
 }
 
 // Refresh reads what other processes appended.
-func (l *jsonl[T]) Refresh() error { return l.locked(func(*os.File) error { return nil }) }
+func (l *jsonl[T]) Refresh() error { return l.locked(false, func(*os.File) error { return nil }) }
 
 // Snapshot returns the items (in file order) and the generation, which
 // changes whenever items do.

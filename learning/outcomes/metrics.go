@@ -33,7 +33,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Frozen legacy name: rounds per settled run.", Buckets: roundBuckets}, []string{"backend"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.settled, m.settleDuration, m.dispatched, m.specialistSettle, m.specialistDur, m.specialistRounds)
+		reg.MustRegister(m.settled, m.settleDuration)
+		// The frozen families may already be fed by another owner of the
+		// same registry (the daemon's bridge); then that owner keeps them.
+		for _, c := range []prometheus.Collector{m.dispatched, m.specialistSettle, m.specialistDur, m.specialistRounds} {
+			_ = reg.Register(c)
+		}
 	}
 	return m
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/learning/outcomes"
+	"github.com/codesession/codesession/messages"
 )
 
 // TTL is how long Cache serves lines without looking at the log again.
@@ -39,7 +40,9 @@ func (s *stats) add(r outcomes.Record) {
 	s.rounds += r.Rounds
 	if r.Success() {
 		s.wins++
-	} else if s.lastFail == nil || !r.EndedAt.Before(s.lastFail.EndedAt) {
+	}
+	failed := r.Outcome == messages.OutcomeFailed || r.Outcome == messages.OutcomeAborted
+	if failed && (s.lastFail == nil || !r.EndedAt.Before(s.lastFail.EndedAt)) {
 		rc := r
 		s.lastFail = &rc
 	}
