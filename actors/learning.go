@@ -23,6 +23,10 @@ import (
 // WithLearning uses l instead of the loop the runtime opens under its home.
 func WithLearning(l *loop.Loop) Option { return func(o *options) { o.learning = l } }
 
+// WithoutLearning leaves the learning loop out: no outcome is recorded
+// (benchmarks that measure the runtime alone).
+func WithoutLearning() Option { return func(o *options) { o.noLearning = true } }
+
 // WithLearningJob runs the nightly lesson distillation in the runtime (the
 // daemon asks for it; one-shot commands do not).
 func WithLearningJob() Option { return func(o *options) { o.learningJob = true } }

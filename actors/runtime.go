@@ -41,6 +41,7 @@ type options struct {
 
 	learning    *loop.Loop
 	learningJob bool
+	noLearning  bool
 }
 
 // WithStore uses s instead of the file store under the config's home.
@@ -138,7 +139,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	m := newMetrics(o.metrics)
 	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log}
 	rt.learn = o.learning
-	if rt.learn == nil {
+	if rt.learn == nil && !o.noLearning {
 		rt.learn = openLearning(cfg, o.store, o.backends, o.metrics, log)
 	}
 	if rt.learn != nil && o.learningJob {
