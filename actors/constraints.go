@@ -5,6 +5,7 @@ import (
 
 	"github.com/codesession/codesession/actors/session"
 	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 )
@@ -90,14 +91,10 @@ func resolveStart(op messages.Start, cons messages.ScopeConstraints, cfg *config
 		}
 	}
 
-	if op.Effort != "" && (d.EffortSupport == "" || d.EffortSupport == messages.EffortNone) {
-		return spec, nil, &messages.Error{Code: messages.CodeUnsupported, Op: o, Field: "effort",
-			Message: fmt.Sprintf("backend %s has no effort control", d.ID)}
+	if err := routing.CheckStart(o, d, op.Effort); err != nil {
+		return spec, nil, err
 	}
-	model := op.Model
-	if m, ok := d.ModelClassMap[model]; ok {
-		model = m // a class sentinel (cheap/standard/frontier) resolves to the concrete id; "" lets the backend pick
-	}
+	model := routing.ResolveModel(d, op.Model) // a class sentinel never reaches the backend or the record
 
 	spec = session.Spec{
 		Descriptor: d, Cwd: op.Cwd, Model: model, Effort: op.Effort,

@@ -13,6 +13,7 @@ import (
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/actors/supervise"
 	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 )
@@ -91,6 +92,9 @@ type registry struct {
 	hooks     session.Hooks
 	metrics   *Metrics
 	now       func() time.Time
+	// onReleased is told each session whose released event is durable (the
+	// learning loop records its outcome); it must not block.
+	onReleased func(sessionID string)
 
 	live     map[string]liveEntry
 	stopping map[string]string // released, actor still stopping: sid -> scope
@@ -268,7 +272,7 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 	if !posture.Valid() || posture.Above(rec.MaxPosture) {
 		posture = messages.MinPosture(r.cfg.DefaultPosture, rec.MaxPosture)
 	}
-	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: rec.Model, Effort: rec.Effort,
+	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: routing.ResolveModel(t.Descriptor(), rec.Model), Effort: rec.Effort,
 		MaxPosture: rec.MaxPosture, Posture: posture, MaxRounds: rec.MaxRounds, AllowedTools: rec.AllowedTools,
 		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID}
 	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)
@@ -361,6 +365,9 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 		r.remember(m.SessionID, releasedEntry{scope: e.scope, outcome: m.Outcome})
 		r.metrics.live.Dec()
 		r.metrics.released.WithLabelValues(string(m.Reason)).Inc()
+		if r.onReleased != nil {
+			r.onReleased(m.SessionID)
+		}
 	}
 	r.stopSession(c, m.SessionID, e.pid, nil)
 }
@@ -437,6 +444,8 @@ func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
 		defer cancel()
 		if err := markFailed(ctx, st, sid, now(), "the session actor crashed: "+m.Reason); err != nil {
 			r.log.Error("marking a crashed session failed", "session", sid, "err", err)
+		} else if r.onReleased != nil {
+			r.onReleased(sid)
 		}
 	})
 }

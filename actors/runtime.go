@@ -20,6 +20,7 @@ import (
 	"github.com/codesession/codesession/actors/store/filestore"
 	"github.com/codesession/codesession/actors/supervise"
 	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/learning/loop"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/claudecode"
@@ -40,6 +41,10 @@ type options struct {
 	now      func() time.Time
 	onEvent  func(sessionID string, ev messages.PersistedEvent)
 	logger   *slog.Logger
+
+	learning    *loop.Loop
+	learningJob bool
+	noLearning  bool
 }
 
 // WithStore uses s instead of the file store under the config's home.
@@ -84,6 +89,9 @@ type Runtime struct {
 	metrics  *Metrics
 	tokens   atomic.Uint64
 	closed   atomic.Bool
+	learn    *loop.Loop         // nil when the learning loop could not open
+	stopJob  context.CancelFunc // the nightly lesson job, when running
+	log      *slog.Logger
 }
 
 // New validates cfg, opens the store, marks orphaned records and starts the
@@ -132,19 +140,28 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, err
 	}
 	m := newMetrics(o.metrics)
-	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m}
+	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log}
+	rt.learn = o.learning
+	if rt.learn == nil && !o.noLearning {
+		rt.learn = openLearning(cfg, o.store, o.backends, o.metrics, log)
+	}
+	if rt.learn != nil && o.learningJob {
+		rt.stopJob = startLearningJob(rt.learn)
+	}
 	onEvent := o.onEvent
 	hooks := session.Hooks{
 		Event: func(sessionID string, ev messages.PersistedEvent) {
 			if ev.Event.Type == messages.EvTurnDiff && ev.Event.Diff != nil && ev.Event.Diff.Warning != "" {
 				m.diffFailures.Inc()
 			}
+			decisionLog(log, sessionID, ev)
 			if onEvent != nil {
 				onEvent(sessionID, ev)
 			}
 		},
 		Result: func(r messages.TurnResult) {
 			m.readTurn.WithLabelValues(string(r.Kind)).Inc()
+			log.Info("code_session_read_turn", "session", r.SessionID, "turn", r.Turn, "kind", r.Kind)
 		},
 		Supervision: func(ev supervise.Event) {
 			if ev.Kind == supervise.EventRestarted {
@@ -164,6 +181,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	}
 	reg := &registry{runtimeID: id, log: log, leaseHeld: func(rid string) bool { return rid != id && leaseHeld(cfg.Home, rid) }, cfg: &rt.cfg, backends: o.backends, store: o.store, capture: o.capture,
 		policy: policyFrom(cfg.Supervision), hooks: hooks, metrics: m, now: o.now}
+	if rt.learn != nil {
+		reg.onReleased = rt.learn.Released
+	}
 	rt.registry = supervise.Spawn(engine, func() actor.Receiver { return reg }, "registry",
 		supervise.RecoverOptions{Name: "registry", OnFailure: func(f supervise.ChildFailed) {
 			log.Error("registry panicked; ops will fail until the runtime is recreated", "reason", f.Reason)
@@ -260,7 +280,13 @@ func (r *Runtime) count(op string, err error) {
 // Start opens a session owned by scope. It returns once the session's record
 // is durable; the first turn is then running.
 func (r *Runtime) Start(ctx context.Context, scope string, op messages.Start) (res messages.StartResult, err error) {
-	defer func() { r.count(messages.OpStart, err) }()
+	defer func() {
+		r.count(messages.OpStart, err)
+		logRejection(r.log, messages.OpStart, err)
+		if err == nil && r.learn != nil {
+			r.learn.Started(res.SessionID)
+		}
+	}()
 	if err := r.check(messages.OpStart); err != nil {
 		return res, err
 	}
@@ -366,6 +392,7 @@ func (r *Runtime) SetPosture(ctx context.Context, scope string, op messages.SetP
 			r.metrics.postureChanges.WithLabelValues("ok").Inc()
 		} else if messages.IsCode(err, messages.CodeCeilingExceeded) {
 			r.metrics.postureChanges.WithLabelValues("rejected").Inc()
+			logRejection(r.log, messages.OpSetPosture, err)
 		}
 	}()
 	if err := r.check(messages.OpSetPosture); err != nil {
@@ -415,7 +442,12 @@ func (r *Runtime) Stop(ctx context.Context, scope string, op messages.Stop) (res
 // not_found when there is no such record (in this scope, unless Takeover);
 // already_live when it is still live.
 func (r *Runtime) Resume(ctx context.Context, scope string, op messages.Resume) (res messages.StartResult, err error) {
-	defer func() { r.count(messages.OpResume, err) }()
+	defer func() {
+		r.count(messages.OpResume, err)
+		if err == nil && r.learn != nil {
+			r.learn.Started(res.SessionID)
+		}
+	}()
 	if err := r.check(messages.OpResume); err != nil {
 		return res, err
 	}
@@ -439,6 +471,7 @@ func (r *Runtime) ListBackends(ctx context.Context, scope string) (res messages.
 			return res, gerr
 		}
 		res.Backends[i].Descriptor = t.Descriptor()
+		r.annotateListing(&res.Backends[i])
 		go func() {
 			// a probe that panics degrades to probe-failed, never fails the op
 			defer func() {
@@ -498,6 +531,12 @@ func (r *Runtime) Close(ctx context.Context) error {
 	case <-r.engine.Poison(r.registry).Done():
 	case <-ctx.Done():
 		err = messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the registry did not stop in time")
+	}
+	if r.stopJob != nil {
+		r.stopJob()
+	}
+	if r.learn != nil {
+		r.learn.Close() // pending outcome records read the store
 	}
 	if cerr := r.store.Close(); err == nil {
 		err = cerr

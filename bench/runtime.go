@@ -48,7 +48,8 @@ func openRuntime(o Options, home string, backends *transports.Registry, env map[
 	}
 	cs := &countingStore{Store: st}
 	opts := append([]actors.Option{actors.WithStore(cs), actors.WithBackends(backends),
-		actors.WithDiffCapture(diffcapture.NoopFactory), actors.WithLogger(o.Logger)}, extra...)
+		actors.WithDiffCapture(diffcapture.NoopFactory), actors.WithLogger(o.Logger),
+		actors.WithoutLearning()}, extra...) // the runtime alone: no outcome reads or appends in the counts
 	rt, err := actors.New(cfg, opts...)
 	if err != nil {
 		_ = st.Close()

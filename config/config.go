@@ -63,6 +63,20 @@ type Config struct {
 	Supervision Supervision `json:"supervision"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"logLevel"`
+	// Learning configures the learning loop's lesson distiller.
+	Learning Learning `json:"learning"`
+}
+
+// Learning configures the nightly lesson distillation (seed 000 §7).
+type Learning struct {
+	// Distill runs the daemon's nightly pass (default on).
+	Distill bool `json:"distill"`
+	// DistillAt is the local time of day the pass runs, "HH:MM" (default 04:00).
+	DistillAt string `json:"distillAt"`
+	// Provider is anthropic or openai-chat; empty picks by the keys set.
+	Provider string `json:"provider,omitempty"`
+	// Model is the cheap model the distiller asks; empty is the provider's default.
+	Model string `json:"model,omitempty"`
 }
 
 // Default returns the built-in defaults. Home is $HOME/.codesession.
@@ -88,6 +102,7 @@ func Default() Config {
 			Strategy:        "one-for-one",
 		},
 		LogLevel: "info",
+		Learning: Learning{Distill: true, DistillAt: "04:00"},
 	}
 }
 
@@ -152,6 +167,14 @@ func (c *Config) Validate() error {
 	default:
 		bad("logLevel", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
+	if _, err := time.Parse("15:04", c.Learning.DistillAt); err != nil {
+		bad("learning.distillAt", "want HH:MM, got %q", c.Learning.DistillAt)
+	}
+	switch c.Learning.Provider {
+	case "", "anthropic", "openai-chat":
+	default:
+		bad("learning.provider", "want anthropic or openai-chat, got %q", c.Learning.Provider)
+	}
 	return errors.Join(errs...)
 }
 
@@ -197,6 +220,8 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_STALL_AFTER":     func(c *Config, v string) error { return setDuration(&c.StallAfter, v) },
 	"CODESESSION_LOG_LEVEL":       func(c *Config, v string) error { c.LogLevel = v; return nil },
 	"CODESESSION_SUPERVISION_MAX": func(c *Config, v string) error { return setInt(&c.Supervision.MaxRestarts, v) },
+	"CODESESSION_LESSONS":         func(c *Config, v string) error { return setBool(&c.Learning.Distill, v) },
+	"CODESESSION_LESSONS_MODEL":   func(c *Config, v string) error { c.Learning.Model = v; return nil },
 }
 
 // EnvNames lists the CODESESSION_* variables that config reads.
@@ -266,6 +291,15 @@ func setInt(dst *int, v string) error {
 		return fmt.Errorf("not an integer: %q", v)
 	}
 	*dst = n
+	return nil
+}
+
+func setBool(dst *bool, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("not a boolean: %q", v)
+	}
+	*dst = b
 	return nil
 }
 

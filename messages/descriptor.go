@@ -116,4 +116,9 @@ type BackendListing struct {
 	Descriptor   Descriptor   `json:"descriptor" msgpack:"descriptor"`
 	Availability Availability `json:"availability" msgpack:"availability"`
 	TrackRecord  []string     `json:"trackRecord,omitempty" msgpack:"trackRecord,omitempty"`
+	// RoutingGuidance is advisory model and effort routing text (seed 000 §10).
+	RoutingGuidance []string `json:"routingGuidance,omitempty" msgpack:"routingGuidance,omitempty"`
+	// LessonBlock is the low-trust lesson block for a dispatch to this
+	// backend, to append to a driver's first message; "" when none qualifies.
+	LessonBlock string `json:"lessonBlock,omitempty" msgpack:"lessonBlock,omitempty"`
 }

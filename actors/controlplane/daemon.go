@@ -83,7 +83,7 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 	bo.Metrics, bo.Logger = reg, log
 	bridge := NewBridge(bo)
 	opts := []actors.Option{actors.WithStore(keepOpen{st}), actors.WithMetrics(reg),
-		actors.WithEventListener(bridge.Listen), actors.WithLogger(log)}
+		actors.WithEventListener(bridge.Listen), actors.WithLogger(log), actors.WithLearningJob()}
 	if o.Backends != nil {
 		opts = append(opts, actors.WithBackends(o.Backends))
 	}

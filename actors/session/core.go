@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/learning"
+	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -159,8 +160,9 @@ type Core struct {
 	releaseNote   string
 	releaseWhy    string
 	persistWarns  int
-	pendingInput  string // the input of a turn waiting for its baseline
-	adopted       bool   // continues an earlier record (resume)
+	pendingInput  string          // the input of a turn waiting for its baseline
+	adopted       bool            // continues an earlier record (resume)
+	tally         *learning.Tally // the evidence an inferred verdict needs
 
 	out Output
 }
@@ -178,7 +180,8 @@ type turnEnd struct {
 // New builds the core for a fresh session and its initial record. lastSeq is
 // the highest seq already in the store for this id (0 for a new session).
 func New(spec Spec, now time.Time, lastSeq uint64) *Core {
-	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq}
+	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq,
+		tally: learning.NewTally(spec.Descriptor.EditToolNames, spec.Posture)}
 	c.rec = messages.SessionRecord{
 		SessionID:    spec.SessionID,
 		BackendID:    spec.Descriptor.ID,
@@ -275,6 +278,7 @@ func (c *Core) Drain() Output {
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 	c.seq++
 	c.out.Events = append(c.out.Events, messages.PersistedEvent{Seq: c.seq, At: now, Turn: turn, Event: ev})
+	c.tally.Observe(ev)
 	return c.seq
 }
 
@@ -651,12 +655,10 @@ func (c *Core) Guide(now time.Time, g messages.Guide) error {
 	if !d.SupportsGuideMode(mode) {
 		return messages.Errorf(messages.CodeUnsupported, op, "backend %s does not support %s guidance", d.ID, mode)
 	}
-	if g.Model != "" && d.ModelSelection != messages.ModelPerTurn {
-		return messages.Errorf(messages.CodeUnsupported, op, "backend %s selects its model per session: set it at start", d.ID)
+	if err := routing.CheckSwitch(op, *d, g.Model, g.Effort); err != nil {
+		return err
 	}
-	if g.Effort != "" && d.EffortSupport != messages.EffortPerTurn {
-		return messages.Errorf(messages.CodeUnsupported, op, "backend %s cannot change effort mid-session: set it at start", d.ID)
-	}
+	g.Model = routing.ResolveModel(*d, g.Model)
 	source := g.Source
 	if source == "" {
 		source = messages.SourceDriver
@@ -755,8 +757,9 @@ func (c *Core) BeginRelease(now time.Time, reason messages.ReleaseReason, outcom
 	}
 	c.failed = reason == messages.ReleaseFailed
 	if outcome == "" {
-		outcome = learning.InferOutcome(learning.Facts{Failed: c.failed, LastKind: c.lastKind, LastState: c.lastState,
-			TurnRunning: c.phase.TurnOpen(), CompletedTurns: c.completedTurns})
+		f := c.tally.Facts(c.failed, c.capped, learning.ReadOnlyBrief(c.rec.TaskBrief, c.spec.MaxPosture, c.spec.TaskTags))
+		f.LastKind, f.LastState, f.TurnRunning, f.CompletedTurns = c.lastKind, c.lastState, c.phase.TurnOpen(), c.completedTurns
+		outcome = learning.InferOutcome(f)
 	}
 	c.outcome = outcome
 	c.rec.Outcome, c.rec.OutcomeNote = outcome, note

@@ -29,6 +29,7 @@ func testDescriptor() messages.Descriptor {
 		ClarifySupport: true,
 		ModelSelection: messages.ModelPerTurn,
 		EffortSupport:  messages.EffortPerTurn,
+		EffortMap:      map[messages.Effort]string{messages.EffortLow: "low", messages.EffortMax: "max"},
 		EditToolNames:  []string{"Write", "Edit", "MultiEdit", "NotebookEdit"},
 		Live: messages.LiveControls{
 			Interrupt:  true,
@@ -98,6 +99,12 @@ func (h *harness) endTurn(text string, diff *messages.TurnDiff) Output {
 	h.c.DiffReady(h.tick(), turn, diff)
 	h.c.Persisted(h.tick(), h.c.LastSeq(), nil)
 	return h.drain()
+}
+
+// changedDiff is a git diff with one changed file: evidence of work, which
+// an inferred success needs (learning.Infer).
+func changedDiff() *messages.TurnDiff {
+	return &messages.TurnDiff{Source: messages.DiffGit, Files: []messages.FileChange{{Path: "a.go", Status: "M"}}, Summary: "1 files changed"}
 }
 
 // persistAll acknowledges every event assigned so far.
@@ -1540,7 +1547,7 @@ func TestAgentEnded(t *testing.T) {
 	h.agent(1, messages.Event{Type: messages.EvText, Text: "all done"})
 	out := h.agent(1, messages.Event{Type: messages.EvEnded})
 	assert.Len(t, out.Diff, 1)
-	h.c.DiffReady(h.tick(), 1, nil)
+	h.c.DiffReady(h.tick(), 1, changedDiff())
 	out = h.persistAll()
 	_ = out
 	r := h.readNow(1, false)
@@ -1602,7 +1609,7 @@ func TestReleaseAnswersTheWaitingReader(t *testing.T) {
 
 func TestReleaseOutcome(t *testing.T) {
 	type step func(h *harness)
-	completeTurn := func(h *harness) { h.endTurn("", nil) }
+	completeTurn := func(h *harness) { h.endTurn("", changedDiff()) }
 	nextTurn := func(h *harness) {
 		require.NoError(h.t, h.c.Guide(h.tick(), messages.Guide{Text: "more"}))
 		h.c.BaselineReady(h.tick(), h.c.Turn())
@@ -1633,8 +1640,8 @@ func TestReleaseOutcome(t *testing.T) {
 				s(h)
 			}
 			h.drain()
-			facts := learning.Facts{Failed: tc.reason == messages.ReleaseFailed, LastKind: h.c.lastKind, LastState: h.c.lastState,
-				TurnRunning: h.c.Phase().TurnOpen(), CompletedTurns: h.c.completedTurns}
+			facts := h.c.tally.Facts(tc.reason == messages.ReleaseFailed, false, false)
+			facts.LastKind, facts.LastState, facts.TurnRunning, facts.CompletedTurns = h.c.lastKind, h.c.lastState, h.c.Phase().TurnOpen(), h.c.completedTurns
 			if tc.driver == "" {
 				require.Equal(t, tc.want, learning.InferOutcome(facts), "the test's expectation agrees with learning")
 			}
@@ -1846,7 +1853,7 @@ func TestEndedBetweenTurnsEndsTheSession(t *testing.T) {
 		t.Run(fmt.Sprintf("idle, turn %d", turn), func(t *testing.T) {
 			h := newHarness(t)
 			h.startTurn1()
-			h.endTurn("", nil)
+			h.endTurn("", changedDiff())
 			now := h.tick()
 			h.c.AgentEvent(now, turn, messages.Event{Type: messages.EvEnded, Text: "bye"})
 			out := h.drain()

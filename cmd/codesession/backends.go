@@ -143,6 +143,9 @@ func writeBackendsTable(w io.Writer, res messages.ListBackendsResult) {
 		for _, line := range b.TrackRecord {
 			notes = append(notes, fmt.Sprintf("  %s track record: %s", b.Descriptor.ID, line))
 		}
+		for _, line := range b.RoutingGuidance {
+			notes = append(notes, fmt.Sprintf("  %s routing: %s", b.Descriptor.ID, line))
+		}
 	}
 	if len(notes) > 0 {
 		fmt.Fprintln(w)

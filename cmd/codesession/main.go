@@ -3,6 +3,7 @@
 //
 //	codesession run [flags] BRIEF    start, drive and stop one session
 //	codesession backends [--json]    the capability matrix with availability
+//	codesession outcomes | lessons   the learning loop: outcomes, lessons, the injection block
 //	codesession demo [--yes]         the whole loop, offline, against a scripted model
 //	codesession modelmock            the scripted model server on 127.0.0.1
 //	codesession serve                the daemon: HTTP control plane and SSE feed
@@ -99,7 +100,7 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(),
-		backendsCommand(), demoCommand(), modelmockCommand(), benchCommand(), versionCommand(), helpCommand()}
+		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), versionCommand(), helpCommand()}
 }
 
 // nearestCommand is the command whose name is within two edits of name
