@@ -21,6 +21,7 @@ const routeHealthz = "GET /healthz"
 //	POST /api/code-sessions/{id}/stop               {outcome?, note?}
 //	POST /api/code-sessions/{id}/resume             {brief?}
 //	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
+//	POST|GET|DELETE /mcp                            the code_session tool over MCP streamable HTTP (when Options.MCP)
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.handle(mux, routeHealthz, true, s.healthz)
@@ -37,6 +38,12 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "POST /api/code-sessions/{id}/stop", false, s.stop)
 	s.handle(mux, "POST /api/code-sessions/{id}/resume", false, s.resume)
 	s.handle(mux, "GET /api/events", false, s.events)
+	if s.o.MCP != nil {
+		s.handle(mux, "/mcp", false, func(w http.ResponseWriter, r *http.Request) error {
+			s.o.MCP.ServeHTTP(w, r)
+			return nil
+		})
+	}
 	s.handle(mux, "/", false, s.noRoute)
 	return mux
 }

@@ -121,6 +121,7 @@ func errorResult(log *slog.Logger, err error) *mcp.CallToolResult {
 // request in flight, so a daemon's shutdown is not held by a host's open
 // stream.
 type HTTPHandler struct {
+	srv    *mcp.Server
 	h      http.Handler
 	mu     sync.Mutex
 	closed bool
@@ -133,7 +134,7 @@ type HTTPHandler struct {
 func NewHTTPHandler(srv *mcp.Server, log *slog.Logger) *HTTPHandler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: time.Hour})
-	return &HTTPHandler{h: h, live: map[*http.Request]context.CancelFunc{}}
+	return &HTTPHandler{srv: srv, h: h, live: map[*http.Request]context.CancelFunc{}}
 }
 
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -156,12 +157,16 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.h.ServeHTTP(w, r)
 }
 
-// Close refuses new requests and cancels those in flight.
+// Close refuses new requests, cancels those in flight and ends every MCP
+// session of the server.
 func (h *HTTPHandler) Close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.closed = true
 	for _, cancel := range h.live {
 		cancel()
+	}
+	h.mu.Unlock()
+	for ss := range h.srv.Sessions() {
+		_ = ss.Close()
 	}
 }

@@ -6,6 +6,7 @@
 //	codesession demo [--yes]         the whole loop, offline, against a scripted model
 //	codesession modelmock            the scripted model server on 127.0.0.1
 //	codesession serve                the daemon: HTTP control plane and SSE feed
+//	codesession mcp                  the code_session op tool over MCP on stdio
 //	codesession start|read|answer|guide|posture|interrupt|stop|ls|show|tail|resume|attach
 //	                                 the ops console, talking to a daemon
 //	codesession version | help
@@ -99,7 +100,7 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), tailCommand(), resumeCommand(), attachCommand(),
-		backendsCommand(), demoCommand(), modelmockCommand(), benchCommand(), versionCommand(), helpCommand()}
+		backendsCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(), versionCommand(), helpCommand()}
 }
 
 func findCommand(name string) (command, bool) {
