@@ -63,7 +63,7 @@ type ToolOp struct {
 // Validate method.
 var toolOps = []ToolOp{
 	{Name: OpListBackends, Input: reflect.TypeFor[ListBackends](),
-		Summary: "the capability matrix: every backend's descriptor (posture map, controls, edit tools, briefing notes), a live availability probe and its track record; call it first"},
+		Summary: "the capability matrix: every backend's descriptor (posture map, controls, edit tools, briefing notes), a live availability probe (and a track record where one is kept); call it first"},
 	{Name: OpStart, Input: reflect.TypeFor[Start](),
 		Summary: "open a session from a brief; returns sessionId, backend, posture, maxPosture, maxRounds; the first turn is then running"},
 	{Name: OpReadTurn, Input: reflect.TypeFor[ToolReadTurn](),

@@ -34,6 +34,7 @@ type mcpCmd struct {
 	maxRounds  int
 	pin        string
 	readWait   time.Duration
+	schema     bool
 }
 
 func (c *mcpCmd) flagSet() *pflag.FlagSet {
@@ -46,6 +47,7 @@ func (c *mcpCmd) flagSet() *pflag.FlagSet {
 	fs.IntVar(&c.maxRounds, "max-rounds", 0, "at most this many turns per session (0: no limit beyond the config's)")
 	fs.StringVar(&c.pin, "pin-backend", "", "only this backend may be started")
 	fs.DurationVar(&c.readWait, "read-wait", optool.DefaultReadTurnWait, "how long read-turn blocks when the call names no timeoutMs")
+	fs.BoolVar(&c.schema, "schema", false, "print the tool's definition (name, description, inputSchema) as JSON and exit")
 	addEnv(fs, &c.env)
 	c.cfg.addHome(fs)
 	c.cfg.addConfig(fs)
@@ -98,6 +100,14 @@ func parseMCPFlags(args []string) (*mcpCmd, error) {
 
 func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 	const cmd = "mcp"
+	if c.schema {
+		schema, err := messages.ToolInputSchema()
+		if err != nil {
+			return err
+		}
+		return writeJSON(s.stdout, map[string]any{"name": messages.ToolName,
+			"description": messages.ToolDescription(), "inputSchema": schema})
+	}
 	cfg, err := c.cfg.load(cmd, s.getenv)
 	if err != nil {
 		return err

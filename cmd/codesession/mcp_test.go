@@ -182,3 +182,17 @@ func TestMCPCommandFlags(t *testing.T) {
 		assert.Contains(t, res.stderr, tc.want, tc.args)
 	}
 }
+
+func TestMCPCommandPrintsTheToolSchema(t *testing.T) {
+	t.Parallel()
+	res := runCLI(t, invocation{}, "mcp", "--schema")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var tool struct {
+		Name        string         `json:"name"`
+		InputSchema map[string]any `json:"inputSchema"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &tool))
+	assert.Equal(t, messages.ToolName, tool.Name)
+	assert.Equal(t, "object", tool.InputSchema["type"])
+	assert.Contains(t, tool.InputSchema["properties"], "sessionId")
+}
