@@ -80,13 +80,17 @@ func New(d *optool.Dispatcher, o Options) (*mcp.Server, error) {
 func toolHandler(d *optool.Dispatcher, log *slog.Logger) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var progress optool.ProgressFunc
-		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		tok := req.Params.GetProgressToken()
+		log.Debug("mcp: tool call", "tool", req.Params.Name, "progressToken", tok != nil)
+		if tok != nil && req.Session != nil {
 			progress = func(p float64, msg string) {
 				nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				if err := req.Session.NotifyProgress(nctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p, Message: msg}); err != nil {
 					log.Debug("mcp: progress notification not sent", "err", err)
+					return
 				}
+				log.Debug("mcp: progress notification sent", "progress", p)
 			}
 		}
 		res, err := d.Call(ctx, req.Params.Arguments, progress)

@@ -23,6 +23,7 @@ import (
 const drivenScenario = `{"turns":[{"steps":[
   {"text":"I will list the files"},
   {"tool":{"name":"Bash","input":{"command":"ls"},"output":"README.md","ask":true}},
+  {"text":"one"}, {"delay":"1500ms"}, {"text":"two"}, {"delay":"1500ms"},
   {"text":"driven turn done"}]}]}`
 
 // driverScenario scripts the model behind the driving Claude Code: each
@@ -77,9 +78,13 @@ func TestClaudeCodeDrivesASessionThroughMCP(t *testing.T) {
 	script := writeScenario(t, drivenScenario)
 	url := startModelmockCmd(t, "--scenario", writeScenario(t, driverScenario(work)))
 	mcpConfig := filepath.Join(dir, "mcp.json")
+	// the server's stderr (its debug log) goes to a file the test reads
+	serverLog := filepath.Join(dir, "mcp-server.log")
 	cfg := map[string]any{"mcpServers": map[string]any{"codesession": map[string]any{
-		"type": "stdio", "command": bin,
-		"args": []string{"mcp", "--home", home, "--env", "CODESESSION_SCRIPT=" + script, "--max-posture", "acceptEdits"},
+		"type": "stdio", "command": "/bin/sh",
+		"args": []string{"-c", `exec "$0" mcp --home "$1" --env CODESESSION_SCRIPT="$2" --max-posture acceptEdits 2>>"$3"`,
+			bin, home, script, serverLog},
+		"env": map[string]string{"CODESESSION_LOG_LEVEL": "debug"},
 	}}}
 	b, _ := json.Marshal(cfg)
 	require.NoError(t, os.WriteFile(mcpConfig, b, 0o600))
@@ -138,6 +143,14 @@ func TestClaudeCodeDrivesASessionThroughMCP(t *testing.T) {
 	}
 	require.Equal(t, []string{"list-backends", "start", "read-turn", "answer", "read-turn", "stop"}, calls, "stdout: %s", stdout)
 	require.Equal(t, "DRIVEN-OK", final, "stdout: %s", stdout)
+
+	// Claude Code asks for progress on its calls, and the slow read-turn
+	// sent it notifications that reached it
+	logText, err := os.ReadFile(serverLog)
+	require.NoError(t, err)
+	assert.Contains(t, string(logText), "progressToken=true", "the host sent no progress token")
+	assert.Contains(t, string(logText), "mcp: progress notification sent", "no progress reached the host: %s", logText)
+	assert.NotContains(t, string(logText), "not sent")
 
 	// the driven session's record: complete, its log gapless and ended by
 	// its release (the mcp server may still be closing: wait for the record)
