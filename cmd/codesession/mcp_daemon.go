@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -21,8 +22,23 @@ var _ optool.Ops = daemonOps{}
 
 func sessionPath(sid, op string) string { return "/api/code-sessions/" + sid + "/" + op }
 
+// call is daemonClient.do with every failure typed: the daemon's own errors
+// pass through; not reaching it is a retryable internal error that says so.
+func (o daemonOps) call(ctx context.Context, method, path string, body, out any) error {
+	err := o.dc.do(ctx, method, path, body, out)
+	var e *messages.Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return messages.Wrap(messages.CodeTimeout, "daemon", err, "cancelled before the daemon answered")
+	}
+	return &messages.Error{Code: messages.CodeInternal, Op: "daemon", Retryable: true, Err: err,
+		Message: "cannot reach the codesession daemon at " + o.dc.base}
+}
+
 func (o daemonOps) Start(ctx context.Context, _ string, op messages.Start) (res messages.StartResult, err error) {
-	return res, o.dc.do(ctx, http.MethodPost, "/api/code-sessions", op, &res)
+	return res, o.call(ctx, http.MethodPost, "/api/code-sessions", op, &res)
 }
 
 // ReadTurn long-polls (at most a minute per poll) until a result or ctx
@@ -37,7 +53,7 @@ func (o daemonOps) ReadTurn(ctx context.Context, _ string, op messages.ReadTurn)
 			return res, messages.Errorf(messages.CodeTimeout, messages.OpReadTurn, "the deadline passed before the session answered")
 		}
 		body := map[string]any{"includeDiff": op.IncludeDiff, "timeoutMs": poll.Milliseconds()}
-		err = o.dc.do(ctx, http.MethodPost, sessionPath(op.SessionID, "read-turn"), body, &res)
+		err = o.call(ctx, http.MethodPost, sessionPath(op.SessionID, "read-turn"), body, &res)
 		switch {
 		case err == nil:
 			return res, nil
@@ -52,29 +68,29 @@ func (o daemonOps) ReadTurn(ctx context.Context, _ string, op messages.ReadTurn)
 
 func (o daemonOps) Answer(ctx context.Context, _ string, op messages.Answer) (res messages.AnswerResult, err error) {
 	body := map[string]any{"clarificationId": op.ClarificationID, "decision": op.Decision, "reason": op.Reason, "note": op.Note}
-	return res, o.dc.do(ctx, http.MethodPost, sessionPath(op.SessionID, "answer"), body, &res)
+	return res, o.call(ctx, http.MethodPost, sessionPath(op.SessionID, "answer"), body, &res)
 }
 
 func (o daemonOps) Guide(ctx context.Context, _ string, op messages.Guide) (res messages.OKResult, err error) {
 	body := map[string]any{"text": op.Text, "mode": op.Mode, "agentModel": op.Model, "effort": op.Effort}
-	return res, o.dc.do(ctx, http.MethodPost, sessionPath(op.SessionID, "guidance"), body, &res)
+	return res, o.call(ctx, http.MethodPost, sessionPath(op.SessionID, "guidance"), body, &res)
 }
 
 func (o daemonOps) SetPosture(ctx context.Context, _ string, op messages.SetPosture) (res messages.SetPostureResult, err error) {
-	return res, o.dc.do(ctx, http.MethodPost, sessionPath(op.SessionID, "posture"), map[string]any{"posture": op.Posture}, &res)
+	return res, o.call(ctx, http.MethodPost, sessionPath(op.SessionID, "posture"), map[string]any{"posture": op.Posture}, &res)
 }
 
 func (o daemonOps) Interrupt(ctx context.Context, _ string, op messages.Interrupt) (res messages.OKResult, err error) {
-	return res, o.dc.do(ctx, http.MethodPost, sessionPath(op.SessionID, "interrupt"), struct{}{}, &res)
+	return res, o.call(ctx, http.MethodPost, sessionPath(op.SessionID, "interrupt"), struct{}{}, &res)
 }
 
 func (o daemonOps) Stop(ctx context.Context, _ string, op messages.Stop) (res messages.StopResult, err error) {
 	body := map[string]any{"outcome": op.Outcome, "note": op.Note}
-	return res, o.dc.do(ctx, http.MethodPost, sessionPath(op.SessionID, "stop"), body, &res)
+	return res, o.call(ctx, http.MethodPost, sessionPath(op.SessionID, "stop"), body, &res)
 }
 
 func (o daemonOps) ListBackends(ctx context.Context, _ string) (res messages.ListBackendsResult, err error) {
-	return res, o.dc.do(ctx, http.MethodGet, "/api/backends", nil, &res)
+	return res, o.call(ctx, http.MethodGet, "/api/backends", nil, &res)
 }
 
 // watch reads a session's Mark from the daemon's record view.
@@ -83,7 +99,7 @@ func (o daemonOps) watch(ctx context.Context, sid string) (optool.Mark, error) {
 		Events  []messages.PersistedEvent `json:"events"`
 		LastSeq uint64                    `json:"lastSeq"`
 	}
-	if err := o.dc.do(ctx, http.MethodGet, "/api/code-sessions/"+sid+"?limit=1", nil, &v); err != nil {
+	if err := o.call(ctx, http.MethodGet, "/api/code-sessions/"+sid+"?limit=1", nil, &v); err != nil {
 		return optool.Mark{}, err
 	}
 	m := optool.Mark{Seq: v.LastSeq}
@@ -91,7 +107,7 @@ func (o daemonOps) watch(ctx context.Context, sid string) (optool.Mark, error) {
 		return m, nil
 	}
 	path := fmt.Sprintf("/api/code-sessions/%s?afterSeq=%d&limit=1", sid, v.LastSeq-1)
-	if err := o.dc.do(ctx, http.MethodGet, path, nil, &v); err == nil && len(v.Events) == 1 {
+	if err := o.call(ctx, http.MethodGet, path, nil, &v); err == nil && len(v.Events) == 1 {
 		m.Last = v.Events[0].Event.Type
 	}
 	return m, nil

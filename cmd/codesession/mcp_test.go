@@ -196,3 +196,13 @@ func TestMCPCommandPrintsTheToolSchema(t *testing.T) {
 	assert.Equal(t, "object", tool.InputSchema["type"])
 	assert.Contains(t, tool.InputSchema["properties"], "sessionId")
 }
+
+func TestMCPCommandWithTheDaemonDown(t *testing.T) {
+	t.Parallel()
+	cs, _ := mcpProc(t, map[string]string{"CODESESSION_TOKEN": "t"}, "--addr", freeAddr(t), "--home", t.TempDir())
+	var e *messages.Error
+	require.False(t, toolCall(t, cs, map[string]any{"op": "list-backends"}, &e))
+	assert.Equal(t, messages.CodeInternal, e.Code)
+	assert.True(t, e.Retryable)
+	assert.Contains(t, e.Message, "cannot reach the codesession daemon")
+}
