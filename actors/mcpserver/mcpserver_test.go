@@ -319,6 +319,31 @@ func TestStreamableHTTP(t *testing.T) {
 	e := toolError(t, ctx, cs, map[string]any{"op": "nope"})
 	assert.Equal(t, messages.CodeInvalid, e.Code)
 
+	// over HTTP too, the host cancelling a blocked read ends the read only
+	// (the brief picks the scenario's minute-long turn)
+	st := mustOK[messages.StartResult](t, ctx, cs, map[string]any{"op": "start", "brief": "please wait", "cwd": f.work})
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: messages.ToolName,
+			Arguments: map[string]any{"op": "read-turn", "sessionId": st.SessionID}})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("cancelling the call over HTTP did not end it")
+	}
+	// the server withdrew the read: a new read takes the slot, and the
+	// session answers it once interrupted
+	mustOK[messages.OKResult](t, ctx, cs, map[string]any{"op": "interrupt", "sessionId": st.SessionID})
+	r := mustOK[messages.TurnResult](t, ctx, cs, map[string]any{"op": "read-turn", "sessionId": st.SessionID, "timeoutMs": 60000})
+	assert.Equal(t, messages.TurnInterrupted, r.State, "%+v", r)
+	mustOK[messages.StopResult](t, ctx, cs, map[string]any{"op": "stop", "sessionId": st.SessionID})
+
 	// Close ends the requests in flight and refuses new ones
 	h.Close()
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: messages.ToolName, Arguments: map[string]any{"op": "list-backends"}})
