@@ -38,6 +38,8 @@ type DaemonOptions struct {
 	// Server tunes the HTTP side; Runtime, Bridge, Gatherer, Metrics,
 	// Token and Logger are filled in.
 	Server Options
+	// MCP configures the code_session tool at /mcp (mcp.go).
+	MCP MCPOptions
 }
 
 // Daemon is what `codesession serve` runs: the runtime (driving every
@@ -50,6 +52,7 @@ type Daemon struct {
 	bridge *Bridge
 	srv    *Server
 	reg    *prometheus.Registry
+	mcp    interface{ Close() }
 
 	once    sync.Once
 	stopErr error
@@ -95,6 +98,19 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 	bridge.Attach(rt.Store())
 	so := o.Server
 	so.Runtime, so.Bridge, so.Gatherer, so.Metrics, so.Token, so.Logger = rt, bridge, reg, reg, o.Token, log
+	var mcpH interface{ Close() }
+	if !o.MCP.Disable && so.MCP == nil {
+		h, err := newMCPHandler(rt, o.Config, so.Scope, o.MCP, log)
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = rt.Close(ctx)
+			_ = bridge.Close(ctx)
+			st.Close()
+			return nil, err
+		}
+		so.MCP, mcpH = h, h
+	}
 	srv, err := NewServer(so)
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -104,7 +120,7 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	return &Daemon{log: log, rt: rt, st: st, bridge: bridge, srv: srv, reg: reg}, nil
+	return &Daemon{log: log, rt: rt, st: st, bridge: bridge, srv: srv, reg: reg, mcp: mcpH}, nil
 }
 
 // Handler is the control plane.
@@ -135,6 +151,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 
 func (d *Daemon) shutdown(ctx context.Context) error {
 	d.srv.Drain()
+	if d.mcp != nil {
+		d.mcp.Close() // ends the MCP hosts' open streams and calls
+	}
 	var errs []error
 	if ids, err := d.rt.LiveSessions(ctx); err == nil && len(ids) > 0 {
 		d.log.Info("shutting down: interrupting running turns", "sessions", len(ids))

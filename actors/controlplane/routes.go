@@ -21,6 +21,7 @@ const routeHealthz = "GET /healthz"
 //	POST /api/code-sessions/{id}/stop               {outcome?, note?}
 //	POST /api/code-sessions/{id}/resume             {brief?}
 //	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
+//	POST|GET|DELETE /mcp                            the code_session tool over MCP streamable HTTP (when Options.MCP)
 //
 // The web console (package web) checks its own session cookie: GET / is
 // the page (or the login form), GET /ui/{file} its assets, POST /ui/login
@@ -45,6 +46,12 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "GET /ui/{file...}", true, s.web.Asset)
 	s.handle(mux, "POST /ui/login", true, s.web.Login)
 	s.handle(mux, "POST /ui/logout", true, s.web.Logout)
+	if s.o.MCP != nil {
+		s.handle(mux, "/mcp", false, func(w http.ResponseWriter, r *http.Request) error {
+			s.o.MCP.ServeHTTP(w, r)
+			return nil
+		})
+	}
 	s.handle(mux, "/", false, s.noRoute)
 	return mux
 }

@@ -60,6 +60,9 @@ type Options struct {
 	ReadTurnWait time.Duration
 	Heartbeat    time.Duration
 	WriteTimeout time.Duration
+	// MCP, when set, is served at /mcp behind the same bearer token: the
+	// code_session op tool over streamable HTTP (actors/mcpserver).
+	MCP http.Handler
 }
 
 // Server is the HTTP control plane: every route is in routes.go, every

@@ -7,6 +7,7 @@
 //	codesession demo [--yes]         the whole loop, offline, against a scripted model
 //	codesession modelmock            the scripted model server on 127.0.0.1
 //	codesession serve                the daemon: HTTP control plane and SSE feed
+//	codesession mcp                  the code_session op tool over MCP on stdio
 //	codesession start|read|answer|guide|posture|interrupt|stop|ls|show|diff|tail|resume|attach
 //	                                 the ops console, talking to a daemon
 //	codesession version | help
@@ -100,7 +101,7 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(),
-		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), versionCommand(), helpCommand()}
+		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(), versionCommand(), helpCommand()}
 }
 
 // nearestCommand is the command whose name is within two edits of name

@@ -164,6 +164,7 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		go func() { served <- hs.Serve(ln) }()
 	}
 	fmt.Fprintf(s.stderr, "codesession serve: listening on %s://%s (home %s)\n", scheme, ln.Addr(), cfg.Home)
+	fmt.Fprintf(s.stderr, "codesession serve: the code_session MCP tool is at %s://%s/mcp (same bearer token)\n", scheme, ln.Addr())
 	var runErr error
 	select {
 	case <-ctx.Done():
