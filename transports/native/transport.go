@@ -334,6 +334,10 @@ func systemPrompt(ws gate.Workspace, appendix string) string {
 // settings); they configure the loop and never reach bash.
 var documentedEnv = []string{"ANTHROPIC_*", "OPENAI_*", "CODESESSION_NATIVE_*"}
 
+// ConfinesShell says the runtime launches this backend's shell (bash),
+// which proc confines with Landlock.
+func (t *Transport) ConfinesShell() bool { return true }
+
 // CheckEnv refuses a start when founder credentials are in the daemon's
 // environment and not named for this backend (proc.EnvPolicy.Check).
 func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
