@@ -23,6 +23,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/native"
+	"github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/script"
 )
 
@@ -81,6 +82,7 @@ type Runtime struct {
 	metrics  *Metrics
 	tokens   atomic.Uint64
 	closed   atomic.Bool
+	kit      *proc.Kit // the backends' processes: cgroups, boot-sweep records
 }
 
 // New validates cfg, opens the store, marks orphaned records and starts the
@@ -120,6 +122,8 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	} else if n > 0 {
 		log.Info("marked orphaned sessions", "count", n)
 	}
+	var kit *proc.Kit
+	o.backends, kit = containBackends(cfg, id, o.backends, alive, log)
 	for _, rp := range o.store.Repairs() {
 		log.Warn("store repaired a torn event log", "session", rp.SessionID, "offset", rp.Offset, "bytes", rp.Bytes)
 	}
@@ -129,7 +133,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, err
 	}
 	m := newMetrics(o.metrics)
-	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m}
+	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, kit: kit}
 	onEvent := o.onEvent
 	hooks := session.Hooks{
 		Event: func(sessionID string, ev messages.PersistedEvent) {
@@ -495,6 +499,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	if cerr := r.store.Close(); err == nil {
 		err = cerr
 	}
+	r.kit.Close()
 	r.lease.release()
 	return err
 }

@@ -63,6 +63,21 @@ type Config struct {
 	Supervision Supervision `json:"supervision"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"logLevel"`
+	// TurnTimeout is the per-turn wall clock of every backend, enforced by
+	// the runtime (an over-time turn is interrupted, then ended); 0 disables.
+	TurnTimeout Duration `json:"turnTimeout"`
+	// Backends holds per-backend settings, by backend id.
+	Backends map[string]BackendConfig `json:"backends,omitempty"`
+}
+
+// BackendConfig is one backend's settings.
+type BackendConfig struct {
+	// PassEnv names variables of the daemon's environment this backend's
+	// processes get, founder credentials included (which otherwise refuse
+	// the start).
+	PassEnv []string `json:"passEnv,omitempty"`
+	// TurnTimeout overrides the config's turnTimeout for this backend.
+	TurnTimeout *Duration `json:"turnTimeout,omitempty"`
 }
 
 // Default returns the built-in defaults. Home is $HOME/.codesession.
@@ -87,7 +102,8 @@ func Default() Config {
 			ShutdownTimeout: Duration(5 * time.Second),
 			Strategy:        "one-for-one",
 		},
-		LogLevel: "info",
+		LogLevel:    "info",
+		TurnTimeout: Duration(30 * time.Minute),
 	}
 }
 
@@ -147,6 +163,22 @@ func (c *Config) Validate() error {
 	if s.Strategy != "one-for-one" && s.Strategy != "rest-for-one" {
 		bad("supervision.strategy", "want one-for-one or rest-for-one, got %q", s.Strategy)
 	}
+	if c.TurnTimeout < 0 {
+		bad("turnTimeout", "must not be negative")
+	}
+	for id, b := range c.Backends {
+		if id == "" {
+			bad("backends", "a backend id is empty")
+		}
+		for _, k := range b.PassEnv {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				bad("backends."+id+".passEnv", "invalid variable name %q", k)
+			}
+		}
+		if b.TurnTimeout != nil && *b.TurnTimeout < 0 {
+			bad("backends."+id+".turnTimeout", "must not be negative")
+		}
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -197,6 +229,7 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_STALL_AFTER":     func(c *Config, v string) error { return setDuration(&c.StallAfter, v) },
 	"CODESESSION_LOG_LEVEL":       func(c *Config, v string) error { c.LogLevel = v; return nil },
 	"CODESESSION_SUPERVISION_MAX": func(c *Config, v string) error { return setInt(&c.Supervision.MaxRestarts, v) },
+	"CODESESSION_TURN_TIMEOUT":    func(c *Config, v string) error { return setDuration(&c.TurnTimeout, v) },
 }
 
 // EnvNames lists the CODESESSION_* variables that config reads.

@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -188,12 +190,48 @@ type Kit struct {
 }
 
 // NewKit returns the bookkeeping of runtime runtimeID with records under
-// dir (created) and cgroups from DetectCgroups.
+// dir (created) and cgroups from DetectCgroups, scoped by dir: runtimes
+// with other homes (other daemons, parallel tests) live in other cgroup
+// subtrees, so a sweep never touches them.
 func NewKit(dir, runtimeID string) (*Kit, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("proc: records: %w", err)
 	}
-	return &Kit{Dir: dir, RuntimeID: runtimeID, cgroups: DetectCgroups()}, nil
+	cg := DetectCgroups()
+	if cg.Root != "" {
+		abs, _ := filepath.Abs(dir)
+		sum := sha256.Sum256([]byte(abs))
+		cg.Root = filepath.Join(cg.Root, "home-"+hex.EncodeToString(sum[:6]))
+	}
+	return &Kit{Dir: dir, RuntimeID: runtimeID, cgroups: cg}, nil
+}
+
+// Sweep kills what runtimes of this kit's home that are no longer alive
+// left (see the package function Sweep).
+func (k *Kit) Sweep(alive func(runtimeID string) bool) (SweepReport, error) {
+	rep, err := Sweep(k.Dir, k.cgroups.Root, alive)
+	if k.cgroups.Root != "" {
+		_ = os.Remove(k.cgroups.Root) // empty once nothing of this home runs
+	}
+	return rep, err
+}
+
+// Close removes the runtime's cgroup subtree (its sessions' cgroups are
+// removed as they close; what is left is killed).
+func (k *Kit) Close() {
+	if k == nil || k.cgroups.Root == "" {
+		return
+	}
+	rt := filepath.Join(k.cgroups.Root, safeName(k.RuntimeID))
+	if subs, err := os.ReadDir(rt); err == nil {
+		for _, s := range subs {
+			if s.IsDir() {
+				removeCgroup(filepath.Join(rt, s.Name()), 2*time.Second)
+			}
+		}
+	}
+	_ = os.Remove(rt)
+	_ = os.Remove(k.cgroups.Root)
 }
 
 // Cgroups reports the cgroup support the kit found.

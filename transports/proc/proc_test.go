@@ -80,7 +80,9 @@ func TestWatchdogKillsTheGroupWhenTheRuntimeIsKilled(t *testing.T) {
 		_, err = fmt.Sscanf(line, "PGID %d CGROUP", &pgid)
 	}
 	require.NoError(t, err, "helper said %q", line)
-	cgroups := proc.DetectCgroups()
+	kit, err := proc.NewKit(filepath.Join(home, "procs"), "rt-sweeper")
+	require.NoError(t, err)
+	cgroups := kit.Cgroups()
 
 	// the tree is up: three sleeps with the marker
 	require.Eventually(t, func() bool { return len(proctest.WithMarker(m)) >= 3 }, time.Minute, 20*time.Millisecond,
@@ -109,7 +111,7 @@ func TestWatchdogKillsTheGroupWhenTheRuntimeIsKilled(t *testing.T) {
 	}
 
 	// the boot sweep finds the record, sees the group is gone and cleans up
-	rep, err := proc.Sweep(filepath.Join(home, "procs"), cgroups.Root, func(string) bool { return false })
+	rep, err := kit.Sweep(func(id string) bool { return id == "rt-sweeper" })
 	require.NoError(t, err)
 	assert.Empty(t, rep.Killed, "the watchdog already killed the group")
 	ents, _ := os.ReadDir(filepath.Join(home, "procs"))
@@ -135,6 +137,7 @@ func TestReleaseLetsTheWatcherGo(t *testing.T) {
 	home := t.TempDir()
 	kit, err := proc.NewKit(filepath.Join(home, "procs"), "rt-release")
 	require.NoError(t, err)
+	defer kit.Close()
 	g := kit.Group("s")
 	defer g.Close()
 	var out bytes.Buffer
@@ -162,6 +165,7 @@ func TestSweepKillsARecordedGroupAndSparesAReusedPid(t *testing.T) {
 	dir := filepath.Join(home, "procs")
 	kit, err := proc.NewKit(dir, "rt-dead")
 	require.NoError(t, err)
+	defer kit.Close()
 	m := marker()
 	cmd := exec.Command("sleep", m)
 	h, err := kit.Group("s").Start(cmd, proc.Options{})
