@@ -133,6 +133,9 @@ func (w *transport) Descriptor() transports.Descriptor {
 		c.Env = "none: the backend runs in-process and reads no environment"
 	}
 	d.Containment = c
+	if d.Gate == "" {
+		d.Gate = messages.GateNone
+	}
 	return d
 }
 

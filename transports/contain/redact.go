@@ -61,15 +61,59 @@ func (r *redactor) event(ev messages.Event) messages.Event {
 	ev.Reason = r.text(ev.Reason)
 	ev.Note = r.text(ev.Note)
 	if len(ev.Input) > 0 {
-		if red := r.text(string(ev.Input)); red != string(ev.Input) {
-			if json.Valid([]byte(red)) {
-				ev.Input = json.RawMessage(red)
-			} else {
-				// a secret with JSON escapes in it: keep the input valid
-				b, _ := json.Marshal(Redacted + " (the tool input held a secret)")
-				ev.Input = b
-			}
-		}
+		ev.Input = r.json(ev.Input)
 	}
 	return ev
+}
+
+// json redacts every string of a JSON document (decoded, so an escaped
+// secret is found too); a document that does not decode is redacted as text
+// and replaced by a placeholder if that breaks it.
+func (r *redactor) json(raw json.RawMessage) json.RawMessage {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		red := r.text(string(raw))
+		if red == string(raw) {
+			return raw
+		}
+		if json.Valid([]byte(red)) {
+			return json.RawMessage(red)
+		}
+		b, _ := json.Marshal(Redacted + " (the tool input held a secret)")
+		return b
+	}
+	out, changed := r.walk(v)
+	if !changed {
+		return raw
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		b, _ = json.Marshal(Redacted + " (the tool input held a secret)")
+	}
+	return b
+}
+
+func (r *redactor) walk(v any) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		red := r.text(x)
+		return red, red != x
+	case []any:
+		changed := false
+		for i := range x {
+			var c bool
+			x[i], c = r.walk(x[i])
+			changed = changed || c
+		}
+		return x, changed
+	case map[string]any:
+		changed := false
+		for k := range x {
+			var c bool
+			x[k], c = r.walk(x[k])
+			changed = changed || c
+		}
+		return x, changed
+	}
+	return v, false
 }
