@@ -158,7 +158,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--version")
-	cmd.Env = append(os.Environ(), "DISABLE_AUTOUPDATER=1")
+	cmd.Env = buildEnv(os.Environ(), transports.SessionSpec{}, t.env) // the allowlist, as for a session
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = time.Second
