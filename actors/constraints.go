@@ -41,6 +41,12 @@ func resolveStart(op messages.Start, cons messages.ScopeConstraints, cfg *config
 		return spec, nil, err
 	}
 	d := t.Descriptor()
+	if c, ok := t.(transports.EnvChecker); ok {
+		// founder credentials refuse the start itself, not its first turn
+		if err := c.CheckEnv(transports.SessionSpec{Env: cfg.EnvList()}); err != nil {
+			return spec, nil, err
+		}
+	}
 
 	maxPosture := op.MaxPosture
 	if cons.MaxPosture != "" {

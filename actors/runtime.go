@@ -27,6 +27,7 @@ import (
 	"github.com/codesession/codesession/transports/droid"
 	"github.com/codesession/codesession/transports/grok"
 	"github.com/codesession/codesession/transports/native"
+	"github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/script"
 )
 
@@ -92,6 +93,7 @@ type Runtime struct {
 	learn    *loop.Loop         // nil when the learning loop could not open
 	stopJob  context.CancelFunc // the nightly lesson job, when running
 	log      *slog.Logger
+	kit      *proc.Kit // the backends' processes: cgroups, boot-sweep records
 }
 
 // New validates cfg, opens the store, marks orphaned records and starts the
@@ -131,6 +133,8 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	} else if n > 0 {
 		log.Info("marked orphaned sessions", "count", n)
 	}
+	var kit *proc.Kit
+	o.backends, kit = containBackends(cfg, id, o.backends, alive, log)
 	for _, rp := range o.store.Repairs() {
 		log.Warn("store repaired a torn event log", "session", rp.SessionID, "offset", rp.Offset, "bytes", rp.Bytes)
 	}
@@ -140,7 +144,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, err
 	}
 	m := newMetrics(o.metrics)
-	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log}
+	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log, kit: kit}
 	rt.learn = o.learning
 	if rt.learn == nil && !o.noLearning {
 		rt.learn = openLearning(cfg, o.store, o.backends, o.metrics, log)
@@ -541,6 +545,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	if cerr := r.store.Close(); err == nil {
 		err = cerr
 	}
+	r.kit.Close()
 	r.lease.release()
 	return err
 }

@@ -65,6 +65,21 @@ type Config struct {
 	LogLevel string `json:"logLevel"`
 	// Learning configures the learning loop's lesson distiller.
 	Learning Learning `json:"learning"`
+	// TurnTimeout is the per-turn wall clock of every backend, enforced by
+	// the runtime (an over-time turn is interrupted, then ended); 0 disables.
+	TurnTimeout Duration `json:"turnTimeout"`
+	// Backends holds per-backend settings, by backend id.
+	Backends map[string]BackendConfig `json:"backends,omitempty"`
+}
+
+// BackendConfig is one backend's settings.
+type BackendConfig struct {
+	// PassEnv names variables of the daemon's environment this backend's
+	// processes get, founder credentials included (which otherwise refuse
+	// the start).
+	PassEnv []string `json:"passEnv,omitempty"`
+	// TurnTimeout overrides the config's turnTimeout for this backend.
+	TurnTimeout *Duration `json:"turnTimeout,omitempty"`
 }
 
 // Learning configures the nightly lesson distillation (seed 000 §7).
@@ -101,8 +116,9 @@ func Default() Config {
 			ShutdownTimeout: Duration(5 * time.Second),
 			Strategy:        "one-for-one",
 		},
-		LogLevel: "info",
-		Learning: Learning{Distill: true, DistillAt: "04:00"},
+		LogLevel:    "info",
+		Learning:    Learning{Distill: true, DistillAt: "04:00"},
+		TurnTimeout: Duration(30 * time.Minute),
 	}
 }
 
@@ -161,6 +177,22 @@ func (c *Config) Validate() error {
 	}
 	if s.Strategy != "one-for-one" && s.Strategy != "rest-for-one" {
 		bad("supervision.strategy", "want one-for-one or rest-for-one, got %q", s.Strategy)
+	}
+	if c.TurnTimeout < 0 {
+		bad("turnTimeout", "must not be negative")
+	}
+	for id, b := range c.Backends {
+		if id == "" {
+			bad("backends", "a backend id is empty")
+		}
+		for _, k := range b.PassEnv {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				bad("backends."+id+".passEnv", "invalid variable name %q", k)
+			}
+		}
+		if b.TurnTimeout != nil && *b.TurnTimeout < 0 {
+			bad("backends."+id+".turnTimeout", "must not be negative")
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -222,6 +254,7 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_SUPERVISION_MAX": func(c *Config, v string) error { return setInt(&c.Supervision.MaxRestarts, v) },
 	"CODESESSION_LESSONS":         func(c *Config, v string) error { return setBool(&c.Learning.Distill, v) },
 	"CODESESSION_LESSONS_MODEL":   func(c *Config, v string) error { c.Learning.Model = v; return nil },
+	"CODESESSION_TURN_TIMEOUT":    func(c *Config, v string) error { return setDuration(&c.TurnTimeout, v) },
 }
 
 // EnvNames lists the CODESESSION_* variables that config reads.

@@ -86,6 +86,40 @@ type Descriptor struct {
 	BriefingNotes  string             `json:"briefingNotes,omitempty" msgpack:"briefingNotes,omitempty"`
 	ExternalAttach *ExternalAttach    `json:"externalAttach,omitempty" msgpack:"externalAttach,omitempty"`
 	CLIVersion     string             `json:"cliVersion,omitempty" msgpack:"cliVersion,omitempty"`
+	// Gate says how the seed 002 workspace gate applies to the backend's
+	// file tools: GateTools (it opens every path through the gate),
+	// GateQuestions (its permission questions about files pass the gate
+	// before anyone is asked), or GateNone.
+	Gate GateScope `json:"gate,omitempty" msgpack:"gate,omitempty"`
+	// Containment is how this host contains the backend's processes; the
+	// runtime fills it in.
+	Containment *Containment `json:"containment,omitempty" msgpack:"containment,omitempty"`
+}
+
+// GateScope says how the workspace gate applies to a backend.
+type GateScope string
+
+// Gate scopes.
+const (
+	GateTools     GateScope = "tools"
+	GateQuestions GateScope = "questions"
+	GateNone      GateScope = "none"
+)
+
+// Containment is how the runtime contains a backend's processes on this
+// host: each line is what holds, or why it does not.
+type Containment struct {
+	// Watchdog: every process starts under a watchdog that kills its
+	// process group when the runtime dies.
+	Watchdog bool `json:"watchdog" msgpack:"watchdog"`
+	// Cgroup is the per-session cgroup v2 support, or why there is none.
+	Cgroup string `json:"cgroup" msgpack:"cgroup"`
+	// Shell is how commands the runtime's own shell runs are confined.
+	Shell string `json:"shell,omitempty" msgpack:"shell,omitempty"`
+	// TurnWallClock is the per-turn limit the runtime enforces (0: none).
+	TurnWallClock Duration `json:"turnWallClock" msgpack:"turnWallClock"`
+	// Env is the environment policy.
+	Env string `json:"env" msgpack:"env"`
 }
 
 // SupportsGuideMode reports whether the backend accepts guidance in mode m.

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // Descriptor is a backend's static capability descriptor.
@@ -29,6 +30,33 @@ type SessionSpec struct {
 	// Home, when set, is used as HOME for a backend process so it never
 	// touches the user's files.
 	Home string
+	// PassEnv names variables of the daemon's environment the operator gave
+	// this backend (config backends.<id>.passEnv): they reach its processes,
+	// founder credentials included (proc.EnvPolicy).
+	PassEnv []string
+	// Procs is the session's process bookkeeping (cgroup, boot-sweep
+	// records); nil still starts every process under the watchdog.
+	Procs *proc.Group
+}
+
+// EnvChecker is a transport that can refuse a start on its environment
+// policy before a session exists (founder credentials in the daemon's
+// environment, seed 002); the error is a *messages.Error with
+// Field FieldFounderCredentials.
+type EnvChecker interface {
+	CheckEnv(spec SessionSpec) error
+}
+
+// FieldFounderCredentials is the Field of the start error an EnvChecker
+// returns; the CLI exits 20 on it (seed 002).
+const FieldFounderCredentials = "env.founderCredentials"
+
+// CredentialRefusal turns the policy's refusal into the start error.
+func CredentialRefusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &messages.Error{Code: messages.CodeInvalid, Op: messages.OpStart, Field: FieldFounderCredentials, Message: err.Error(), Err: err}
 }
 
 // Sink receives a session's events in order. turn is the turn the event

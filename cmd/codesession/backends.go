@@ -135,6 +135,7 @@ func writeBackendsTable(w io.Writer, res messages.ListBackendsResult) {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", d.ID, orDash(strings.Join(parts, " ")))
 	}
+	writeContainment(w, res)
 	var notes []string
 	for _, b := range res.Backends {
 		if b.Descriptor.Scripted {

@@ -63,7 +63,8 @@ func writeHelp(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'codesession <command> --help' for a command's flags.")
-	fmt.Fprintln(w, "Exit codes: 0 success, 1 the session failed or ended in error, 2 usage or configuration error.")
+	fmt.Fprintln(w, "Exit codes: 0 success, 1 the session failed or ended in error, 2 usage or configuration error, "+
+		"20 founder credentials in the environment refused the start.")
 }
 
 // writeCommandHelp prints one command's synopsis and flags.

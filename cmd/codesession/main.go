@@ -50,6 +50,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 )
 
 func main() {
@@ -73,6 +74,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
+	// exitCredentials: founder credentials in the environment refused a
+	// start (seed 002's runner exits 20 for the same).
+	exitCredentials = 20
 )
 
 // streams is what a command reads and writes; run fills it from its arguments.
@@ -230,11 +234,14 @@ func (e *failedError) Error() string { return e.reason }
 // exitCode is the one place errors become exit codes.
 func exitCode(err error) int {
 	var ue *usageError
+	var me *messages.Error
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.As(err, &me) && me.Field == transports.FieldFounderCredentials:
+		return exitCredentials
 	default:
 		return exitFailed
 	}
@@ -269,6 +276,10 @@ func report(s *streams, cmd string, err error) int {
 // unknown backend, a posture above its ceiling, an unsupported option) into
 // a usage error; other errors pass through.
 func rejected(cmd string, err error) error {
+	var me *messages.Error
+	if errors.As(err, &me) && me.Field == transports.FieldFounderCredentials {
+		return err // not a usage error: the daemon's environment, exit 20
+	}
 	switch messages.ErrorCode(err) {
 	case messages.CodeInvalid, messages.CodeNotFound, messages.CodeCeilingExceeded, messages.CodeUnsupported:
 		return &usageError{cmd: cmd, err: err}

@@ -102,6 +102,12 @@ type coreConfig struct {
 	// first result's total already holds.
 	resumed    bool
 	externalID string
+	// posture is the session's posture: at full every question the gate
+	// admits is allowed without asking.
+	posture messages.Posture
+	// gate checks a question's file paths against the workspace (seed 002);
+	// nil admits everything. It reads the filesystem, so the shell gives it.
+	gate func(tool string, input json.RawMessage) error
 }
 
 // core is the pure session state machine.
@@ -358,7 +364,16 @@ func (c *core) controlRequest(r ControlRequest, e *effects) {
 			Text: fmt.Sprintf("denied %s without asking: it is not among the session's allowed tools", r.ToolName)})
 		return
 	}
-	if c.ruleAllows(r.ToolName, input) {
+	if c.cfg.gate != nil {
+		if err := c.cfg.gate(r.ToolName, input); err != nil {
+			// the agent sees the reason as its tool result; nobody is asked
+			e.write(denyLine(r.RequestID, "the workspace gate "+err.Error(), r.ToolUseID, false))
+			e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning,
+				Text: fmt.Sprintf("the workspace gate denied %s without asking: %v", r.ToolName, err)})
+			return
+		}
+	}
+	if c.cfg.posture == messages.PostureFull || c.ruleAllows(r.ToolName, input) {
 		e.write(allowLine(r.RequestID, input, r.ToolUseID, nil))
 		return
 	}
@@ -475,6 +490,9 @@ func compact(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// setPosture records a posture change the CLI acknowledged.
+func (c *core) setPosture(p messages.Posture) { c.cfg.posture = p }
 
 // interrupt marks the running turn as interrupted; false when no turn runs
 // or one is already being interrupted.

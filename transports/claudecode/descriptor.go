@@ -17,7 +17,9 @@ var postureMap = map[messages.Posture]string{
 	messages.PosturePlan:        "plan",
 	messages.PostureDefault:     "default",
 	messages.PostureAcceptEdits: "acceptEdits",
-	messages.PostureFull:        "bypassPermissions",
+	// never bypassPermissions, which asks nothing and so skips the gate:
+	// the CLI asks and the transport allows what the gate admits
+	messages.PostureFull: "default",
 }
 
 var effortMap = map[messages.Effort]string{
@@ -30,6 +32,7 @@ func descriptor() messages.Descriptor {
 	for k, v := range postureMap {
 		pm[k] = v
 	}
+	pm[messages.PostureFull] = "default, every question the workspace gate admits allowed by the runtime"
 	em := make(map[messages.Effort]string, len(effortMap))
 	for k, v := range effortMap {
 		em[k] = v
@@ -66,9 +69,10 @@ func descriptor() messages.Descriptor {
 			"picks up the repository's .claude/skills, CLAUDE.md and .mcp.json on its own",
 		},
 		BriefingNotes: "Claude Code runs as one persistent `claude -p` process per session (stream-json and the " +
-			"control protocol). Postures map to its permission modes: plan, default, acceptEdits, and full = " +
-			"bypassPermissions. Claude Code refuses bypassPermissions under root unless IS_SANDBOX=1; codesession " +
-			"sets IS_SANDBOX=1 for the process when it runs as root. allowedTools follow the CLI's meaning: the " +
+			"control protocol). Postures map to its permission modes: plan, default and acceptEdits; full runs in " +
+			"default mode and codesession allows every permission question the workspace gate admits, so a file " +
+			"path outside the working directory is refused (with the reason, as the tool's result) at every posture. " +
+			"The process starts with an allowlisted environment, in its own process group under a watchdog. allowedTools follow the CLI's meaning: the " +
 			"listed tools run without asking, and any other tool is denied without asking. Steering guidance " +
 			"reaches the running turn at its next tool boundary, or runs right after the turn's answer. The " +
 			"model may change between turns; effort is set at start only. It loads the repository's " +
@@ -80,5 +84,6 @@ func descriptor() messages.Descriptor {
 			Note:            "run it in {cwd} with the session's HOME: Claude Code keeps transcripts per directory under $HOME/.claude/projects",
 		},
 		CLIVersion: PinnedVersion,
+		Gate:       messages.GateQuestions,
 	}
 }

@@ -183,7 +183,7 @@ func TestLiveSetPermissionMode(t *testing.T) {
 	require.Equal(t, messages.TurnCompleted, l.rec.turnEnd(t, 2).State)
 	assert.NoFileExists(t, target2)
 
-	// full is bypassPermissions: as root the CLI needs IS_SANDBOX=1, which the transport sets
+	// full asks nothing of the user: the transport allows what the gate admits
 	require.NoError(t, l.sess.(*session).SetPosture(ctx, messages.PostureFull))
 	target3 := filepath.Join(l.spec.Cwd, "bypass.txt")
 	require.NoError(t, l.sess.StartTurn(ctx, 3, "TOOL:BASH echo bypassed > "+target3))

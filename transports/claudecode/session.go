@@ -16,6 +16,8 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
+	prockit "github.com/codesession/codesession/transports/proc"
 )
 
 // Compile-time checks of the abilities a claude-code session has.
@@ -83,6 +85,7 @@ type session struct {
 type proc struct {
 	gen    int
 	cmd    *exec.Cmd
+	handle *prockit.Handle
 	pgid   int
 	stdin  io.WriteCloser
 	stdout *os.File
@@ -100,13 +103,14 @@ type proc struct {
 	unreported bool // it exited before the session was started
 }
 
-func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin, ext string) *session {
+func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin, ext string, ws gate.Workspace) *session {
 	return &session{
 		t: t, spec: spec, sink: sink, bin: bin, ext: ext, nonce: randomHex(4),
 		stop:   make(chan struct{}),
 		events: newFifo[queuedEvent](),
 		core: newCore(coreConfig{outputCap: t.outputCap, lineCap: t.lineCap, allowed: spec.AllowedTools,
-			resumed: spec.ResumeExternalID != "", externalID: ext}),
+			resumed: spec.ResumeExternalID != "", externalID: ext, posture: spec.Posture,
+			gate: func(tool string, input json.RawMessage) error { return gateCheck(ws, tool, input) }}),
 		pending:  map[string]pendingCtl{},
 		turnDone: map[int]chan struct{}{},
 	}
@@ -191,7 +195,7 @@ func (s *session) open(ctx context.Context) error {
 }
 
 // env is the environment of the session's processes.
-func (s *session) env() []string { return buildEnv(os.Environ(), s.spec, s.t.env, os.Geteuid() == 0) }
+func (s *session) env() []string { return buildEnv(os.Environ(), s.spec, s.t.env) }
 
 // spawn starts a process (s.mu held). resume picks --resume over
 // --session-id.
@@ -199,10 +203,6 @@ func (s *session) spawn(resume bool) (*proc, error) {
 	cmd := exec.Command(s.bin, buildArgs(s.spec, s.ext, resume)...)
 	cmd.Dir = s.spec.Cwd
 	cmd.Env = s.env()
-	// its own process group, so signals reach the CLI's tools too. No
-	// Pdeathsig: it fires when the forking OS *thread* exits, which Go does
-	// not pin, and it killed healthy CLIs mid-turn in tests.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -220,7 +220,11 @@ func (s *session) spawn(resume bool) (*proc, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := cmd.Start(); err != nil {
+	// its own process group under proc's watchdog (and the session's
+	// cgroup), so signals reach the CLI's tools too and nothing of it
+	// outlives the runtime, SIGKILL included
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	if err != nil {
 		stdin.Close()
 		for _, f := range []*os.File{outR, outW, errR, errW} {
 			f.Close()
@@ -230,7 +234,7 @@ func (s *session) spawn(resume bool) (*proc, error) {
 	outW.Close()
 	errW.Close()
 	s.gen++
-	p := &proc{gen: s.gen, cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, stdout: outR, stderr: errR,
+	p := &proc{gen: s.gen, cmd: cmd, handle: h, pgid: h.Pgid, stdin: stdin, stdout: outR, stderr: errR,
 		writes: newFifo[[]byte](), tail: &ring{max: 16 << 10},
 		readerDone: make(chan struct{}), stderrDone: make(chan struct{}), exited: make(chan struct{})}
 	s.proc = p
@@ -326,6 +330,7 @@ func (s *session) writeLoop(p *proc) {
 func (s *session) waitLoop(p *proc) {
 	defer s.wg.Done()
 	err := p.cmd.Wait()
+	defer p.handle.Release()
 	status := "exit status 0"
 	if err != nil {
 		status = err.Error()
@@ -584,6 +589,9 @@ func (s *session) SetPosture(ctx context.Context, p messages.Posture) error {
 	if json.Unmarshal(resp.Response, &got) == nil && got.Mode != "" && got.Mode != mode {
 		return messages.Errorf(messages.CodeInternal, messages.OpSetPosture, "claude switched to %q, not %q", got.Mode, mode)
 	}
+	s.mu.Lock()
+	s.core.setPosture(p)
+	s.mu.Unlock()
 	return nil
 }
 

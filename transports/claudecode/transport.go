@@ -16,6 +16,8 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
+	prockit "github.com/codesession/codesession/transports/proc"
 )
 
 // EnvBinary names the claude executable when no WithBinary option is given
@@ -177,7 +179,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--version")
-	cmd.Env = append(os.Environ(), "DISABLE_AUTOUPDATER=1")
+	cmd.Env = buildEnv(os.Environ(), transports.SessionSpec{}, t.env) // the allowlist, as for a session
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = time.Second
@@ -224,9 +226,16 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			return nil, messages.FieldError(messages.OpStart, "cwd", "%q is not a directory", spec.Cwd)
 		}
 	}
+	if err := t.CheckEnv(spec); err != nil {
+		return nil, err
+	}
 	bin, err := t.Binary(spec.Env)
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
+	}
+	ws, err := gate.NewWorkspace(firstNonEmpty(spec.Cwd, "."))
+	if err != nil {
+		return nil, &messages.Error{Code: messages.CodeInvalid, Op: messages.OpStart, Field: "cwd", Message: err.Error(), Err: err}
 	}
 	if spec.Home != "" {
 		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
@@ -237,7 +246,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if ext == "" {
 		ext = newUUID()
 	}
-	s := newSession(t, spec, sink, bin, ext)
+	s := newSession(t, spec, sink, bin, ext, ws)
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
@@ -249,10 +258,9 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 func buildArgs(spec transports.SessionSpec, ext string, resume bool) []string {
 	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--include-partial-messages", // text and thinking deltas as they are generated
-		"--permission-prompt-tool", "stdio", "--permission-mode", PermissionMode(spec.Posture),
-		// lets set-posture switch to bypassPermissions later; the runtime's
-		// posture ceiling decides whether it may
-		"--allow-dangerously-skip-permissions"}
+		// never bypassPermissions, which asks nothing: at full the CLI still
+		// asks and the transport allows what the workspace gate admits
+		"--permission-prompt-tool", "stdio", "--permission-mode", PermissionMode(spec.Posture)}
 	if spec.Model != "" {
 		args = append(args, "--model", spec.Model)
 	}
@@ -312,23 +320,36 @@ func builtinTools(allowed []string) []string {
 	return out
 }
 
-// scrubbed are variables of the caller's environment a claude process
-// never inherits: other vendors' credentials, the Node options the Agent
-// SDK also drops, and the markers of a surrounding Claude Code session.
-var scrubbed = map[string]bool{
-	"NODE_OPTIONS": true, "CLAUDECODE": true, "CLAUDE_CODE_ENTRYPOINT": true, "CLAUDE_CODE_SSE_PORT": true,
-	"OPENAI_API_KEY": true, "OPENAI_BASE_URL": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
-	"GITHUB_TOKEN": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true, "FACTORY_API_KEY": true,
-	"XAI_API_KEY": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+// documentedEnv are Claude Code's own variables (its endpoint, login and
+// settings): the environment policy takes them from the daemon's
+// environment, and ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN there is
+// claude-code's login, not a founder credential.
+var documentedEnv = []string{"ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR", "DISABLE_*", "BASH_DEFAULT_TIMEOUT_MS",
+	"BASH_MAX_TIMEOUT_MS", "MAX_THINKING_TOKENS", "MCP_TIMEOUT", "MCP_TOOL_TIMEOUT", "IS_SANDBOX"}
+
+// scrubbed are variables a claude process never inherits even when they
+// match documentedEnv: the markers of a surrounding Claude Code session.
+var scrubbed = map[string]bool{"CLAUDECODE": true, "CLAUDE_CODE_ENTRYPOINT": true, "CLAUDE_CODE_SSE_PORT": true}
+
+// envPolicy is the claude-code environment policy of a session.
+func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
+	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
 }
 
-// buildEnv is the process environment: the caller's, scrubbed; then the
-// host defaults (cli-protocols.md, "Addendum"); IS_SANDBOX=1 under root
-// (bypassPermissions refuses to run as root without it); HOME; then the
-// transport's and the session's extra entries, which win.
-func buildEnv(base []string, spec transports.SessionSpec, extra []string, root bool) []string {
+// CheckEnv refuses a start when founder credentials are in the daemon's
+// environment and not named for this backend (proc.EnvPolicy.Check).
+func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
+	return transports.CredentialRefusal(envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
+}
+
+// buildEnv is the process environment: the environment policy's allowlist
+// of the caller's environment (base), without the markers of a
+// surrounding session; then the host defaults (cli-protocols.md,
+// "Addendum"); HOME; then the transport's and the session's extra entries,
+// which win.
+func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
 	var env []string
-	for _, kv := range base {
+	for _, kv := range envPolicy(spec).Build(base, nil) {
 		k, _, _ := strings.Cut(kv, "=")
 		if !scrubbed[k] {
 			env = append(env, kv)
@@ -339,9 +360,6 @@ func buildEnv(base []string, spec transports.SessionSpec, extra []string, root b
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"CLAUDE_CODE_SDK_READS_SESSION_STATE=1",
 	)
-	if root {
-		env = append(env, "IS_SANDBOX=1")
-	}
 	if spec.Home != "" {
 		env = append(env, "HOME="+spec.Home)
 	}

@@ -20,14 +20,14 @@ func TestBuildArgs(t *testing.T) {
 	spec := transports.SessionSpec{Posture: messages.PostureAcceptEdits, Model: "claude-mock-1", Effort: messages.EffortLow,
 		AllowedTools: []string{"Read", "Bash(git *)", "mcp__srv__tool", "Bash"}, AppendSystemPrompt: "be brief"}
 	assert.Equal(t, []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
-		"--permission-prompt-tool", "stdio", "--permission-mode", "acceptEdits", "--allow-dangerously-skip-permissions",
+		"--permission-prompt-tool", "stdio", "--permission-mode", "acceptEdits",
 		"--model", "claude-mock-1", "--effort", "low",
 		"--allowedTools", "Read,Bash(git *),mcp__srv__tool,Bash", "--tools", "Read,Bash",
 		"--append-system-prompt", "be brief", "--session-id", "ID"}, buildArgs(spec, "ID", false))
 	args := buildArgs(transports.SessionSpec{Posture: messages.PostureFull}, "ID", true)
 	assert.Equal(t, []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
-		"--permission-prompt-tool", "stdio", "--permission-mode", "bypassPermissions", "--allow-dangerously-skip-permissions",
-		"--resume", "ID"}, args, "no model, effort or tools flags when the spec names none")
+		"--permission-prompt-tool", "stdio", "--permission-mode", "default",
+		"--resume", "ID"}, args, "no model, effort or tools flags when the spec names none; full never bypasses the prompts")
 	// an empty (not nil) allowedTools list allows nothing
 	args = buildArgs(transports.SessionSpec{Posture: messages.PosturePlan, AllowedTools: []string{}}, "ID", false)
 	assert.Contains(t, strings.Join(args, " "), "--allowedTools  --tools ")
@@ -35,15 +35,16 @@ func TestBuildArgs(t *testing.T) {
 
 func TestBuildEnv(t *testing.T) {
 	base := []string{"PATH=/bin", "HOME=/root", "NODE_OPTIONS=--inspect", "OPENAI_API_KEY=sk-other", "CLAUDECODE=1",
-		"ANTHROPIC_API_KEY=from-the-caller"}
+		"ANTHROPIC_API_KEY=from-the-caller", "GITEA_TOKEN=founder", "UNRELATED=1"}
 	env := buildEnv(base, transports.SessionSpec{Home: "/tmp/h", Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:1", "DISABLE_AUTOUPDATER=0"}},
-		[]string{"EXTRA=1"}, true)
+		[]string{"EXTRA=1"})
 	assert.Equal(t, []string{"PATH=/bin", "HOME=/tmp/h", "ANTHROPIC_API_KEY=from-the-caller", "DISABLE_AUTOUPDATER=0",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_SDK_READS_SESSION_STATE=1", "IS_SANDBOX=1", "EXTRA=1",
-		"ANTHROPIC_BASE_URL=http://127.0.0.1:1"}, env, "scrubbed, defaulted, the session's entries win, one entry per key")
-	env = buildEnv([]string{"HOME=/root"}, transports.SessionSpec{}, nil, false)
-	assert.NotContains(t, env, "IS_SANDBOX=1", "only root needs it")
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_SDK_READS_SESSION_STATE=1", "EXTRA=1",
+		"ANTHROPIC_BASE_URL=http://127.0.0.1:1"}, env, "an allowlist, defaulted, the session's entries win, one entry per key")
+	env = buildEnv([]string{"HOME=/root"}, transports.SessionSpec{}, nil)
 	assert.Contains(t, env, "HOME=/root", "no Home: the caller's")
+	env = buildEnv(base, transports.SessionSpec{PassEnv: []string{"GITEA_TOKEN"}}, nil)
+	assert.Contains(t, env, "GITEA_TOKEN=founder", "passed by name for this backend")
 }
 
 func TestTranscriptExists(t *testing.T) {
@@ -72,7 +73,8 @@ func TestDescriptorMatchesSeed003(t *testing.T) {
 	assert.Equal(t, messages.ModelPerTurn, d.ModelSelection)
 	assert.Equal(t, messages.EffortAtStart, d.EffortSupport)
 	assert.Equal(t, map[messages.Posture]string{messages.PosturePlan: "plan", messages.PostureDefault: "default",
-		messages.PostureAcceptEdits: "acceptEdits", messages.PostureFull: "bypassPermissions"}, d.PostureMap)
+		messages.PostureAcceptEdits: "acceptEdits", messages.PostureFull: "default, every question the workspace gate admits allowed by the runtime"}, d.PostureMap)
+	assert.Equal(t, messages.GateQuestions, d.Gate)
 	assert.Equal(t, []string{"Write", "Edit", "MultiEdit", "NotebookEdit"}, d.EditToolNames)
 	assert.Equal(t, "claude --resume {sessionId}", d.ExternalAttach.CommandTemplate)
 	for _, m := range []messages.GuideMode{messages.GuideSteer, messages.GuideQueue, messages.GuideInterrupt} {
@@ -80,11 +82,14 @@ func TestDescriptorMatchesSeed003(t *testing.T) {
 	}
 	assert.True(t, d.Live.Interrupt)
 	assert.True(t, d.Live.SetPosture)
-	assert.Contains(t, d.BriefingNotes, "IS_SANDBOX=1")
+	assert.Contains(t, d.BriefingNotes, "workspace gate")
 	assert.Equal(t, PinnedVersion, d.CLIVersion)
 	for p := range d.PostureMap {
-		assert.Equal(t, d.PostureMap[p], PermissionMode(p))
+		if p != messages.PostureFull {
+			assert.Equal(t, d.PostureMap[p], PermissionMode(p))
+		}
 	}
+	assert.Equal(t, "default", PermissionMode(messages.PostureFull))
 	assert.Empty(t, PermissionMode(messages.Posture("bogus")))
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // cappedBuffer keeps the first max bytes written to it and counts them all.
@@ -44,8 +46,10 @@ func shell() string {
 	return "/bin/sh"
 }
 
-// runCommand runs command with the shell in the workspace's real path, in
-// its own process group, with env, under a wall clock of wall. Stdout and
+// runCommand runs command with the shell in the workspace's real path,
+// contained by proc (its own process group under the watchdog, the
+// session's cgroup, writes confined to the workspace by Landlock where the
+// kernel has it), with env, under a wall clock of wall. Stdout and
 // stderr go together into one buffer capped at the tool output cap; the
 // cap, a kill by the wall clock and an interrupt are said in the result.
 // When the shell exits, whatever it left running in its group is killed.
@@ -64,16 +68,18 @@ func runCommand(ctx context.Context, env *toolEnv, command string, wall time.Dur
 	cmd.Env = env.env
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = pw, pw
-	// its own group: a wall clock or interrupt kills the whole tree
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	// its own group under the watchdog: a wall clock, an interrupt or the
+	// runtime's death kills the whole tree
+	h, err := env.procs.Start(cmd, proc.Options{Confine: env.confine})
+	if err != nil {
 		pr.Close()
 		pw.Close()
-		return errResult("bash: cannot start %s: %v", cmd.Path, err)
+		return errResult("bash: cannot start %s: %v", shell(), err)
 	}
+	defer h.Release()
 	pw.Close() // the child holds its own copy
-	pgid := cmd.Process.Pid
+	pgid := h.Pgid
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -215,6 +216,9 @@ func (s *session) Close(ctx context.Context) error {
 	}
 	if s.cfg.httpc != nil {
 		s.cfg.httpc.CloseIdleConnections()
+	}
+	if s.cfg.tools.tmp != "" {
+		_ = os.RemoveAll(s.cfg.tools.tmp)
 	}
 	return nil
 }

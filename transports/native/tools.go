@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // Tool names. The edit tools (write, edit) are the descriptor's
@@ -113,6 +114,12 @@ type toolEnv struct {
 	env []string
 	// bashWall is the default wall clock of one bash call.
 	bashWall time.Duration
+	// procs contains bash's processes (watchdog, the session's cgroup);
+	// confine restricts their writes to the workspace and tmp, the
+	// session's own TMPDIR (best effort: nil without Landlock).
+	procs   *proc.Group
+	confine *proc.Confinement
+	tmp     string
 }
 
 func obj(props map[string]any, required ...string) map[string]any {

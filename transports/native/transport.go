@@ -15,6 +15,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // ID is the native backend's id.
@@ -76,6 +77,7 @@ type Transport struct {
 	retry     RetryPolicy
 	prices    map[string]Price
 	lookupEnv func(string) (string, bool)
+	environ   func() []string
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -129,6 +131,7 @@ func WithProcessEnv(lookup func(string) (string, bool)) Option {
 	return func(t *Transport) {
 		if lookup == nil {
 			lookup = func(string) (string, bool) { return "", false }
+			t.environ = func() []string { return nil }
 		}
 		t.lookupEnv = lookup
 	}
@@ -137,7 +140,7 @@ func WithProcessEnv(lookup func(string) (string, bool)) Option {
 // New returns the native transport.
 func New(opts ...Option) *Transport {
 	t := &Transport{maxRounds: DefaultMaxRounds, maxTokens: DefaultMaxTokens, outputCap: DefaultOutputCap,
-		bashWall: bashDefaultWall, retry: DefaultRetryPolicy, lookupEnv: os.LookupEnv}
+		bashWall: bashDefaultWall, retry: DefaultRetryPolicy, lookupEnv: os.LookupEnv, environ: os.Environ}
 	for _, o := range opts {
 		o(t)
 	}
@@ -177,10 +180,12 @@ func (t *Transport) Descriptor() transports.Descriptor {
 		Weaknesses: []string{"a small toolset (read, write, edit, glob, grep, ls, bash)", "no resume: a new session starts a new conversation"},
 		BriefingNotes: "The in-process loop: the model sees only the brief, the guidance and its tools' results. " +
 			"Tools: read, write, edit (exact-string replace), glob, grep, ls, bash. Every path must stay inside the " +
-			"working directory after symlinks. The endpoint comes from the backend environment: ANTHROPIC_BASE_URL and " +
+			"working directory after symlinks. bash runs with writes confined to the working directory and its own " +
+			"TMPDIR where the kernel has Landlock (reads anywhere still work); /tmp itself is not writable. The endpoint comes from the backend environment: ANTHROPIC_BASE_URL and " +
 			"ANTHROPIC_API_KEY, or OPENAI_BASE_URL and OPENAI_API_KEY, with CODESESSION_NATIVE_PROVIDER=" +
 			"anthropic|openai-responses|openai-chat.",
 		CLIVersion: Version,
+		Gate:       messages.GateTools,
 	}
 }
 
@@ -247,6 +252,9 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, &messages.Error{Code: messages.CodeInvalid, Op: messages.OpStart, Field: "cwd", Message: err.Error(), Err: err}
 	}
+	if err := t.CheckEnv(spec); err != nil {
+		return nil, err
+	}
 	get := t.envLookup(spec.Env)
 	// Each session has its own connections, closed with it.
 	httpc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
@@ -284,6 +292,10 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if spec.AllowedTools != nil {
 		allowed = append([]string{}, spec.AllowedTools...)
 	}
+	tools, err := t.toolEnv(ws, spec)
+	if err != nil {
+		return nil, err
+	}
 	s := newSession(sessionConfig{
 		prov:       prov,
 		httpc:      httpc,
@@ -297,7 +309,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		maxTokens:  t.maxTokens,
 		retry:      t.retry,
 		prices:     prices,
-		tools:      toolEnv{ws: ws, outputCap: t.outputCap, env: bashEnv(spec), bashWall: t.bashWall},
+		tools:      tools,
 	}, posture)
 	go s.run()
 	return s, nil
@@ -318,41 +330,63 @@ func systemPrompt(ws gate.Workspace, appendix string) string {
 	return b.String()
 }
 
-// bashEnv is the environment of the agent's commands: the process
-// environment, then the backend environment, without credentials, with
-// HOME set to spec.Home when given.
-func bashEnv(spec transports.SessionSpec) []string {
-	vals := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vals[k]; !ok {
-			order = append(order, k)
-		}
-		vals[k] = v
+// documentedEnv are the native backend's own variables (its endpoint and
+// settings); they configure the loop and never reach bash.
+var documentedEnv = []string{"ANTHROPIC_*", "OPENAI_*", "CODESESSION_NATIVE_*"}
+
+// ConfinesShell says the runtime launches this backend's shell (bash),
+// which proc confines with Landlock.
+func (t *Transport) ConfinesShell() bool { return true }
+
+// CheckEnv refuses a start when founder credentials are in the daemon's
+// environment and not named for this backend (proc.EnvPolicy.Check).
+func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
+	pol := proc.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
+	return transports.CredentialRefusal(pol.Check(t.environ(), spec.Env))
+}
+
+// toolEnv builds what the tools run with: bash's environment, its
+// confinement and its own TMPDIR.
+func (t *Transport) toolEnv(ws gate.Workspace, spec transports.SessionSpec) (toolEnv, error) {
+	tmp, err := os.MkdirTemp("", "codesession-native-")
+	if err != nil {
+		return toolEnv{}, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot make the session's TMPDIR")
 	}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			set(k, v)
-		}
-	}
-	for _, kv := range spec.Env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			set(k, v)
-		}
-	}
+	writable := []string{ws.Real(), tmp}
 	if spec.Home != "" {
-		set("HOME", spec.Home)
+		writable = append(writable, spec.Home)
+	}
+	env := append(bashEnv(t.environ(), spec), "TMPDIR="+tmp)
+	return toolEnv{ws: ws, outputCap: t.outputCap, env: env, bashWall: t.bashWall,
+		procs: spec.Procs, confine: &proc.Confinement{WritableDirs: writable}, tmp: tmp}, nil
+}
+
+// bashEnv is the environment of the agent's commands: the environment
+// policy's allowlist of the daemon's environment and what the operator
+// passed by name, then the backend environment, without the model keys and
+// the loop's own settings (unless passed by name), with HOME set to
+// spec.Home when given.
+func bashEnv(daemon []string, spec transports.SessionSpec) []string {
+	pol := proc.EnvPolicy{Backend: ID, Pass: spec.PassEnv}
+	extra := append([]string{}, spec.Env...)
+	if spec.Home != "" {
+		extra = append(extra, "HOME="+spec.Home)
+	}
+	passed := map[string]bool{}
+	for _, k := range spec.PassEnv {
+		passed[k] = true
 	}
 	drop := map[string]bool{}
 	for _, k := range credentialVars {
-		drop[k] = true
+		drop[k] = !passed[k]
 	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		if drop[k] || strings.HasPrefix(k, "CODESESSION_NATIVE_") {
+	var out []string
+	for _, kv := range pol.Build(daemon, extra) {
+		k, _, _ := strings.Cut(kv, "=")
+		if drop[k] || (strings.HasPrefix(k, "CODESESSION_NATIVE_") && !passed[k]) {
 			continue
 		}
-		out = append(out, k+"="+vals[k])
+		out = append(out, kv)
 	}
 	return out
 }

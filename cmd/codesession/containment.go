@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// writeContainment prints how this host contains each backend: the gate,
+// the watchdog, the cgroup, the shell's confinement, the wall clock and the
+// environment policy, each a fact or the reason it does not hold.
+func writeContainment(w io.Writer, res messages.ListBackendsResult) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Containment (how this host contains each backend):")
+	for _, b := range res.Backends {
+		d := b.Descriptor
+		gate := map[messages.GateScope]string{
+			messages.GateTools:     "every file tool opens its path through the workspace gate",
+			messages.GateQuestions: "every file-tool permission question passes the workspace gate before anyone is asked",
+			messages.GateNone:      "none",
+		}[d.Gate]
+		fmt.Fprintf(w, "  %s: gate: %s\n", d.ID, orDash(gate))
+		c := d.Containment
+		if c == nil {
+			fmt.Fprintln(w, "    (not reported)")
+			continue
+		}
+		clock := "none"
+		if c.TurnWallClock > 0 {
+			clock = time.Duration(c.TurnWallClock).String() + " per turn (interrupted, then ended by the runtime)"
+		}
+		fmt.Fprintf(w, "    watchdog: %s; cgroup: %s\n", yesNo(c.Watchdog), c.Cgroup)
+		if c.Shell != "" {
+			fmt.Fprintf(w, "    shell: %s\n", c.Shell)
+		}
+		fmt.Fprintf(w, "    wall clock: %s\n    environment: %s\n", clock, c.Env)
+	}
+}

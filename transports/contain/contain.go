@@ -1,0 +1,177 @@
+// Package contain is the runtime's containment of every backend, applied
+// where backends are registered (Wrap, Registry) so no backend and no
+// session actor has to remember it:
+//
+//   - the environment policy's start check (transports.EnvChecker), with
+//     the variables the operator passed to that backend by name;
+//   - each session's process bookkeeping (a proc.Group: its cgroup and the
+//     boot-sweep records), handed to the backend in SessionSpec.Procs and
+//     closed (cgroup killed and removed) when the session closes;
+//   - the per-turn wall clock: a turn still open after its limit is
+//     interrupted, and if it has not ended a grace period later the
+//     runtime ends it itself (EvTurnEnd interrupted, with the reason); a
+//     late turn end from the backend is then dropped, so the turn closes
+//     exactly once;
+//   - redaction: every event on its way to the session (and so to the
+//     store, the live feed and the logs) has the values of the credentials
+//     in the backend's environment and known key shapes replaced.
+//
+// A wrapped Session has every optional ability (Interrupter, Steerer,
+// ModelSetter, PostureSetter); one the backend lacks answers unsupported,
+// as the session actor would. Wrappers are safe for concurrent use; the
+// sink is called under the session wrapper's lock, so backend events and
+// the wall clock's own events keep one order.
+package contain
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/proc"
+)
+
+// DefaultGrace is how long an interrupted, over-time turn gets to end by
+// itself before the runtime ends it.
+const DefaultGrace = 30 * time.Second
+
+// Options configure the containment of a runtime's backends.
+type Options struct {
+	// Kit is the runtime's process bookkeeping; nil: processes still run
+	// under the watchdog, without cgroups or boot-sweep records.
+	Kit *proc.Kit
+	// PassEnv maps a backend id to the daemon variables passed to it by name.
+	PassEnv map[string][]string
+	// TurnTimeout maps a backend id to its per-turn wall clock; a backend
+	// not in it gets DefaultTurnTimeout. 0 disables the clock.
+	TurnTimeout        map[string]time.Duration
+	DefaultTurnTimeout time.Duration
+	// Grace is DefaultGrace when 0.
+	Grace time.Duration
+	// Environ is the daemon's environment (default os.Environ), whose
+	// credential values are redacted from events.
+	Environ func() []string
+}
+
+// RuntimeShell is implemented by backends whose shell the runtime itself
+// launches (native's bash), which proc confines with Landlock.
+type RuntimeShell interface {
+	ConfinesShell() bool
+}
+
+// Wrap contains t.
+func Wrap(t transports.Transport, o Options) transports.Transport {
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.Environ == nil {
+		o.Environ = os.Environ
+	}
+	return &transport{inner: t, o: o}
+}
+
+// Registry returns a registry holding every backend of r, contained.
+func Registry(r *transports.Registry, o Options) *transports.Registry {
+	out := transports.NewRegistry()
+	for _, id := range r.IDs() {
+		if t, err := r.Get(id); err == nil {
+			out.Register(Wrap(t, o))
+		}
+	}
+	return out
+}
+
+type transport struct {
+	inner transports.Transport
+	o     Options
+}
+
+var (
+	_ transports.Transport  = (*transport)(nil)
+	_ transports.EnvChecker = (*transport)(nil)
+)
+
+// Unwrap returns the contained backend.
+func (w *transport) Unwrap() transports.Transport { return w.inner }
+
+func (w *transport) id() string { return w.inner.Descriptor().ID }
+
+func (w *transport) wall() time.Duration {
+	if d, ok := w.o.TurnTimeout[w.id()]; ok {
+		return d
+	}
+	return w.o.DefaultTurnTimeout
+}
+
+// Descriptor is the backend's, with how this host contains it.
+func (w *transport) Descriptor() transports.Descriptor {
+	d := w.inner.Descriptor()
+	c := &messages.Containment{TurnWallClock: messages.Duration(w.wall())}
+	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
+		c.Watchdog = true
+		c.Env = "an allowlist (PATH, HOME, locale, TERM, the backend's documented variables, config env and --env); " +
+			"founder credentials in the daemon's environment refuse a start unless named in backends." + d.ID + ".passEnv"
+		cg := w.o.Kit.Cgroups()
+		if cg.Root != "" {
+			c.Cgroup = "one cgroup v2 per session under " + cg.Root + " (killed with cgroup.kill: setsid escapes die too)"
+		} else {
+			c.Cgroup = "none (" + cg.Reason + "): process groups only, so a setsid child escapes the watchdog"
+		}
+		switch rs, ok := w.inner.(RuntimeShell); {
+		case ok && rs.ConfinesShell() && proc.LandlockABI() > 0:
+			c.Shell = fmt.Sprintf("Landlock ABI %d: writes only in the workspace and the session's TMPDIR", proc.LandlockABI())
+		case ok && rs.ConfinesShell():
+			c.Shell = "not confined: this kernel has no Landlock (best effort)"
+		default:
+			c.Shell = "the backend runs its own shell: not confined by the runtime"
+		}
+	} else {
+		c.Cgroup = "none: the backend runs no process"
+		c.Env = "none: the backend runs in-process and reads no environment"
+	}
+	d.Containment = c
+	if d.Gate == "" {
+		d.Gate = messages.GateNone
+	}
+	return d
+}
+
+// Probe is the backend's.
+func (w *transport) Probe(ctx context.Context) messages.Availability { return w.inner.Probe(ctx) }
+
+// CheckEnv runs the backend's environment check with its passed variables.
+func (w *transport) CheckEnv(spec transports.SessionSpec) error {
+	c, ok := w.inner.(transports.EnvChecker)
+	if !ok {
+		return nil
+	}
+	spec.PassEnv = append(append([]string{}, spec.PassEnv...), w.o.PassEnv[w.id()]...)
+	return c.CheckEnv(spec)
+}
+
+// Open opens the backend's session with the session's process group and
+// the passed variables, behind the wall clock and redaction.
+func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	if sink == nil {
+		return nil, messages.FieldError(messages.OpStart, "sink", "required")
+	}
+	spec.PassEnv = append(append([]string{}, spec.PassEnv...), w.o.PassEnv[w.id()]...)
+	if spec.Procs == nil && w.o.Kit != nil && spec.SessionID != "" {
+		spec.Procs = w.o.Kit.Group(spec.SessionID)
+	}
+	s := &session{sink: sink, wall: w.wall(), grace: w.o.Grace, group: spec.Procs,
+		redact:  newRedactor(proc.Secrets(append(append([]string{}, w.o.Environ()...), spec.Env...))),
+		clocked: map[int]bool{}}
+	inner, err := w.inner.Open(ctx, spec, s.fromBackend)
+	if err != nil {
+		spec.Procs.Close()
+		return nil, err
+	}
+	s.mu.Lock()
+	s.inner = inner
+	s.mu.Unlock()
+	return s, nil
+}

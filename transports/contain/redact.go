@@ -1,0 +1,119 @@
+package contain
+
+import (
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// Redacted replaces a secret in events.
+const Redacted = "[REDACTED]"
+
+// keyShapes are the shapes of well-known API keys and tokens, redacted
+// wherever they appear, whether or not the environment held them.
+var keyShapes = regexp.MustCompile(strings.Join([]string{
+	`sk-ant-[A-Za-z0-9_-]{8,}`,                 // Anthropic
+	`sk-(?:proj-|svcacct-)?[A-Za-z0-9_-]{20,}`, // OpenAI
+	`gh[pousr]_[A-Za-z0-9]{20,}`,               // GitHub
+	`github_pat_[A-Za-z0-9_]{20,}`,             // GitHub fine-grained
+	`glpat-[A-Za-z0-9_-]{20,}`,                 // GitLab
+	`xox[abposr]-[A-Za-z0-9-]{10,}`,            // Slack
+	`AKIA[0-9A-Z]{16}`,                         // AWS access key id
+	`AIza[0-9A-Za-z_-]{35}`,                    // Google API key
+	`-----BEGIN [A-Z ]*PRIVATE KEY-----`,       // PEM private keys
+}, "|"))
+
+// redactor hides the values of a session's secrets and known key shapes.
+type redactor struct {
+	values []string // longest first, so a value containing another goes whole
+}
+
+func newRedactor(values []string) *redactor {
+	seen := map[string]bool{}
+	var vs []string
+	for _, v := range values {
+		if v != "" && !seen[v] {
+			seen[v] = true
+			vs = append(vs, v)
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return len(vs[i]) > len(vs[j]) })
+	return &redactor{values: vs}
+}
+
+func (r *redactor) text(s string) string {
+	if s == "" {
+		return s
+	}
+	for _, v := range r.values {
+		s = strings.ReplaceAll(s, v, Redacted)
+	}
+	return keyShapes.ReplaceAllString(s, Redacted)
+}
+
+// event returns ev with every text field redacted.
+func (r *redactor) event(ev messages.Event) messages.Event {
+	ev.Text = r.text(ev.Text)
+	ev.Output = r.text(ev.Output)
+	ev.Reason = r.text(ev.Reason)
+	ev.Note = r.text(ev.Note)
+	if len(ev.Input) > 0 {
+		ev.Input = r.json(ev.Input)
+	}
+	return ev
+}
+
+// json redacts every string of a JSON document (decoded, so an escaped
+// secret is found too); a document that does not decode is redacted as text
+// and replaced by a placeholder if that breaks it.
+func (r *redactor) json(raw json.RawMessage) json.RawMessage {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		red := r.text(string(raw))
+		if red == string(raw) {
+			return raw
+		}
+		if json.Valid([]byte(red)) {
+			return json.RawMessage(red)
+		}
+		b, _ := json.Marshal(Redacted + " (the tool input held a secret)")
+		return b
+	}
+	out, changed := r.walk(v)
+	if !changed {
+		return raw
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		b, _ = json.Marshal(Redacted + " (the tool input held a secret)")
+	}
+	return b
+}
+
+func (r *redactor) walk(v any) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		red := r.text(x)
+		return red, red != x
+	case []any:
+		changed := false
+		for i := range x {
+			var c bool
+			x[i], c = r.walk(x[i])
+			changed = changed || c
+		}
+		return x, changed
+	case map[string]any:
+		changed := false
+		for k := range x {
+			var c bool
+			x[k], c = r.walk(x[k])
+			changed = changed || c
+		}
+		return x, changed
+	}
+	return v, false
+}
