@@ -219,8 +219,12 @@ func (r *registry) resume(c *actor.Context, m regResume) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		rec, err := st.GetMeta(ctx, sid)
-		if err != nil {
+		if messages.IsCode(err, messages.CodeNotFound) {
 			fail(messages.Errorf(messages.CodeNotFound, op, "no session %s", sid))
+			return
+		}
+		if err != nil {
+			fail(messages.AsError(op, err)) // corrupt, unavailable: said as such
 			return
 		}
 		run := rec.LatestRun()
@@ -357,7 +361,10 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 	}
 	delete(r.live, m.SessionID)
 	r.stopping[m.SessionID] = e.scope
-	if m.Err == nil {
+	if m.Abandoned {
+		r.log.Warn("session abandoned at shutdown before its release was durable; the boot sweep will mark it orphaned", "session", m.SessionID)
+		r.metrics.live.Dec()
+	} else if m.Err == nil {
 		r.remember(m.SessionID, releasedEntry{scope: e.scope, outcome: m.Outcome})
 		r.metrics.live.Dec()
 		r.metrics.released.WithLabelValues(string(m.Reason)).Inc()
