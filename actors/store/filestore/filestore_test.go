@@ -28,6 +28,10 @@ func TestConformance(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
 	})
+	// The caller's contract under every injected fault, on disk.
+	t.Run("faults", func(t *testing.T) {
+		storetest.RunFaults(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
+	})
 	// Two handles for fifty concurrent sessions: every append may evict.
 	t.Run("maxOpen=2", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir(), filestore.WithMaxOpen(2)) })
