@@ -91,6 +91,8 @@ type registry struct {
 	hooks     session.Hooks
 	metrics   *Metrics
 	now       func() time.Time
+	maxHeld   int
+	giveUp    int
 
 	live     map[string]liveEntry
 	stopping map[string]string // released, actor still stopping: sid -> scope
@@ -181,7 +183,7 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		Spec: spec, Transport: t, Env: r.cfg.EnvList(), Store: r.store, Capturer: capt, Policy: r.policy,
 		ShutdownTimeout: r.cfg.Supervision.ShutdownTimeout.D(), Lifetime: r.cfg.SessionLifetime.D(), StallAfter: r.cfg.StallAfter.D(),
 		Registry: c.PID(), StartReply: reply, Now: r.now, Hooks: r.hooks, Logger: r.log,
-		Adopt: adopt, LastSeq: lastSeq,
+		Adopt: adopt, LastSeq: lastSeq, MaxHeld: r.maxHeld, StoreGiveUp: r.giveUp,
 	}
 	pid := c.SpawnChild(session.NewProducer(opts), "session", actor.WithID(spec.SessionID),
 		actor.WithMiddleware(supervise.Recover(supervise.RecoverOptions{Name: "session"})),

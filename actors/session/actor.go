@@ -215,7 +215,9 @@ func (a *Actor) Receive(c *actor.Context) {
 		})
 	case OpGuide:
 		err := a.core.Guide(now, m.Op)
-		a.answer(err, func(err error) { m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err} })
+		a.answer(err, func(err error) {
+			m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+		})
 	case OpSetPosture:
 		r, err := a.core.SetPosture(now, m.Op.Posture)
 		a.answer(err, func(err error) {
@@ -226,7 +228,9 @@ func (a *Actor) Receive(c *actor.Context) {
 		})
 	case OpInterrupt:
 		err := a.core.Interrupt(now)
-		a.answer(err, func(err error) { m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err} })
+		a.answer(err, func(err error) {
+			m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+		})
 	case OpRelease:
 		a.beginRelease(c, m.Reason, m.Outcome, m.Note, "", m.Reply)
 	case lifetimeDue:

@@ -118,6 +118,10 @@ func (o *Output) Empty() bool {
 // session give up and release itself with reason store.
 const DefaultStoreGiveUp = 8
 
+// storeFailingAfter is how many failed store writes in a row make ops answer
+// unavailable: a single failure is retried before anyone is told.
+const storeFailingAfter = 3
+
 type queuedResult struct {
 	result messages.TurnResult
 	seq    uint64 // deliverable once the store holds this seq
@@ -326,8 +330,8 @@ func (c *Core) StoreGaveUp() bool { return c.storeFails >= c.giveUp }
 // storeUnavailable is the typed error ops get while the store keeps failing:
 // nothing they did could be acknowledged.
 func (c *Core) storeUnavailable(op string) error {
-	if c.storeErr == nil {
-		return nil
+	if c.storeErr == nil || c.storeFails < storeFailingAfter {
+		return nil // a passing failure: the retry will most likely land
 	}
 	cause := messages.AsError(op, c.storeErr)
 	return &messages.Error{Code: messages.CodeUnavailable, Op: op, Retryable: true, Err: c.storeErr,
