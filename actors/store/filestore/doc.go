@@ -1,8 +1,8 @@
 // Package filestore is the on-disk session store, the embedded default
 // behind store.Store. It owns one directory tree:
 //
-//	<home>/sessions/<sid>/meta.json     the record, replaced atomically
-//	                                    (temp file, fsync, rename, fsync dir)
+//	<home>/sessions/<sid>/meta.json     the record's checkpoint, replaced by a
+//	                                    rename (fsynced at checkpoints)
 //	<home>/sessions/<sid>/events.jsonl  one messages.PersistedEvent per line
 //
 // and one write-ahead log shared by every session of the home:
