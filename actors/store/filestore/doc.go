@@ -24,8 +24,9 @@
 // changes (create, release, resume) and at checkpoints, never once per
 // status change: status changes are WAL frames and GetMeta reads the latest
 // committed record from memory. A checkpoint (when the WAL passes
-// WithCheckpointBytes, at Open and at Close) fsyncs the session files
-// touched since the last one, then truncates the WAL. Open replays the WAL:
+// WithCheckpointBytes, at Open and at Close) makes the session files
+// touched since the last one durable (one syncfs on Linux, else an fsync
+// per file), then truncates the WAL. Open replays the WAL:
 // each session's events.jsonl is rewritten from the first seq the WAL holds
 // and its meta.json from its last record, so both are exact after any crash.
 // Sequence numbers are the caller's; Append accepts only a gapless batch

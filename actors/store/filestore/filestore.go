@@ -301,6 +301,21 @@ func (st *Store) checkpoint() error {
 	st.mu.Unlock()
 	var failed []*session
 	var firstErr error
+	if !st.noSync {
+		// one syncfs for every file when the system has it
+		if ok, err := st.checkpointSyncFS(dirty); ok {
+			if err != nil {
+				st.mu.Lock()
+				for s := range dirty {
+					st.dirty[s] = struct{}{}
+				}
+				st.mu.Unlock()
+				st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
+				return err
+			}
+			return st.wal.reset()
+		}
+	}
 	for s := range dirty {
 		if err := st.checkpointSession(s); err != nil {
 			failed = append(failed, s)
@@ -327,6 +342,33 @@ func (st *Store) checkpoint() error {
 		return firstErr
 	}
 	return st.wal.reset()
+}
+
+// checkpointSyncFS writes what the session files lack (lines held back,
+// records newer than meta.json) without fsyncs, then makes all of it durable
+// with one syncfs. ok is false where syncfs does not exist.
+func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) (ok bool, err error) {
+	for s := range dirty {
+		s.mu.Lock()
+		err := st.flushBehind(s)
+		if err == nil && s.metaDirty && s.recJSON != nil {
+			err = st.writeMetaFile(s, s.recJSON, false)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return true, err
+		}
+	}
+	ok, err = syncFS(st.dir)
+	if !ok || err != nil {
+		return ok, err
+	}
+	for s := range dirty {
+		s.mu.Lock()
+		s.metaDirty, s.metaUnsynced, s.logUnsynced = false, false, false
+		s.mu.Unlock()
+	}
+	return true, nil
 }
 
 func (st *Store) checkpointSession(s *session) error {
