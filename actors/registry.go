@@ -95,6 +95,8 @@ type registry struct {
 	// onReleased is told each session whose released event is durable (the
 	// learning loop records its outcome); it must not block.
 	onReleased func(sessionID string)
+	maxHeld    int
+	giveUp     int
 
 	live     map[string]liveEntry
 	stopping map[string]string // released, actor still stopping: sid -> scope
@@ -185,7 +187,7 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		Spec: spec, Transport: t, Env: r.cfg.EnvList(), Store: r.store, Capturer: capt, Policy: r.policy,
 		ShutdownTimeout: r.cfg.Supervision.ShutdownTimeout.D(), Lifetime: r.cfg.SessionLifetime.D(), StallAfter: r.cfg.StallAfter.D(),
 		Registry: c.PID(), StartReply: reply, Now: r.now, Hooks: r.hooks, Logger: r.log,
-		Adopt: adopt, LastSeq: lastSeq,
+		Adopt: adopt, LastSeq: lastSeq, MaxHeld: r.maxHeld, StoreGiveUp: r.giveUp,
 	}
 	pid := c.SpawnChild(session.NewProducer(opts), "session", actor.WithID(spec.SessionID),
 		actor.WithMiddleware(supervise.Recover(supervise.RecoverOptions{Name: "session"})),
@@ -223,8 +225,12 @@ func (r *registry) resume(c *actor.Context, m regResume) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		rec, err := st.GetMeta(ctx, sid)
-		if err != nil {
+		if messages.IsCode(err, messages.CodeNotFound) {
 			fail(messages.Errorf(messages.CodeNotFound, op, "no session %s", sid))
+			return
+		}
+		if err != nil {
+			fail(messages.AsError(op, err)) // corrupt, unavailable: said as such
 			return
 		}
 		run := rec.LatestRun()
@@ -361,7 +367,10 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 	}
 	delete(r.live, m.SessionID)
 	r.stopping[m.SessionID] = e.scope
-	if m.Err == nil {
+	if m.Abandoned {
+		r.log.Warn("session abandoned at shutdown before its release was durable; the boot sweep will mark it orphaned", "session", m.SessionID)
+		r.metrics.live.Dec()
+	} else if m.Err == nil {
 		r.remember(m.SessionID, releasedEntry{scope: e.scope, outcome: m.Outcome})
 		r.metrics.live.Dec()
 		r.metrics.released.WithLabelValues(string(m.Reason)).Inc()

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,16 @@ type options struct {
 	learning    *loop.Loop
 	learningJob bool
 	noLearning  bool
+	maxHeld     int
+	giveUp      int
+}
+
+// WithPersistLimits sets how many unacknowledged events a session holds
+// before it stops reading its backend (maxHeld, session.DefaultMaxHeld when
+// 0) and how many failed store writes in a row release it with reason store
+// (giveUp, session.DefaultStoreGiveUp when 0).
+func WithPersistLimits(maxHeld, giveUp int) Option {
+	return func(o *options) { o.maxHeld, o.giveUp = maxHeld, giveUp }
 }
 
 // WithStore uses s instead of the file store under the config's home.
@@ -94,6 +105,10 @@ type Runtime struct {
 	stopJob  context.CancelFunc // the nightly lesson job, when running
 	log      *slog.Logger
 	kit      *proc.Kit // the backends' processes: cgroups, boot-sweep records
+
+	closeOnce sync.Once
+	closeDone chan struct{} // closed when the shutdown has finished
+	closeErr  error
 }
 
 // New validates cfg, opens the store, marks orphaned records and starts the
@@ -184,7 +199,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		},
 	}
 	reg := &registry{runtimeID: id, log: log, leaseHeld: func(rid string) bool { return rid != id && leaseHeld(cfg.Home, rid) }, cfg: &rt.cfg, backends: o.backends, store: o.store, capture: o.capture,
-		policy: policyFrom(cfg.Supervision), hooks: hooks, metrics: m, now: o.now}
+		policy: policyFrom(cfg.Supervision), hooks: hooks, metrics: m, now: o.now, maxHeld: o.maxHeld, giveUp: o.giveUp}
 	if rt.learn != nil {
 		reg.onReleased = rt.learn.Released
 	}
@@ -523,19 +538,35 @@ func (r *Runtime) LiveSessions(ctx context.Context) ([]string, error) {
 }
 
 // Close releases every live session (reason shutdown: their records become
-// orphaned, resumable later), stops the registry and closes the store.
+// orphaned, resumable later), stops the registry and closes the store. The
+// store and the lease are closed only once every session is gone, never
+// under a running one: when ctx ends first, Close returns a timeout and the
+// shutdown finishes in the background (a session whose release is not
+// durable by its shutdown deadline is abandoned to the boot sweep). Every
+// Close, concurrent or later, waits for the one shutdown and returns its
+// result.
 func (r *Runtime) Close(ctx context.Context) error {
-	if r.closed.Swap(true) {
-		return nil
+	r.closed.Store(true)
+	r.closeOnce.Do(func() {
+		r.closeDone = make(chan struct{})
+		go r.shutdown()
+	})
+	select {
+	case <-r.closeDone:
+		return r.closeErr
+	case <-ctx.Done():
+		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(),
+			"sessions are still stopping; the store and the lease close once they are gone")
 	}
+}
+
+func (r *Runtime) shutdown() {
+	defer close(r.closeDone)
 	ch := make(chan session.Result[int], 1)
 	r.engine.Send(r.registry, regRelease{all: true, reason: messages.ReleaseShutdown, reply: ch})
-	_, err := await(ctx, "close", ch)
-	select {
-	case <-r.engine.Poison(r.registry).Done():
-	case <-ctx.Done():
-		err = messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the registry did not stop in time")
-	}
+	res := <-ch
+	err := res.Err
+	<-r.engine.Poison(r.registry).Done()
 	if r.stopJob != nil {
 		r.stopJob()
 	}
@@ -547,5 +578,5 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	r.kit.Close()
 	r.lease.release()
-	return err
+	r.closeErr = err
 }

@@ -28,7 +28,7 @@ import (
 
 func small(t *testing.T) Options {
 	t.Helper()
-	var progress bytes.Buffer
+	progress := &lockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(progress.String())
@@ -36,7 +36,26 @@ func small(t *testing.T) Options {
 	})
 	return Options{Sessions: 30, Turns: 2, StoreSessions: 4, StoreAppends: 10, RoutingReads: 40,
 		Subscribers: 6, SlowSubscribers: 1, FeedEvents: 1500, Rate: 20000,
-		Concurrency: []int{1, 2}, NativeTurns: 2, DiffFiles: 60, Home: t.TempDir(), Progress: &progress}
+		Concurrency: []int{1, 2}, NativeTurns: 2, DiffFiles: 60, Home: t.TempDir(), Progress: progress}
+}
+
+// lockedBuffer is the progress writer of a small run: the suites' progress
+// lines and the control plane's log lines reach it from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func run(t *testing.T, suite string, o Options) *Result {

@@ -195,11 +195,14 @@ const (
 	ReleaseFailed   ReleaseReason = "failed"
 	// ReleaseShutdown is used when the runtime itself closes with live sessions.
 	ReleaseShutdown ReleaseReason = "shutdown"
+	// ReleaseStore: the store kept failing (disk full, read-only home); the
+	// record ends failed and nothing acknowledged was lost.
+	ReleaseStore ReleaseReason = "store"
 )
 
 func (r ReleaseReason) Valid() bool {
 	switch r {
-	case ReleaseExplicit, ReleaseSweep, ReleaseLifetime, ReleaseFailed, ReleaseShutdown:
+	case ReleaseExplicit, ReleaseSweep, ReleaseLifetime, ReleaseFailed, ReleaseShutdown, ReleaseStore:
 		return true
 	}
 	return false

@@ -20,10 +20,16 @@ const (
 	CodeUnauthorized    Code = "unauthorized"
 	CodeTimeout         Code = "timeout"
 	CodeInternal        Code = "internal"
+	// CodeUnavailable: a dependency (the store: a full disk, a read-only
+	// home) keeps failing; nothing acknowledged was lost, retry later.
+	CodeUnavailable Code = "unavailable"
+	// CodeCorrupt: stored data does not parse (a corrupt middle line of an
+	// event log, a garbage record); it is reported, never appended to.
+	CodeCorrupt Code = "corrupt"
 )
 
 var allCodes = []Code{CodeInvalid, CodeNotFound, CodeNotLive, CodeAlreadyLive, CodeCeilingExceeded,
-	CodeUnsupported, CodeConflict, CodeUnauthorized, CodeTimeout, CodeInternal}
+	CodeUnsupported, CodeConflict, CodeUnauthorized, CodeTimeout, CodeInternal, CodeUnavailable, CodeCorrupt}
 
 // Codes lists every error code, for tables at the edges.
 func Codes() []Code { return append([]Code(nil), allCodes...) }

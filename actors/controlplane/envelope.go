@@ -34,7 +34,7 @@ func statusOf(e *messages.Error) int {
 		return http.StatusConflict
 	case messages.CodeCeilingExceeded, messages.CodeUnsupported:
 		return http.StatusUnprocessableEntity
-	case messages.CodeTimeout:
+	case messages.CodeTimeout, messages.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	case messages.CodeInternal:
 		if e.Retryable {

@@ -25,7 +25,8 @@ const (
 // Hooks are the runtime's observers of a session; every field is optional
 // and is called on the session's goroutine, so it must not block.
 type Hooks struct {
-	// Event sees every persisted event as it is emitted (the live seam).
+	// Event sees every event once the store has acknowledged it (the live
+	// seam: nothing reaches the feed that a crash could take back).
 	Event func(sessionID string, ev messages.PersistedEvent)
 	// Result sees every read-turn result as it is delivered.
 	Result func(r messages.TurnResult)
@@ -48,8 +49,16 @@ type Options struct {
 	Store    store.Store
 	Capturer diffcapture.Capturer
 	Policy   supervise.Policy
-	// ShutdownTimeout bounds each child's stop and each store call.
+	// ShutdownTimeout bounds each child's stop, and a shutdown release (after
+	// twice this the session is abandoned to the boot sweep, never reported
+	// released). Store writes have no deadline.
 	ShutdownTimeout time.Duration
+	// MaxHeld is how many unacknowledged events the session holds before it
+	// stops reading its backend (DefaultMaxHeld when 0).
+	MaxHeld int
+	// StoreGiveUp is how many failed store writes in a row release the
+	// session with reason store (DefaultStoreGiveUp when 0).
+	StoreGiveUp int
 	// Lifetime releases the session this long after start; 0 disables.
 	Lifetime time.Duration
 	// StallAfter records a warning when a running turn has produced no
@@ -76,6 +85,7 @@ type (
 	persistStopped  struct{}
 	lifetimeDue     struct{}
 	releaseDeadline struct{}
+	persistRetry    struct{}
 	// stallCheck fires StallAfter after the last sign of life of a turn.
 	stallCheck struct{ gen int }
 )
@@ -103,7 +113,34 @@ type Actor struct {
 	stall           *time.Timer
 	stallGen        int
 	pendingReads    map[uint64]chan<- Result[messages.TurnResult]
+
+	// persistence: one request in flight; what accumulates meanwhile goes
+	// in the next one
+	gate            *pressure
+	persistInflight bool
+	reqID           uint64
+	pendingMeta     *messages.SessionRecord
+	retryIn         time.Duration
+	retry           *time.Timer
+	retryArmed      bool
+	fallback        *persistWriter // used when the persist child is gone for good
+	// parked are op answers waiting for the events their op emitted to be
+	// durable: an op's ok is an acknowledgement too.
+	parked    []parkedReply
+	abandoned bool
+	initReq   persistReq // the create or adopt request, sent again if persist dies with it
 }
+
+type parkedReply struct {
+	seq  uint64
+	send func(error)
+}
+
+// Persist retry backoff after a failed write.
+const (
+	persistRetryMin = 50 * time.Millisecond
+	persistRetryMax = 5 * time.Second
+)
 
 // NewProducer returns the hollywood producer of a session actor.
 func NewProducer(o Options) actor.Producer {
@@ -149,6 +186,12 @@ func (a *Actor) Receive(c *actor.Context) {
 		if a.deadline != nil {
 			a.deadline.Stop()
 		}
+		if a.retry != nil {
+			a.retry.Stop()
+		}
+		if a.gate != nil {
+			a.gate.close()
+		}
 		return
 	case OpReadTurn:
 		if err := a.core.ReadTurn(m.Token, m.Op.IncludeDiff); err != nil {
@@ -164,16 +207,30 @@ func (a *Actor) Receive(c *actor.Context) {
 		m.Reply <- Result[bool]{Val: cancelled}
 	case OpAnswer:
 		r, err := a.core.Answer(now, m.Op)
-		m.Reply <- Result[messages.AnswerResult]{Val: r, Err: err}
+		a.answer(err, func(err error) {
+			if err != nil {
+				r = messages.AnswerResult{}
+			}
+			m.Reply <- Result[messages.AnswerResult]{Val: r, Err: err}
+		})
 	case OpGuide:
 		err := a.core.Guide(now, m.Op)
-		m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+		a.answer(err, func(err error) {
+			m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+		})
 	case OpSetPosture:
 		r, err := a.core.SetPosture(now, m.Op.Posture)
-		m.Reply <- Result[messages.SetPostureResult]{Val: r, Err: err}
+		a.answer(err, func(err error) {
+			if err != nil {
+				r = messages.SetPostureResult{}
+			}
+			m.Reply <- Result[messages.SetPostureResult]{Val: r, Err: err}
+		})
 	case OpInterrupt:
 		err := a.core.Interrupt(now)
-		m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+		a.answer(err, func(err error) {
+			m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+		})
 	case OpRelease:
 		a.beginRelease(c, m.Reason, m.Outcome, m.Note, "", m.Reply)
 	case lifetimeDue:
@@ -200,12 +257,12 @@ func (a *Actor) Receive(c *actor.Context) {
 		a.core.DiffReady(now, m.turn, &d)
 	case persistAck:
 		a.persisted(c, now, m)
+	case persistRetry:
+		a.retryArmed = false
 	case childrenStopped:
 		a.releasedSeq = a.core.FinishRelease(now)
-		a.deadline = time.AfterFunc(2*a.o.ShutdownTimeout, func() { c.Engine().Send(c.PID(), releaseDeadline{}) })
 	case releaseDeadline:
-		a.log().Warn("session: the released event was not acknowledged in time; finishing release", "session", a.o.Spec.SessionID)
-		a.finish(c)
+		a.abandon(c)
 	case persistStopped:
 		// The registry stops this actor when it hears Done: one poisoner
 		// only, since a second pill to a stopping actor is never answered
@@ -217,6 +274,49 @@ func (a *Actor) Receive(c *actor.Context) {
 		return
 	}
 	a.flush(c)
+}
+
+// answer sends an op's answer, or parks it until the events the op emitted
+// are durable.
+func (a *Actor) answer(err error, send func(error)) {
+	if err == nil && a.core.LastSeq() > a.core.DurableSeq() {
+		a.parked = append(a.parked, parkedReply{seq: a.core.LastSeq(), send: send})
+		return
+	}
+	send(err)
+}
+
+func (a *Actor) releaseParked() {
+	d := a.core.DurableSeq()
+	kept := a.parked[:0]
+	for _, p := range a.parked {
+		if p.seq <= d {
+			p.send(nil)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	a.parked = kept
+}
+
+// abandon gives up on a shutdown release whose released event the store
+// did not take in time: the record stays live on disk for the boot sweep
+// (orphaned), and nobody is told it was released.
+func (a *Actor) abandon(c *actor.Context) {
+	if a.done {
+		return
+	}
+	a.abandoned, a.done = true, true
+	a.log().Warn("session: the store did not take the released event before the shutdown deadline; the record is left for the boot sweep",
+		"session", a.o.Spec.SessionID, "held", len(a.core.Unpersisted(0)))
+	err := messages.Errorf(messages.CodeUnavailable, messages.OpStop,
+		"the runtime shut down before the session's release was durable; its record will be marked orphaned")
+	for _, p := range a.parked {
+		p.send(err)
+	}
+	a.parked = nil
+	a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Reason: a.reason, Outcome: a.core.Outcome(), Abandoned: true}
+	a.sup.StopChildren(c, []string{ChildPersist}, persistStopped{})
 }
 
 func (a *Actor) start(c *actor.Context, now time.Time) {
@@ -239,18 +339,32 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	if capturer == nil {
 		capturer = diffcapture.Noop{}
 	}
+	a.core.SetStoreGiveUp(a.o.StoreGiveUp)
+	a.gate = newPressure(a.o.MaxHeld)
 	specs := []supervise.ChildSpec{
 		{Name: ChildPersist, Restart: supervise.Permanent, ShutdownTimeout: timeout,
-			Producer: newPersister(a.o.Store, a.o.Spec.SessionID, self, timeout, a.o.Hooks.Append, a.log())},
+			Producer: newPersister(a.o.Store, a.o.Spec.SessionID, self, a.o.Hooks.Append)},
 		{Name: ChildDiff, Restart: supervise.Transient, ShutdownTimeout: timeout,
 			Producer: newDiffer(capturer, self, 4*timeout)},
 		{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: timeout,
-			Producer: newHost(a.o.Transport, specFn, self, timeout, a.log())},
+			Producer: newHost(a.o.Transport, specFn, self, timeout, a.gate, a.log())},
 	}
 	a.sup = supervise.New(specs, a.o.Policy)
 	a.sup.OnEvent = func(ev supervise.Event) {
 		if a.o.Hooks.Supervision != nil {
 			a.o.Hooks.Supervision(ev)
+		}
+		if ev.Child == ChildPersist && (ev.Kind == supervise.EventFailed || ev.Kind == supervise.EventEscalated) && !a.created && a.persistInflight {
+			a.reqID++ // the create (or adopt) request died with the child: again
+			a.initReq.id = a.reqID
+			a.sendPersist(c, a.initReq)
+		}
+		if ev.Child == ChildPersist && (ev.Kind == supervise.EventFailed || ev.Kind == supervise.EventEscalated) && a.created {
+			// the request in flight died with it: send it again (the new
+			// writer re-reads LastSeq first); a late ack of the old one is
+			// ignored by its id
+			a.persistInflight = false
+			a.pump(c)
 		}
 		if ev.Kind != supervise.EventFailed || a.releasing {
 			return
@@ -267,17 +381,15 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 		panic(err) // a programming error in the child specs
 	}
 	rec := a.core.Record()
+	a.reqID++
+	a.persistInflight = true
 	if a.core.Adopted() {
-		out := a.core.Drain() // the adopted event goes with the record
-		a.send(c, ChildPersist, persistReq{adopt: &rec, events: out.Events})
-		if a.o.Hooks.Event != nil {
-			for _, ev := range out.Events { // the live seam sees it too
-				a.o.Hooks.Event(a.o.Spec.SessionID, ev)
-			}
-		}
+		a.core.Drain() // the adopted event goes with the record (it stays held until acknowledged)
+		a.initReq = persistReq{id: a.reqID, adopt: &rec, events: a.core.Unpersisted(0)}
 	} else {
-		a.send(c, ChildPersist, persistReq{create: &rec})
+		a.initReq = persistReq{id: a.reqID, create: &rec}
 	}
+	a.sendPersist(c, a.initReq)
 	if a.o.Lifetime > 0 {
 		engine := c.Engine()
 		a.lifetime = time.AfterFunc(a.o.Lifetime, func() { engine.Send(self, lifetimeDue{}) })
@@ -304,7 +416,48 @@ func (a *Actor) send(c *actor.Context, child string, msg any) {
 	}
 }
 
+// pump sends the next persist request when none is in flight: every held
+// event (up to a chunk) and the latest record.
+func (a *Actor) pump(c *actor.Context) {
+	if a.persistInflight || a.retryArmed || !a.created || a.abandoned {
+		return
+	}
+	evs := a.core.Unpersisted(persistChunk)
+	if len(evs) == 0 && a.pendingMeta == nil {
+		return
+	}
+	a.reqID++
+	a.persistInflight = true
+	req := persistReq{id: a.reqID, events: evs, meta: a.pendingMeta}
+	a.pendingMeta = nil
+	a.sendPersist(c, req)
+}
+
+// sendPersist hands a request to the persist child, or, when that child is
+// gone for good (escalated), to a writer goroutine of the session's own, so
+// that release can still make `released` durable.
+func (a *Actor) sendPersist(c *actor.Context, req persistReq) {
+	if st := a.sup.State(ChildPersist); st != supervise.StateEscalated && st != supervise.StateDown {
+		if err := a.sup.Send(c, ChildPersist, req); err == nil {
+			return
+		}
+	}
+	if a.fallback == nil {
+		a.fallback = &persistWriter{store: a.o.Store, sessionID: a.o.Spec.SessionID, onAppend: a.o.Hooks.Append}
+	}
+	w, engine, self := a.fallback, c.Engine(), c.PID()
+	go func() {
+		ack := w.write(req)
+		ack.id = req.id
+		engine.Send(self, ack)
+	}()
+}
+
 func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
+	if m.id != a.reqID || !a.persistInflight {
+		return // the ack of a request given up on (its child restarted)
+	}
+	a.persistInflight = false
 	if !a.created {
 		if m.createErr != nil {
 			a.o.StartReply <- Result[messages.StartResult]{Err: messages.AsError(messages.OpStart, m.createErr)}
@@ -321,7 +474,23 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 		a.core.Created(now)
 	}
 	a.core.Persisted(now, m.upTo, m.err)
-	if a.releasedSeq > 0 && m.upTo >= a.releasedSeq && !a.done {
+	if m.metaFailed && a.pendingMeta == nil {
+		a.pendingMeta = m.metaSent
+	}
+	if m.err != nil {
+		a.retryIn = min(max(2*a.retryIn, persistRetryMin), persistRetryMax)
+		a.retryArmed = true
+		engine, self := c.Engine(), c.PID()
+		a.retry = time.AfterFunc(a.retryIn, func() { engine.Send(self, persistRetry{}) })
+		a.log().Warn("session: a store write failed; the events stay held and are written again",
+			"session", a.o.Spec.SessionID, "retryIn", a.retryIn, "err", m.err)
+	} else {
+		a.retryIn = 0
+	}
+	if a.core.StoreGaveUp() && !a.releasing {
+		a.beginRelease(c, messages.ReleaseStore, "", "", "the store kept failing: "+messages.AsError("persist", m.err).Message, nil)
+	}
+	if a.releasedSeq > 0 && a.core.DurableSeq() >= a.releasedSeq && !a.done {
 		a.finish(c)
 	}
 }
@@ -332,14 +501,10 @@ func (a *Actor) flush(c *actor.Context) {
 		return
 	}
 	out := a.core.Drain()
-	if len(out.Events) > 0 || out.Meta != nil {
-		a.send(c, ChildPersist, persistReq{events: out.Events, meta: out.Meta})
-		if a.o.Hooks.Event != nil {
-			for _, ev := range out.Events {
-				a.o.Hooks.Event(a.o.Spec.SessionID, ev)
-			}
-		}
+	if out.Meta != nil {
+		a.pendingMeta = out.Meta
 	}
+
 	for _, cmd := range out.Diff {
 		a.send(c, ChildDiff, cmd)
 	}
@@ -357,6 +522,16 @@ func (a *Actor) flush(c *actor.Context) {
 		}
 		ch <- Result[messages.TurnResult]{Val: r.Result, Err: r.Err}
 	}
+	a.releaseParked()
+	a.pump(c)
+	a.gate.set(len(a.core.Unpersisted(0)))
+	// last: callers are answered and the next write is on its way even if
+	// an observer fails
+	if a.o.Hooks.Event != nil {
+		for _, ev := range out.Durable {
+			a.o.Hooks.Event(a.o.Spec.SessionID, ev)
+		}
+	}
 }
 
 func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, outcome messages.Outcome, note, why string, reply chan<- Result[messages.StopResult]) {
@@ -367,10 +542,16 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 		a.answerStops() // released already: stop is idempotent
 		return
 	}
+	if reason == messages.ReleaseShutdown && a.deadline == nil && !a.done {
+		// only a shutdown may abandon a release, and then never call it released
+		engine, self := c.Engine(), c.PID()
+		a.deadline = time.AfterFunc(2*a.o.ShutdownTimeout, func() { engine.Send(self, releaseDeadline{}) })
+	}
 	if a.releasing {
 		return
 	}
 	a.releasing = true
+	a.gate.close()
 	a.stoppedByCaller = reply != nil
 	a.reason = reason
 	if a.lifetime != nil {
@@ -386,6 +567,11 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 func (a *Actor) answerStops() {
 	outcome := a.core.Outcome()
 	for i, w := range a.stopWaiters {
+		if a.abandoned {
+			w <- Result[messages.StopResult]{Err: messages.Errorf(messages.CodeUnavailable, messages.OpStop,
+				"the runtime shut down before the session's release was durable; its record will be marked orphaned")}
+			continue
+		}
 		first := i == 0 && a.stoppedByCaller
 		w <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: !first, Outcome: outcome}}
 	}

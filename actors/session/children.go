@@ -31,15 +31,20 @@ type (
 		diff messages.TurnDiff
 	}
 	persistReq struct {
+		id     uint64 // matches the ack to the request in flight
 		create *messages.SessionRecord
 		adopt  *messages.SessionRecord // a resumed session's record: replaced, not created
 		events []messages.PersistedEvent
 		meta   *messages.SessionRecord
 	}
+	// persistAck: the store holds every event up to upTo (its own LastSeq).
 	persistAck struct {
-		upTo      uint64
-		createErr error
-		err       error
+		id         uint64
+		upTo       uint64
+		createErr  error
+		err        error
+		metaSent   *messages.SessionRecord
+		metaFailed bool
 	}
 )
 
@@ -64,6 +69,7 @@ type host struct {
 	spec      func() transports.SessionSpec
 	parent    *actor.PID
 	timeout   time.Duration
+	gate      *pressure
 
 	sess    transports.Session
 	opening bool
@@ -72,9 +78,9 @@ type host struct {
 	log     *slog.Logger
 }
 
-func newHost(t transports.Transport, spec func() transports.SessionSpec, parent *actor.PID, timeout time.Duration, log *slog.Logger) actor.Producer {
+func newHost(t transports.Transport, spec func() transports.SessionSpec, parent *actor.PID, timeout time.Duration, gate *pressure, log *slog.Logger) actor.Producer {
 	return func() actor.Receiver {
-		return &host{transport: t, spec: spec, parent: parent, timeout: timeout, closed: new(atomic.Bool), log: log}
+		return &host{transport: t, spec: spec, parent: parent, timeout: timeout, gate: gate, closed: new(atomic.Bool), log: log}
 	}
 }
 
@@ -122,9 +128,12 @@ func (h *host) Receive(c *actor.Context) {
 
 func (h *host) open(c *actor.Context) {
 	h.opening = true
-	engine, self, parent, closed := c.Engine(), c.PID(), h.parent, h.closed
+	engine, self, parent, closed, gate := c.Engine(), c.PID(), h.parent, h.closed, h.gate
 	spec := h.spec()
 	sink := func(turn int, ev messages.Event) {
+		if gate != nil {
+			gate.wait() // backpressure: the store is behind
+		}
 		engine.Send(parent, agentEvent{turn: turn, ev: ev})
 		if ev.Type == messages.EvError && ev.Fatal {
 			engine.Send(self, hostBackendDied{reason: ev.Text})
@@ -267,138 +276,118 @@ func (d *differ) Receive(c *actor.Context) {
 
 // ---- persist ----
 
-type persistFlush struct{}
+// persistChunk bounds one write: a long backlog (a store outage) goes out
+// in pieces, so no single Append grows without bound.
+const persistChunk = 4096
 
-// persister is the write-through mirror: it batches everything that arrives
-// while it is busy into one store call (group commit) and acknowledges the
-// highest seq written.
-type persister struct {
+// persistWriter writes a session's held events and record. It keeps no
+// events of its own (the core holds them until acknowledged), only what it
+// learnt from the store: after a restart or a failed write, whose outcome is
+// unknown (it may have landed), it re-reads LastSeq before writing again,
+// so a retry never conflicts with a write that did land.
+type persistWriter struct {
 	store     store.Store
 	sessionID string
-	parent    *actor.PID
-	timeout   time.Duration
-
-	create    *messages.SessionRecord
-	adopt     *messages.SessionRecord
-	events    []messages.PersistedEvent
-	meta      *messages.SessionRecord
-	scheduled bool
 	onAppend  func(time.Duration, error)
-	log       *slog.Logger
-	// retryIn is the delay before retrying a failed write; 0 when healthy.
-	retryIn time.Duration
+
+	synced bool   // last is the store's LastSeq
+	last   uint64 // the store's last seq, when synced
 }
 
-// Retry bounds for failed writes: the events are kept (in seq order, so
-// the log stays gapless) and written again, with backoff, until the store
-// takes them or the cap is hit.
-const (
-	persistRetryMin = 50 * time.Millisecond
-	persistRetryMax = 5 * time.Second
-	persistMaxHeld  = 1 << 16
-)
+// write carries out one request and reports the store's durable seq. It
+// never uses a timer: a slow disk delays the answer, never decides it. A
+// panic inside the store is an error like any other.
+func (w *persistWriter) write(req persistReq) (ack persistAck) {
+	ack.metaSent = req.meta
+	defer func() {
+		if p := recover(); p != nil {
+			w.synced = false
+			err := messages.Errorf(messages.CodeInternal, store.OpAppend, "the store panicked: %v", p)
+			if req.create != nil || req.adopt != nil {
+				ack.createErr = err
+			} else {
+				ack.err = err
+			}
+		}
+	}()
+	ctx := context.Background()
+	if req.create != nil {
+		if ack.createErr = w.store.Create(ctx, *req.create); ack.createErr != nil {
+			return ack
+		}
+		w.synced, w.last = true, 0
+	}
+	if !w.synced {
+		last, err := w.store.LastSeq(ctx, w.sessionID)
+		if err != nil {
+			ack.err = err
+			if req.adopt != nil {
+				ack.createErr = err
+			}
+			return ack
+		}
+		w.synced, w.last = true, last
+	}
+	ack.upTo = w.last
+	evs := req.events
+	for len(evs) > 0 && evs[0].Seq <= w.last {
+		evs = evs[1:] // landed already (a write that failed after all)
+	}
+	if len(evs) > 0 {
+		if evs[0].Seq != w.last+1 {
+			ack.err = messages.Errorf(messages.CodeInternal, store.OpAppend,
+				"session %s: the store's log ends at seq %d but the next held event is seq %d", w.sessionID, w.last, evs[0].Seq)
+			w.synced = false
+			return ack
+		}
+		start := time.Now()
+		err := w.store.Append(ctx, w.sessionID, evs)
+		if w.onAppend != nil {
+			w.onAppend(time.Since(start), err)
+		}
+		if err != nil {
+			w.synced = false
+			ack.err = err
+			if req.adopt != nil {
+				ack.createErr = err
+			}
+			return ack
+		}
+		w.last = evs[len(evs)-1].Seq
+		ack.upTo = w.last
+	}
+	if req.adopt != nil {
+		// the adopted event landed before the record says running
+		ack.createErr = w.store.PutMeta(ctx, *req.adopt)
+		return ack
+	}
+	if req.meta != nil {
+		if err := w.store.PutMeta(ctx, *req.meta); err != nil {
+			ack.err, ack.metaFailed = err, true
+		}
+	}
+	return ack
+}
 
-func newPersister(s store.Store, sid string, parent *actor.PID, timeout time.Duration, onAppend func(time.Duration, error), log *slog.Logger) actor.Producer {
+// persister is the persist child: it runs one request at a time (the
+// session sends the next only after this one's ack, batching whatever
+// accumulated meanwhile: group commit per session, and the store's WAL
+// groups the sessions).
+type persister struct {
+	w      *persistWriter
+	parent *actor.PID
+}
+
+func newPersister(s store.Store, sid string, parent *actor.PID, onAppend func(time.Duration, error)) actor.Producer {
 	return func() actor.Receiver {
-		return &persister{store: s, sessionID: sid, parent: parent, timeout: timeout, onAppend: onAppend, log: log}
+		return &persister{w: &persistWriter{store: s, sessionID: sid, onAppend: onAppend}, parent: parent}
 	}
 }
 
 func (p *persister) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
-	case persistReq:
-		if m.create != nil {
-			p.create = m.create
-		}
-		if m.adopt != nil {
-			p.adopt = m.adopt
-		}
-		p.events = append(p.events, m.events...)
-		if m.meta != nil {
-			p.meta = m.meta
-		}
-		if !p.scheduled {
-			p.scheduled = true
-			c.Send(c.PID(), persistFlush{})
-		}
-	case persistFlush:
-		p.scheduled = false
-		p.flush(c)
-	}
-}
-
-func (p *persister) scheduleRetry(c *actor.Context) {
-	if p.retryIn == 0 {
-		p.retryIn = persistRetryMin
-	} else if p.retryIn *= 2; p.retryIn > persistRetryMax {
-		p.retryIn = persistRetryMax
-	}
-	if p.scheduled {
-		return
-	}
-	p.scheduled = true
-	engine, self := c.Engine(), c.PID()
-	time.AfterFunc(p.retryIn, func() { engine.Send(self, persistFlush{}) })
-}
-
-func (p *persister) flush(c *actor.Context) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-	defer cancel()
-	var ack persistAck
-	if p.adopt != nil {
-		// the adopted event must land before the record says running
-		if err := p.store.Append(ctx, p.sessionID, p.events); err != nil {
-			ack.createErr = err
-		} else if err := p.store.PutMeta(ctx, *p.adopt); err != nil {
-			ack.createErr = err
-		} else if n := len(p.events); n > 0 {
-			ack.upTo = p.events[n-1].Seq
-		}
-		p.adopt, p.events = nil, nil
-		if ack.createErr != nil {
-			p.meta = nil
-		}
+	if m, ok := c.Message().(persistReq); ok {
+		ack := p.w.write(m)
+		ack.id = m.id
 		c.Send(p.parent, ack)
-		return
 	}
-	if p.create != nil {
-		ack.createErr = p.store.Create(ctx, *p.create)
-		p.create = nil
-		if ack.createErr != nil {
-			p.events, p.meta = nil, nil
-			c.Send(p.parent, ack)
-			return
-		}
-	}
-	if n := len(p.events); n > 0 {
-		start := time.Now()
-		ack.err = p.store.Append(ctx, p.sessionID, p.events)
-		if p.onAppend != nil {
-			p.onAppend(time.Since(start), ack.err)
-		}
-		ack.upTo = p.events[n-1].Seq
-		if ack.err == nil {
-			p.events = nil
-		} else if n > persistMaxHeld {
-			// the store has been refusing for long: give up on the oldest
-			// rather than hold memory without bound (the log will show the
-			// gap; the error events say why)
-			p.log.Error("persist: dropping events the store keeps refusing", "session", p.sessionID, "dropped", n-persistMaxHeld)
-			p.events = append([]messages.PersistedEvent(nil), p.events[n-persistMaxHeld:]...)
-		}
-	}
-	if p.meta != nil {
-		err := p.store.PutMeta(ctx, *p.meta)
-		if err == nil {
-			p.meta = nil
-		} else if ack.err == nil {
-			ack.err = err
-		}
-	}
-	if ack.err != nil {
-		p.scheduleRetry(c)
-	} else {
-		p.retryIn = 0
-	}
-	c.Send(p.parent, ack)
 }

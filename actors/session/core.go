@@ -97,19 +97,31 @@ type Reply struct {
 }
 
 // Output is what one step of the core asks the shell to carry out, in order:
-// persist Events (one batch) and Meta, then send Transport and Diff
-// commands, then deliver Replies.
+// persist Events (they stay held in the core, see Unpersisted, until the
+// store acknowledges them) and Meta, then send Transport and Diff commands,
+// then deliver Replies. Durable lists the events the store has just
+// acknowledged: only those may reach the live feed.
 type Output struct {
 	Events    []messages.PersistedEvent
 	Meta      *messages.SessionRecord
 	Transport []any
 	Diff      []any
 	Replies   []Reply
+	Durable   []messages.PersistedEvent
 }
 
 func (o *Output) Empty() bool {
-	return len(o.Events) == 0 && o.Meta == nil && len(o.Transport) == 0 && len(o.Diff) == 0 && len(o.Replies) == 0
+	return len(o.Events) == 0 && o.Meta == nil && len(o.Transport) == 0 && len(o.Diff) == 0 && len(o.Replies) == 0 &&
+		len(o.Durable) == 0
 }
+
+// DefaultStoreGiveUp is how many failed store writes in a row make a
+// session give up and release itself with reason store.
+const DefaultStoreGiveUp = 8
+
+// storeFailingAfter is how many failed store writes in a row make ops answer
+// unavailable: a single failure is retried before anyone is told.
+const storeFailingAfter = 3
 
 type queuedResult struct {
 	result messages.TurnResult
@@ -129,7 +141,16 @@ type Core struct {
 	rec  messages.SessionRecord
 
 	seq        uint64 // last assigned
-	durableSeq uint64 // highest seq the store acknowledged (or gave up on)
+	durableSeq uint64 // highest seq the store acknowledged
+	// held are the events after durableSeq, in seq order: the session (not
+	// its persist child, whose restart would lose them) keeps them until
+	// the store takes them. Nothing is ever dropped to make room.
+	held []messages.PersistedEvent
+	// storeErr is the last store failure while the store keeps failing;
+	// storeFails counts the failures in a row.
+	storeErr   error
+	storeFails int
+	giveUp     int
 	phase      Phase
 	turn       int
 
@@ -180,7 +201,7 @@ type turnEnd struct {
 // New builds the core for a fresh session and its initial record. lastSeq is
 // the highest seq already in the store for this id (0 for a new session).
 func New(spec Spec, now time.Time, lastSeq uint64) *Core {
-	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq,
+	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq, giveUp: DefaultStoreGiveUp,
 		tally: learning.NewTally(spec.Descriptor.EditToolNames, spec.Posture)}
 	c.rec = messages.SessionRecord{
 		SessionID:    spec.SessionID,
@@ -277,9 +298,48 @@ func (c *Core) Drain() Output {
 
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 	c.seq++
-	c.out.Events = append(c.out.Events, messages.PersistedEvent{Seq: c.seq, At: now, Turn: turn, Event: ev})
+	pe := messages.PersistedEvent{Seq: c.seq, At: now, Turn: turn, Event: ev}
+	c.out.Events = append(c.out.Events, pe)
+	c.held = append(c.held, pe)
 	c.tally.Observe(ev)
 	return c.seq
+}
+
+// Unpersisted returns the events the store has not acknowledged yet, oldest
+// first, at most max of them (max <= 0: all). The slice is the core's: the
+// caller must not modify it.
+func (c *Core) Unpersisted(max int) []messages.PersistedEvent {
+	if max > 0 && len(c.held) > max {
+		return c.held[:max:max]
+	}
+	return c.held[:len(c.held):len(c.held)]
+}
+
+// DurableSeq returns the highest seq the store has acknowledged.
+func (c *Core) DurableSeq() uint64 { return c.durableSeq }
+
+// SetStoreGiveUp sets how many failed store writes in a row make the
+// session give up (StoreGaveUp); n < 1 keeps the default.
+func (c *Core) SetStoreGiveUp(n int) {
+	if n > 0 {
+		c.giveUp = n
+	}
+}
+
+// StoreGaveUp reports that the store has failed giveUp times in a row: the
+// shell releases the session with reason store (the record ends failed once
+// the store takes the released event).
+func (c *Core) StoreGaveUp() bool { return c.storeFails >= c.giveUp }
+
+// storeUnavailable is the typed error ops get while the store keeps failing:
+// nothing they did could be acknowledged.
+func (c *Core) storeUnavailable(op string) error {
+	if c.storeErr == nil || c.storeFails < storeFailingAfter {
+		return nil // a passing failure: the retry will most likely land
+	}
+	cause := messages.AsError(op, c.storeErr)
+	return &messages.Error{Code: messages.CodeUnavailable, Op: op, Retryable: true, Err: c.storeErr,
+		Message: "the session cannot persist its events (" + cause.Message + "); nothing acknowledged was lost, retry later"}
 }
 
 func (c *Core) touchMeta(now time.Time) {
@@ -556,20 +616,33 @@ func (c *Core) deliver() {
 	c.reader = nil
 }
 
-// Persisted records that the store holds every event up to seq. failed
-// means the store gave up on them: the session goes on (failure-soft) and
-// says so once per streak of failures.
+// Persisted records that the store holds every event up to seq (the
+// store's own LastSeq, never a hope) and, with err, that the last write
+// failed: the events after seq stay held and are written again; the session
+// says so once per streak of failures, and while the streak lasts ops answer
+// unavailable.
 func (c *Core) Persisted(now time.Time, seq uint64, err error) {
+	if seq > c.seq {
+		seq = c.seq
+	}
 	if seq > c.durableSeq {
+		n := 0
+		for n < len(c.held) && c.held[n].Seq <= seq {
+			n++
+		}
+		c.out.Durable = append(c.out.Durable, c.held[:n]...)
+		c.held = append(c.held[:0:0], c.held[n:]...)
 		c.durableSeq = seq
 	}
 	if err != nil {
 		c.persistWarns++
+		c.storeFails++
+		c.storeErr = err
 		if c.persistWarns == 1 && c.live() {
 			c.emit(now, c.turn, messages.Event{Type: messages.EvError, Text: "persisting events failed: " + messages.AsError("persist", err).Message})
 		}
 	} else {
-		c.persistWarns = 0
+		c.persistWarns, c.storeFails, c.storeErr = 0, 0, nil
 	}
 	c.deliver()
 }
@@ -578,6 +651,9 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 // cannot be served; otherwise the answer comes as a Reply (maybe in this
 // same step).
 func (c *Core) ReadTurn(token uint64, includeDiff bool) error {
+	if err := c.storeUnavailable(messages.OpReadTurn); err != nil && (len(c.queue) == 0 || c.queue[0].seq > c.durableSeq) {
+		return err
+	}
 	if c.reader != nil {
 		return messages.Errorf(messages.CodeConflict, messages.OpReadTurn, "another read-turn is already waiting on this session")
 	}
@@ -606,6 +682,9 @@ func (c *Core) CancelRead(token uint64) bool {
 func (c *Core) Answer(now time.Time, a messages.Answer) (messages.AnswerResult, error) {
 	if !c.live() {
 		return messages.AnswerResult{}, messages.Errorf(messages.CodeNotLive, messages.OpAnswer, "the session has been released")
+	}
+	if err := c.storeUnavailable(messages.OpAnswer); err != nil {
+		return messages.AnswerResult{}, err
 	}
 	if len(c.pending) == 0 {
 		return messages.AnswerResult{}, messages.Errorf(messages.CodeConflict, messages.OpAnswer, "no clarification is pending")
@@ -648,6 +727,9 @@ func (c *Core) Answer(now time.Time, a messages.Answer) (messages.AnswerResult, 
 func (c *Core) Guide(now time.Time, g messages.Guide) error {
 	const op = messages.OpGuide
 	if err := c.canStartTurn(); err != nil {
+		return err
+	}
+	if err := c.storeUnavailable(op); err != nil {
 		return err
 	}
 	d := &c.spec.Descriptor
@@ -705,6 +787,9 @@ func (c *Core) SetPosture(now time.Time, p messages.Posture) (messages.SetPostur
 		return messages.SetPostureResult{}, &messages.Error{Code: messages.CodeCeilingExceeded, Op: op, Field: "posture",
 			Message: fmt.Sprintf("posture %s is above the session's maxPosture %s", p, c.spec.MaxPosture)}
 	}
+	if err := c.storeUnavailable(op); err != nil {
+		return messages.SetPostureResult{}, err
+	}
 	if p == c.rec.Posture {
 		return messages.SetPostureResult{OK: true, Posture: p}, nil
 	}
@@ -725,6 +810,9 @@ func (c *Core) Interrupt(now time.Time) error {
 	}
 	if !c.spec.Descriptor.Live.Interrupt {
 		return messages.Errorf(messages.CodeUnsupported, messages.OpInterrupt, "backend %s cannot be interrupted", c.spec.Descriptor.ID)
+	}
+	if err := c.storeUnavailable(messages.OpInterrupt); err != nil {
+		return err
 	}
 	switch c.phase {
 	case PhaseRunning:
@@ -755,7 +843,7 @@ func (c *Core) BeginRelease(now time.Time, reason messages.ReleaseReason, outcom
 	if !c.live() {
 		return c.outcome
 	}
-	c.failed = reason == messages.ReleaseFailed
+	c.failed = reason == messages.ReleaseFailed || reason == messages.ReleaseStore
 	if outcome == "" {
 		f := c.tally.Facts(c.failed, c.capped, learning.ReadOnlyBrief(c.rec.TaskBrief, c.spec.MaxPosture, c.spec.TaskTags))
 		f.LastKind, f.LastState, f.TurnRunning, f.CompletedTurns = c.lastKind, c.lastState, c.phase.TurnOpen(), c.completedTurns

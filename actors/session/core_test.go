@@ -1530,15 +1530,53 @@ func TestPersistFailuresAreReportedOncePerStreak(t *testing.T) {
 	require.Len(t, out.Events, 1, "a new streak warns again")
 	assert.Equal(t, "persisting events failed: the store is closed", out.Events[0].Event.Text)
 
-	// a failed write still counts as settled: results are not held forever
+	// a failed write never counts as durable: the result waits for the
+	// store, and the events stay held until it takes them
+	h.c.Persisted(h.tick(), 2, nil)
 	h.agent(1, messages.Event{Type: messages.EvTurnEnd})
 	h.c.DiffReady(h.tick(), 1, nil)
 	require.NoError(t, h.c.ReadTurn(1, false))
 	h.drain()
-	h.c.Persisted(h.tick(), h.c.LastSeq(), fmt.Errorf("still full"))
+	h.c.Persisted(h.tick(), 3, fmt.Errorf("still full"))
 	out = h.drain()
-	require.Len(t, out.Replies, 1)
+	require.Empty(t, out.Replies, "a result is never delivered before the store holds it")
+	require.Len(t, out.Events, 1, "a new streak warns again")
+	held := h.c.Unpersisted(0)
+	require.NotEmpty(t, held)
+	assert.Equal(t, uint64(4), held[0].Seq, "everything after the store's last seq is held")
+	assert.Equal(t, h.c.LastSeq(), held[len(held)-1].Seq)
+	h.c.Persisted(h.tick(), h.c.LastSeq(), fmt.Errorf("full again"))
+	out = h.drain()
+	require.Len(t, out.Replies, 1, "delivered once its seq is durable")
 	assert.Empty(t, out.Events, "the streak goes on: no second warning")
+	assert.Empty(t, h.c.Unpersisted(0))
+}
+
+// TestStoreGiveUp: a streak of failures makes ops unavailable (naming the
+// cause) and, at the give-up count, asks for a release with reason store
+// whose record ends failed.
+func TestStoreGiveUp(t *testing.T) {
+	h := newHarness(t)
+	h.startTurn1()
+	h.c.SetStoreGiveUp(3)
+	for i := range 3 {
+		assert.False(t, h.c.StoreGaveUp(), "after %d failures", i)
+		h.c.Persisted(h.tick(), 0, messages.Errorf(messages.CodeUnavailable, "store.append", "no space left on device"))
+	}
+	assert.True(t, h.c.StoreGaveUp())
+	err := h.c.Guide(h.tick(), messages.Guide{Text: "x"})
+	require.True(t, messages.IsCode(err, messages.CodeUnavailable), "%v", err)
+	assert.Contains(t, err.Error(), "no space left on device")
+	_, err = h.c.SetPosture(h.tick(), messages.PosturePlan)
+	require.True(t, messages.IsCode(err, messages.CodeUnavailable), "%v", err)
+	assert.Equal(t, messages.OutcomeFailed, h.c.BeginRelease(h.tick(), messages.ReleaseStore, "", "", "the store kept failing"))
+	h.c.FinishRelease(h.tick())
+	out := h.drain()
+	require.NotNil(t, out.Meta)
+	assert.Equal(t, messages.StatusFailed, out.Meta.Status)
+	last := out.Events[len(out.Events)-1]
+	assert.Equal(t, messages.ReleaseStore, last.Event.ReleaseReason)
+	assert.Equal(t, uint64(1), h.c.Unpersisted(0)[0].Seq, "nothing was dropped: all of it waits for the store")
 }
 
 func TestAgentEnded(t *testing.T) {

@@ -86,5 +86,8 @@ type (
 		Reason    messages.ReleaseReason
 		Outcome   messages.Outcome
 		Err       error // set when the session could not be created
+		// Abandoned: a shutdown deadline passed before `released` was
+		// durable; the record is left for the boot sweep (orphaned).
+		Abandoned bool
 	}
 )

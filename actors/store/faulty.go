@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"syscall"
 
 	"github.com/codesession/codesession/messages"
 )
@@ -19,6 +21,53 @@ type Faulty struct {
 	appends int // Append calls still to fail
 	meta    int // Create and PutMeta calls still to fail
 	hook    func(op, sessionID string) error
+
+	// the faults that found the persistence bugs (issue 10)
+	landThenFail int // Appends that write, then report a failure
+	panics       int // Appends that panic before writing
+	partial      int // Appends that write the first half of the batch, then fail
+	noSpace      int // writes (Create, PutMeta, Append) refused with ENOSPC
+}
+
+// LandThenFail makes the next n Append calls write their batch and then
+// return an error anyway: the outcome a caller cannot tell from a failure
+// (a lost reply, a timeout after the write). The caller must re-read
+// LastSeq before retrying, or it conflicts forever.
+func (f *Faulty) LandThenFail(n int) { f.set(&f.landThenFail, n) }
+
+// PanicAppends makes the next n Append calls panic before writing.
+func (f *Faulty) PanicAppends(n int) { f.set(&f.panics, n) }
+
+// PartialAppends makes the next n Append calls of two or more events write
+// the first half of the batch and then fail (a short write).
+func (f *Faulty) PartialAppends(n int) { f.set(&f.partial, n) }
+
+// NoSpace makes the next n writes (Create, PutMeta, Append) fail as a full
+// disk does, writing nothing; then the disk has room again.
+func (f *Faulty) NoSpace(n int) { f.set(&f.noSpace, n) }
+
+// ErrNoSpace is the error of a NoSpace write: unavailable, retryable, its
+// cause syscall.ENOSPC.
+func ErrNoSpace(op, sessionID string) error {
+	return &messages.Error{Code: messages.CodeUnavailable, Op: op, Retryable: true, Err: syscall.ENOSPC,
+		Message: fmt.Sprintf("cannot write session %s: %v", sessionID, syscall.ENOSPC)}
+}
+
+func (f *Faulty) set(p *int, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*p = n
+}
+
+// take uses up one armed fault of p, reporting whether one was armed.
+func (f *Faulty) take(p *int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *p > 0 {
+		*p--
+		return true
+	}
+	return false
 }
 
 var _ Store = (*Faulty)(nil)
@@ -90,12 +139,18 @@ func (f *Faulty) Create(ctx context.Context, rec messages.SessionRecord) error {
 	if err := f.fail(OpCreate, rec.SessionID); err != nil {
 		return err
 	}
+	if f.take(&f.noSpace) {
+		return ErrNoSpace(OpCreate, rec.SessionID)
+	}
 	return f.inner.Create(ctx, rec)
 }
 
 func (f *Faulty) PutMeta(ctx context.Context, rec messages.SessionRecord) error {
 	if err := f.fail(OpPutMeta, rec.SessionID); err != nil {
 		return err
+	}
+	if f.take(&f.noSpace) {
+		return ErrNoSpace(OpPutMeta, rec.SessionID)
 	}
 	return f.inner.PutMeta(ctx, rec)
 }
@@ -117,6 +172,28 @@ func (f *Faulty) List(ctx context.Context) ([]messages.SessionRecord, error) {
 func (f *Faulty) Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error {
 	if err := f.fail(OpAppend, sessionID); err != nil {
 		return err
+	}
+	if len(events) == 0 {
+		return f.inner.Append(ctx, sessionID, events)
+	}
+	if f.take(&f.noSpace) {
+		return ErrNoSpace(OpAppend, sessionID)
+	}
+	if f.take(&f.panics) {
+		panic(fmt.Sprintf("faulty store: injected panic in Append (session %s)", sessionID))
+	}
+	if len(events) >= 2 && f.take(&f.partial) {
+		if err := f.inner.Append(ctx, sessionID, events[:len(events)/2]); err != nil {
+			return err
+		}
+		return messages.Errorf(messages.CodeInternal, OpAppend, "injected short write (session %q): %d of %d events written",
+			sessionID, len(events)/2, len(events))
+	}
+	if f.take(&f.landThenFail) {
+		if err := f.inner.Append(ctx, sessionID, events); err != nil {
+			return err
+		}
+		return messages.Errorf(messages.CodeInternal, OpAppend, "injected failure after the write landed (session %q)", sessionID)
 	}
 	return f.inner.Append(ctx, sessionID, events)
 }

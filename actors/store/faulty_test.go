@@ -3,9 +3,11 @@ package store_test
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors/store"
@@ -97,4 +99,38 @@ func TestFaultySetFailure(t *testing.T) {
 	f.SetFailure(nil)
 	storetest.RequireCode(t, f.Append(ctx, a.SessionID, storetest.NewEvents(1, 1)), messages.CodeInternal)
 	require.NoError(t, f.Append(ctx, a.SessionID, storetest.NewEvents(1, 1)))
+}
+
+func TestFaultsMemory(t *testing.T) {
+	storetest.RunFaults(t, func(t *testing.T) store.Store { return store.NewMemory() })
+}
+
+func TestFaultyNewFaults(t *testing.T) {
+	ctx := context.Background()
+	f := store.NewFaulty(store.NewMemory())
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, f.Create(ctx, rec))
+
+	f.LandThenFail(1)
+	require.Error(t, f.Append(ctx, rec.SessionID, storetest.NewEvents(1, 2)))
+	last, err := f.LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), last, "the write landed although it failed")
+
+	f.PartialAppends(1)
+	require.Error(t, f.Append(ctx, rec.SessionID, storetest.NewEvents(3, 4)))
+	last, err = f.LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), last, "half the batch landed")
+
+	f.PanicAppends(1)
+	assert.Panics(t, func() { _ = f.Append(ctx, rec.SessionID, storetest.NewEvents(5, 1)) })
+
+	f.NoSpace(2)
+	for range 2 {
+		err := f.Append(ctx, rec.SessionID, storetest.NewEvents(5, 1))
+		storetest.RequireCode(t, err, messages.CodeUnavailable)
+		assert.ErrorIs(t, err, syscall.ENOSPC)
+	}
+	require.NoError(t, f.Append(ctx, rec.SessionID, storetest.NewEvents(5, 1)), "then the disk has room")
 }

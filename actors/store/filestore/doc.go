@@ -1,28 +1,49 @@
 // Package filestore is the on-disk session store, the embedded default
 // behind store.Store. It owns one directory tree:
 //
-//	<home>/sessions/<sid>/meta.json     the record, replaced atomically
-//	                                    (temp file, fsync, rename, fsync dir)
+//	<home>/sessions/<sid>/meta.json     the record's checkpoint, replaced by a
+//	                                    rename (fsynced at checkpoints)
 //	<home>/sessions/<sid>/events.jsonl  one messages.PersistedEvent per line
+//
+// and one write-ahead log shared by every session of the home:
+//
+//	<home>/wal/log                      group-committed frames (CRC-32C each)
 //
 // # Durability
 //
-// Append writes a whole batch with one write and one fsync (group commit:
-// the caller batches), so an event is durable once its Append returns nil.
+// The WAL is the durability point. Append and PutMeta queue a frame and
+// wait; one goroutine writes every frame that arrived while the previous
+// fsync ran with one write and one fsync (group commit), then answers them
+// all. Only then are the lines written to the session's events.jsonl, and
+// without an fsync: the WAL already holds them. A failed write or sync is
+// cut back off the WAL, so a batch is either committed or absent; the
+// error is unavailable (retryable, naming the cause: no space, read-only).
+// No timer decides durability: once queued, a frame waits for the disk.
+//
+// meta.json is a checkpoint of the record, written when its liveness
+// changes (create, release, resume) and at checkpoints, never once per
+// status change: status changes are WAL frames and GetMeta reads the latest
+// committed record from memory. A checkpoint (when the WAL passes
+// WithCheckpointBytes, at Open and at Close) makes the session files
+// touched since the last one durable (one syncfs on Linux, else an fsync
+// per file), then truncates the WAL. Open replays the WAL:
+// each session's events.jsonl is rewritten from the first seq the WAL holds
+// and its meta.json from its last record, so both are exact after any crash.
 // Sequence numbers are the caller's; Append accepts only a gapless batch
 // starting at LastSeq+1, so line k of a log always holds seq k.
+// ReadEvents starts at a seq -> offset index entry (one every 64 lines)
+// instead of decoding from line 1.
 //
 // # Repair
 //
-// The first time a session's log is touched after Open, its tail is checked.
-// A crash mid-append can leave an unterminated fragment or a few bad lines at
-// the end; everything after the last good line is cut, fsynced, reported by
-// Repairs and logged with slog. A line is good when it decodes as a
-// PersistedEvent and its seq is one more than that of the line before it (1
-// for the first line); with no checksums, that is as far as a forged line
-// can be told from a real one. A bad line in the middle of a log is not a
-// tear: ReadEvents fails on it (code internal, naming the session and the
-// line) rather than skipping it.
+// The first time a session's log is touched after Open it is scanned. A line
+// is good when it is terminated, decodes and holds seq k on line k. After a
+// bad line the rest is searched for an intact line: if there is none the
+// bad part is a torn tail (a crash mid-append) and is cut, fsynced, reported
+// by Repairs and logged; if there is one, the log has a corrupt middle line:
+// nothing is cut, reads past it and LastSeq return a corrupt error naming
+// the line, and Append refuses it (resume is refused with that reason).
+// A meta.json that does not parse is corrupt too.
 //
 // # Concurrency
 //

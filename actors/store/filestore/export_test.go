@@ -10,3 +10,7 @@ func (st *Store) OpenHandles() int {
 	defer st.mu.Unlock()
 	return st.open
 }
+
+// WithWALFault consults fn before each group commit's write: a non-nil
+// result fails the whole group as a disk would (ENOSPC, EROFS).
+func WithWALFault(fn func() error) Option { return func(s *Store) { s.walFault = fn } }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/messages"
@@ -48,18 +50,36 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithCheckpointBytes sets how large the write-ahead log grows before a
+// checkpoint (DefaultCheckpointBytes otherwise; n < 1 checkpoints only at
+// Open and Close).
+func WithCheckpointBytes(n int64) Option {
+	return func(s *Store) { s.checkpointBytes = n }
+}
+
 // Store is the file-backed store.Store. Build it with Open.
 type Store struct {
-	dir     string // <home>/sessions
-	log     *slog.Logger
-	maxOpen int
-	noSync  bool // tests only: skip fsyncs
+	dir             string // <home>/sessions
+	walPath         string
+	log             *slog.Logger
+	maxOpen         int
+	noSync          bool         // tests only: skip fsyncs
+	walFault        func() error // tests only: fail WAL writes
+	checkpointBytes int64
+
+	wal        *wal
+	metaWrites atomic.Int64
+	walCommits atomic.Int64
+
+	closeMu sync.Mutex // serializes Close
 
 	mu       sync.Mutex // guards the fields below; never held across I/O
 	closed   bool
+	inflight sync.WaitGroup // writes in progress (they need the WAL)
 	sessions map[string]*session
-	lru      *list.List // of *handle, most recently used first
-	open     int        // append handles open, including evicted ones still in use
+	dirty    map[*session]struct{} // touched since the last checkpoint
+	lru      *list.List            // of *handle, most recently used first
+	open     int                   // append handles open, including evicted ones still in use
 	repairs  []store.Repair
 }
 
@@ -70,13 +90,27 @@ type session struct {
 	id  string
 	dir string
 
-	metaMu sync.Mutex // serializes writes of meta.json
+	// opMu serializes the writes of one session (Create, PutMeta, Append)
+	// and is held across their WAL commit; mu is never held across one.
+	opMu sync.Mutex
 
-	logMu     sync.Mutex // serializes appends and guards the fields below
-	loaded    bool       // the tail was checked; size and lastSeq are known
-	logExists bool       // events.jsonl exists and its directory entry is synced
-	size      int64      // bytes of good lines; the next append lands here
-	lastSeq   uint64
+	mu      sync.Mutex // guards the fields below
+	loaded  bool       // the log was scanned; the fields below are known
+	exists  bool       // events.jsonl exists
+	size    int64      // bytes of good lines in events.jsonl
+	fileSeq uint64     // seq of the file's last line
+	lastSeq uint64     // highest committed seq (fileSeq plus what is behind)
+	index   []int64    // seq -> offset, every indexEvery lines
+	corrupt error      // a corrupt middle line: reads fail, appends are refused
+	// behind holds committed lines the file write failed for; they are
+	// written before anything else touches the file.
+	behind []byte
+
+	rec          *messages.SessionRecord // the latest committed record
+	recJSON      []byte                  // its encoding, as meta.json holds it
+	metaDirty    bool                    // rec is newer than meta.json
+	metaUnsynced bool                    // meta.json written since the last checkpoint
+	logUnsynced  bool                    // events.jsonl written since the last checkpoint
 
 	h *handle // open append handle; guarded by Store.mu
 }
@@ -85,31 +119,356 @@ func (s *session) metaPath() string { return filepath.Join(s.dir, metaName) }
 func (s *session) logPath() string  { return filepath.Join(s.dir, logName) }
 
 // handle is an open append handle of one session's log. Store.mu guards busy
-// and elem; f is used only by the Append holding the session's logMu.
+// and elem; f is used only with the session's mu held.
 type handle struct {
 	s    *session
 	f    *os.File
-	busy bool          // an Append is using it
+	busy bool          // an append is using it
 	elem *list.Element // its place in the LRU; nil once evicted
 }
 
-// Open opens (creating if needed) the store rooted at home.
+// Open opens (creating if needed) the store rooted at home, replays the
+// write-ahead log into the session files and checkpoints.
 func Open(home string, opts ...Option) (*Store, error) {
+	const op = "store.open"
 	dir := filepath.Join(home, sessionsDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, messages.Wrap(messages.CodeInternal, "store.open", err, "cannot create the sessions directory")
+		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot create the sessions directory")
+	}
+	wdir := filepath.Join(home, walDir)
+	if err := os.MkdirAll(wdir, 0o700); err != nil {
+		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot create the write-ahead log directory")
 	}
 	st := &Store{
-		dir:      dir,
-		log:      slog.Default(),
-		maxOpen:  DefaultMaxOpen,
-		sessions: map[string]*session{},
-		lru:      list.New(),
+		dir:             dir,
+		walPath:         filepath.Join(wdir, walName),
+		log:             slog.Default(),
+		maxOpen:         DefaultMaxOpen,
+		checkpointBytes: DefaultCheckpointBytes,
+		sessions:        map[string]*session{},
+		dirty:           map[*session]struct{}{},
+		lru:             list.New(),
 	}
 	for _, o := range opts {
 		o(st)
 	}
+	w, frames, torn, err := openWAL(st.walPath, st.noSync)
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot open the write-ahead log")
+	}
+	st.wal = w
+	if torn > 0 {
+		st.log.Warn("store: the write-ahead log ends in a torn frame (a crash mid-write); it was never acknowledged", "bytes", torn)
+	}
+	if err := st.replay(frames); err != nil {
+		_ = w.f.Close()
+		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot replay the write-ahead log")
+	}
+	if err := st.checkpoint(); err != nil {
+		_ = w.f.Close()
+		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot checkpoint after replaying the write-ahead log")
+	}
+	w.fault = st.walFault
+	w.checkpointAt = st.checkpointBytes
+	w.checkpoint = st.checkpoint
+	w.onCommit = func(int, int) { st.walCommits.Add(1) }
+	w.start()
 	return st, nil
+}
+
+// MetaFileWrites reports how many times a meta.json was written since Open
+// (create, release, checkpoint): the figure the design keeps at two per
+// session.
+func (st *Store) MetaFileWrites() int64 { return st.metaWrites.Load() }
+
+// WALCommits reports how many group commits (one write, one fsync each) the
+// write-ahead log made since Open.
+func (st *Store) WALCommits() int64 { return st.walCommits.Load() }
+
+// replay writes what the WAL holds into the session files: a record frame
+// becomes meta.json; event frames are rewritten from their first seq on, so
+// a session file is exact whatever a crash left in its unsynced tail.
+func (st *Store) replay(frames []frame) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	type pending struct {
+		rec    []byte
+		events [][]byte
+	}
+	order := []string{}
+	bySid := map[string]*pending{}
+	for _, f := range frames {
+		if !messages.ValidSessionID(f.sid) {
+			continue
+		}
+		p := bySid[f.sid]
+		if p == nil {
+			p = &pending{}
+			bySid[f.sid] = p
+			order = append(order, f.sid)
+		}
+		if f.kind == frameRecord {
+			p.rec = f.body
+		} else {
+			p.events = append(p.events, f.body)
+		}
+	}
+	replayed := 0
+	for _, sid := range order {
+		p := bySid[sid]
+		s := &session{id: sid, dir: filepath.Join(st.dir, sid)}
+		st.sessions[sid] = s
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return err
+		}
+		if p.rec != nil {
+			var rec messages.SessionRecord
+			if err := json.Unmarshal(p.rec, &rec); err == nil {
+				s.rec, s.recJSON, s.metaDirty = &rec, p.rec, true
+			}
+		}
+		st.dirty[s] = struct{}{}
+		if len(p.events) == 0 {
+			continue
+		}
+		n, err := st.replayEvents(s, p.events)
+		if err != nil {
+			return err
+		}
+		replayed += n
+	}
+	st.log.Info("store: replayed the write-ahead log", "sessions", len(order), "events", replayed)
+	return nil
+}
+
+func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
+	nl := bytes.IndexByte(bodies[0], '\n')
+	first, ok := lineSeqOf(bodies[0][:max(nl, 0)])
+	if nl < 0 || !ok {
+		return 0, fmt.Errorf("session %s: a WAL frame does not start with an event", s.id)
+	}
+	f, err := os.OpenFile(s.logPath(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	var sc scan // first == 1: the whole file is rewritten
+	if first > 1 {
+		if sc, err = scanLog(f, fi.Size(), first-1); err != nil {
+			return 0, err
+		}
+	}
+	if sc.lastSeq < first-1 {
+		// the checkpointed part of the log is damaged: keep it as it is
+		s.loaded, s.exists = true, true
+		s.size, s.fileSeq, s.lastSeq, s.index = sc.size, sc.lastSeq, sc.lastSeq, sc.index
+		s.corrupt = corruptLog(s.id, sc.badLine, fmt.Errorf("events before seq %d (checkpointed) are damaged: %v", first, sc.badReason))
+		st.log.Error("store: an event log is corrupt before the part the write-ahead log holds", "session", s.id, "line", sc.badLine)
+		return 0, nil
+	}
+	var buf []byte
+	for _, b := range bodies {
+		buf = append(buf, b...)
+	}
+	if err := f.Truncate(sc.size); err != nil {
+		return 0, err
+	}
+	if _, err := f.WriteAt(buf, sc.size); err != nil {
+		return 0, err
+	}
+	n := bytes.Count(buf, []byte{'\n'})
+	s.loaded, s.exists = true, true
+	s.index = indexLines(sc.index, buf, sc.size, first)
+	s.size = sc.size + int64(len(buf))
+	s.fileSeq = first - 1 + uint64(n)
+	s.lastSeq = s.fileSeq
+	s.logUnsynced = true
+	return n, nil
+}
+
+// checkpoint makes every session file touched since the last checkpoint
+// durable (fsync of events.jsonl, meta.json written or synced, directories
+// synced), then empties the WAL. On a failure the WAL keeps everything.
+func (st *Store) checkpoint() error {
+	st.mu.Lock()
+	dirty := st.dirty
+	st.dirty = map[*session]struct{}{}
+	st.mu.Unlock()
+	var failed []*session
+	var firstErr error
+	if !st.noSync {
+		// one syncfs for every file when the system has it
+		if ok, err := st.checkpointSyncFS(dirty); ok {
+			if err != nil {
+				st.mu.Lock()
+				for s := range dirty {
+					st.dirty[s] = struct{}{}
+				}
+				st.mu.Unlock()
+				st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
+				return err
+			}
+			return st.wal.reset()
+		}
+	}
+	for s := range dirty {
+		if err := st.checkpointSession(s); err != nil {
+			failed = append(failed, s)
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if firstErr == nil {
+		if err := st.syncDir(st.dir); err != nil {
+			firstErr = err
+			for s := range dirty {
+				failed = append(failed, s)
+			}
+		}
+	}
+	if firstErr != nil {
+		st.mu.Lock()
+		for _, s := range failed {
+			st.dirty[s] = struct{}{}
+		}
+		st.mu.Unlock()
+		st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", firstErr)
+		return firstErr
+	}
+	return st.wal.reset()
+}
+
+// checkpointSyncFS writes what the session files lack (lines held back,
+// records newer than meta.json) without fsyncs, then makes all of it durable
+// with one syncfs. ok is false where syncfs does not exist.
+func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) (ok bool, err error) {
+	for s := range dirty {
+		s.mu.Lock()
+		err := st.flushBehind(s)
+		if err == nil && s.metaDirty && s.recJSON != nil {
+			err = st.writeMetaFile(s, s.recJSON, false)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return true, err
+		}
+	}
+	ok, err = syncFS(st.dir)
+	if !ok || err != nil {
+		return ok, err
+	}
+	for s := range dirty {
+		s.mu.Lock()
+		s.metaDirty, s.metaUnsynced, s.logUnsynced = false, false, false
+		s.mu.Unlock()
+	}
+	return true, nil
+}
+
+func (st *Store) checkpointSession(s *session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := st.flushBehind(s); err != nil {
+		return err
+	}
+	if s.logUnsynced {
+		if err := st.syncPath(s.logPath()); err != nil {
+			return err
+		}
+		s.logUnsynced = false
+	}
+	switch {
+	case s.metaDirty && s.recJSON != nil:
+		if err := st.writeMetaFile(s, s.recJSON, true); err != nil {
+			return err
+		}
+		s.metaDirty, s.metaUnsynced = false, false
+	case s.metaUnsynced:
+		if err := st.syncPath(s.metaPath()); err != nil {
+			return err
+		}
+		s.metaUnsynced = false
+	}
+	return st.syncDir(s.dir)
+}
+
+func (st *Store) syncPath(path string) error {
+	if st.noSync {
+		return nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// enter admits a write: it fails once Close has begun; leave ends it.
+func (st *Store) enter(op string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return store.ErrClosed(op)
+	}
+	st.inflight.Add(1)
+	return nil
+}
+
+func (st *Store) leave() { st.inflight.Done() }
+
+func (st *Store) markDirty(s *session) {
+	st.mu.Lock()
+	st.dirty[s] = struct{}{}
+	st.mu.Unlock()
+}
+
+// commit puts one frame through the WAL; a failure is unavailable (the
+// disk refused: full, read-only, failing), and the frame is not in the log.
+func (st *Store) commit(op, sid string, kind byte, body []byte) error {
+	if err := st.wal.commit(encodeFrame(kind, sid, body)); err != nil {
+		if errors.Is(err, errWALClosed) {
+			return store.ErrClosed(op)
+		}
+		return unavailable(op, err, "the write-ahead log refused the write for session %s", sid)
+	}
+	return nil
+}
+
+// unavailable wraps a failure of the disk: retryable, with the cause named
+// (no space left, read-only filesystem) but no path.
+func unavailable(op string, err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		msg += ": " + errno.Error()
+	}
+	return &messages.Error{Code: messages.CodeUnavailable, Op: op, Message: msg, Retryable: true, Err: err}
+}
+
+func corruptLog(sid string, line int, why error) error {
+	return &messages.Error{Code: messages.CodeCorrupt, Op: store.OpReadEvents,
+		Message: fmt.Sprintf("session %s: line %d of %s is corrupt (%v); the log is kept as it is and not appended to", sid, line, logName, why)}
+}
+
+func encodeRecord(op string, rec messages.SessionRecord) ([]byte, error) {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeInvalid, op, err, "cannot encode the record of session "+rec.SessionID)
+	}
+	return append(data, '\n'), nil
 }
 
 // Create writes a new record; conflict if the session already has one.
@@ -121,31 +480,66 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 	if err := store.CheckRecord(op, &rec); err != nil {
 		return err
 	}
+	data, err := encodeRecord(op, rec)
+	if err != nil {
+		return err
+	}
+	if err := st.enter(op); err != nil {
+		return err
+	}
+	defer st.leave()
 	s, err := st.session(op, rec.SessionID, true)
 	if err != nil {
 		return err
 	}
-	s.metaMu.Lock()
-	defer s.metaMu.Unlock()
-	if err := st.checkOpen(op); err != nil {
-		return err
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	has := s.rec != nil
+	s.mu.Unlock()
+	if has {
+		return messages.Errorf(messages.CodeConflict, op, "session %s already has a record", s.id)
 	}
 	if _, err := os.Lstat(s.metaPath()); err == nil {
 		return messages.Errorf(messages.CodeConflict, op, "session %s already has a record", s.id)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return ioError(op, err, "cannot stat the record of session %s", s.id)
 	}
-	if err := os.Mkdir(s.dir, 0o700); err == nil {
-		if err := st.syncDir(st.dir); err != nil {
-			return ioError(op, err, "cannot sync the sessions directory")
-		}
-	} else if !errors.Is(err, fs.ErrExist) {
-		return ioError(op, err, "cannot create the directory of session %s", s.id)
+	// the directory first: a failure here leaves nothing in the WAL
+	if err := os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return unavailable(op, err, "cannot create the directory of session %s", s.id)
 	}
-	return st.writeMeta(op, s, rec)
+	if err := st.commit(op, s.id, frameRecord, data); err != nil {
+		return err
+	}
+	st.applyRecord(s, rec, data, true)
+	return nil
 }
 
-// PutMeta atomically replaces an existing record; not_found if absent.
+// applyRecord caches a committed record and writes meta.json when its
+// liveness changes (create, release, resume); other changes wait for the
+// next checkpoint. The record is durable in the WAL either way.
+func (st *Store) applyRecord(s *session, rec messages.SessionRecord, data []byte, create bool) {
+	defer st.wal.applying.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.rec
+	r := rec.Clone()
+	s.rec, s.recJSON = &r, data
+	if create || prev == nil || prev.Status.Live() != rec.Status.Live() {
+		if err := st.writeMetaFile(s, data, false); err != nil {
+			st.log.Warn("store: cannot write meta.json (the record is safe in the write-ahead log)", "session", s.id, "err", err)
+			s.metaDirty = true
+		} else {
+			s.metaDirty, s.metaUnsynced = false, true
+		}
+	} else {
+		s.metaDirty = true
+	}
+	st.markDirty(s)
+}
+
+// PutMeta replaces an existing record; not_found if absent.
 func (st *Store) PutMeta(ctx context.Context, rec messages.SessionRecord) error {
 	const op = store.OpPutMeta
 	if err := store.CheckContext(ctx, op); err != nil {
@@ -154,33 +548,44 @@ func (st *Store) PutMeta(ctx context.Context, rec messages.SessionRecord) error 
 	if err := store.CheckRecord(op, &rec); err != nil {
 		return err
 	}
+	data, err := encodeRecord(op, rec)
+	if err != nil {
+		return err
+	}
+	if err := st.enter(op); err != nil {
+		return err
+	}
+	defer st.leave()
 	s, err := st.session(op, rec.SessionID, false)
 	if err != nil {
 		return err
 	}
-	s.metaMu.Lock()
-	defer s.metaMu.Unlock()
-	if err := st.checkOpen(op); err != nil {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	has := s.rec != nil
+	s.mu.Unlock()
+	if !has {
+		if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
+			return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
+		} else if err != nil {
+			return ioError(op, err, "cannot stat the record of session %s", s.id)
+		}
+	}
+	if err := st.commit(op, s.id, frameRecord, data); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
-		return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
-	} else if err != nil {
-		return ioError(op, err, "cannot stat the record of session %s", s.id)
-	}
-	return st.writeMeta(op, s, rec)
+	st.applyRecord(s, rec, data, false)
+	return nil
 }
 
-// writeMeta replaces meta.json: temp file, fsync, rename, fsync directory.
-func (st *Store) writeMeta(op string, s *session, rec messages.SessionRecord) error {
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return messages.Wrap(messages.CodeInvalid, op, err, "cannot encode the record of session "+s.id)
-	}
-	data = append(data, '\n')
+// writeMetaFile replaces meta.json: temp file, rename; with sync, the temp
+// file and the directory are fsynced too (a checkpoint; otherwise the WAL
+// holds the record).
+func (st *Store) writeMetaFile(s *session, data []byte, sync bool) error {
 	tmp, err := os.CreateTemp(s.dir, metaName+".tmp-*")
 	if err != nil {
-		return ioError(op, err, "cannot write the record of session %s", s.id)
+		return err
 	}
 	done := false
 	defer func() {
@@ -190,25 +595,28 @@ func (st *Store) writeMeta(op string, s *session, rec messages.SessionRecord) er
 		}
 	}()
 	if _, err := tmp.Write(data); err != nil {
-		return ioError(op, err, "cannot write the record of session %s", s.id)
+		return err
 	}
-	if err := st.syncFile(tmp); err != nil {
-		return ioError(op, err, "cannot sync the record of session %s", s.id)
+	if sync {
+		if err := st.syncFile(tmp); err != nil {
+			return err
+		}
 	}
 	if err := tmp.Close(); err != nil {
-		return ioError(op, err, "cannot write the record of session %s", s.id)
+		return err
 	}
 	if err := os.Rename(tmp.Name(), s.metaPath()); err != nil {
-		return ioError(op, err, "cannot replace the record of session %s", s.id)
+		return err
 	}
 	done = true
-	if err := st.syncDir(s.dir); err != nil {
-		return ioError(op, err, "cannot sync the directory of session %s", s.id)
+	st.metaWrites.Add(1)
+	if sync {
+		return st.syncDir(s.dir)
 	}
 	return nil
 }
 
-// GetMeta reads a record; not_found if absent, internal if it does not parse.
+// GetMeta reads a record; not_found if absent, corrupt if it does not parse.
 func (st *Store) GetMeta(ctx context.Context, sessionID string) (messages.SessionRecord, error) {
 	const op = store.OpGetMeta
 	if err := store.CheckContext(ctx, op); err != nil {
@@ -223,8 +631,20 @@ func (st *Store) GetMeta(ctx context.Context, sessionID string) (messages.Sessio
 	return st.readMeta(op, sessionID)
 }
 
-// readMeta needs no lock: meta.json is only ever replaced by a rename.
+// readMeta returns the cached record, else reads meta.json (no lock needed:
+// it is only ever replaced by a rename).
 func (st *Store) readMeta(op, sessionID string) (messages.SessionRecord, error) {
+	st.mu.Lock()
+	s := st.sessions[sessionID]
+	st.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		rec := s.rec
+		s.mu.Unlock()
+		if rec != nil {
+			return rec.Clone(), nil
+		}
+	}
 	data, err := os.ReadFile(filepath.Join(st.dir, sessionID, metaName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return messages.SessionRecord{}, messages.Errorf(messages.CodeNotFound, op, "no record for session %s", sessionID)
@@ -234,11 +654,11 @@ func (st *Store) readMeta(op, sessionID string) (messages.SessionRecord, error) 
 	}
 	var rec messages.SessionRecord
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return messages.SessionRecord{}, messages.Wrap(messages.CodeInternal, op, err,
+		return messages.SessionRecord{}, messages.Wrap(messages.CodeCorrupt, op, err,
 			fmt.Sprintf("the record of session %s does not parse", sessionID))
 	}
 	if rec.SessionID != sessionID {
-		return messages.SessionRecord{}, messages.Errorf(messages.CodeInternal, op,
+		return messages.SessionRecord{}, messages.Errorf(messages.CodeCorrupt, op,
 			"the record in the directory of session %s names another session", sessionID)
 	}
 	return rec, nil
@@ -279,7 +699,9 @@ func (st *Store) List(ctx context.Context) ([]messages.SessionRecord, error) {
 	return recs, nil
 }
 
-// Append writes the batch with one write and one fsync.
+// Append commits the batch to the WAL (group commit: one fsync for every
+// batch that arrived while the previous one synced), then writes it to the
+// session's events.jsonl without an fsync.
 func (st *Store) Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error {
 	const op = store.OpAppend
 	if err := store.CheckContext(ctx, op); err != nil {
@@ -296,63 +718,98 @@ func (st *Store) Append(ctx context.Context, sessionID string, events []messages
 		return err
 	}
 	defer putBuffer(buf)
-
-	s, err := st.lockLog(op, sessionID)
+	if err := st.enter(op); err != nil {
+		return err
+	}
+	defer st.leave()
+	s, err := st.session(op, sessionID, false)
 	if err != nil {
 		return err
 	}
-	defer s.logMu.Unlock()
-	if err := store.CheckBatch(op, s.id, s.lastSeq, events); err != nil {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	err = st.loadLocked(op, s)
+	if err == nil && s.corrupt != nil {
+		err = withOp(s.corrupt, op)
+	}
+	if err == nil {
+		err = store.CheckBatch(op, s.id, s.lastSeq, events)
+	}
+	s.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	h, err := st.acquire(op, s)
+	if err := st.commit(op, s.id, frameEvents, buf.Bytes()); err != nil {
+		return err
+	}
+	defer st.wal.applying.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastSeq = events[len(events)-1].Seq
+	st.writeLines(s, buf.Bytes())
+	st.markDirty(s)
+	return nil
+}
+
+func withOp(err error, op string) error {
+	var e *messages.Error
+	if errors.As(err, &e) {
+		c := *e
+		c.Op = op
+		return &c
+	}
+	return err
+}
+
+// writeLines appends committed lines to events.jsonl (s.mu held). If the
+// file refuses them they wait in s.behind: they are durable in the WAL.
+func (st *Store) writeLines(s *session, b []byte) {
+	if len(s.behind) > 0 {
+		if st.flushBehind(s) != nil {
+			s.behind = append(s.behind, b...)
+			return
+		}
+	}
+	if err := st.writeFile(s, b); err != nil {
+		st.log.Warn("store: cannot write events.jsonl (the events are safe in the write-ahead log)", "session", s.id, "err", err)
+		s.behind = append(s.behind[:0:0], b...)
+	}
+}
+
+// flushBehind writes the lines waiting in s.behind (s.mu held).
+func (st *Store) flushBehind(s *session) error {
+	if len(s.behind) == 0 {
+		return nil
+	}
+	if err := st.writeFile(s, s.behind); err != nil {
+		return err
+	}
+	s.behind = nil
+	return nil
+}
+
+func (st *Store) writeFile(s *session, b []byte) error {
+	h, err := st.acquire(store.OpAppend, s)
 	if err != nil {
 		return err
 	}
 	defer st.release(h)
-
-	_, err = h.f.Write(buf.Bytes())
-	if err == nil {
-		err = st.syncFile(h.f)
+	if _, err := h.f.Write(b); err != nil {
+		if terr := h.f.Truncate(s.size); terr != nil {
+			s.loaded = false // rescan on next use
+		}
+		return err
 	}
-	if err == nil && !s.logExists {
-		err = st.syncDir(s.dir) // the file is new: make its name durable too
-	}
-	if err != nil {
-		st.rollback(s, h)
-		return ioError(op, err, "cannot append to the event log of session %s", s.id)
-	}
-	s.logExists = true
-	s.size += int64(buf.Len())
-	s.lastSeq = events[len(events)-1].Seq
+	s.index = indexLines(s.index, b, s.size, s.fileSeq+1)
+	s.size += int64(len(b))
+	s.fileSeq += uint64(bytes.Count(b, []byte{'\n'}))
+	s.exists, s.logUnsynced = true, true
 	return nil
 }
 
-// rollback cuts a failed append back to the last good size. If even that
-// fails, the session's cached state is dropped, so the next call reloads it
-// from disk and repairs the tail. s.logMu is held and h is busy.
-func (st *Store) rollback(s *session, h *handle) {
-	err := h.f.Truncate(s.size)
-	if err == nil {
-		err = st.syncFile(h.f)
-	}
-	if err == nil {
-		return
-	}
-	st.log.Error("store: cannot roll back a failed append; the log will be checked again on next use",
-		"session", s.id, "err", err)
-	s.loaded = false
-	st.mu.Lock()
-	if h.elem != nil {
-		st.lru.Remove(h.elem)
-		h.elem = nil
-		s.h = nil
-	}
-	st.mu.Unlock()
-}
-
-// ReadEvents streams the log up to its last good line, returning the events
-// with seq > afterSeq, at most limit of them (limit <= 0: all).
+// ReadEvents returns the events with seq > afterSeq, at most limit of them
+// (limit <= 0: all), starting from the index entry just before afterSeq+1.
 func (st *Store) ReadEvents(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]messages.PersistedEvent, error) {
 	const op = store.OpReadEvents
 	if err := store.CheckContext(ctx, op); err != nil {
@@ -361,14 +818,37 @@ func (st *Store) ReadEvents(ctx context.Context, sessionID string, afterSeq uint
 	if err := store.CheckSessionID(op, sessionID); err != nil {
 		return nil, err
 	}
-	s, err := st.lockLog(op, sessionID)
+	if err := st.checkOpen(op); err != nil {
+		return nil, err
+	}
+	s, err := st.session(op, sessionID, false)
 	if err != nil {
 		return nil, err
 	}
-	// Lines before size are final: appends only add after it, and a rollback
-	// only cuts back to it.
-	size, last := s.size, s.lastSeq
-	s.logMu.Unlock()
+	s.mu.Lock()
+	err = st.loadLocked(op, s)
+	if err == nil && len(s.behind) > 0 {
+		if ferr := st.flushBehind(s); ferr != nil {
+			err = unavailable(op, ferr, "events of session %s are not yet in its log file", s.id)
+		}
+	}
+	// Lines before size are final: appends only add after it.
+	size, last, corrupt := s.size, s.fileSeq, s.corrupt
+	var from int64
+	startSeq := uint64(1)
+	if err == nil && afterSeq < last {
+		k := int(afterSeq / indexEvery)
+		if k < len(s.index) {
+			from, startSeq = s.index[k], uint64(k)*indexEvery+1
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if corrupt != nil && (limit <= 0 || afterSeq+uint64(limit) > last) {
+		return nil, corrupt
+	}
 	if afterSeq >= last {
 		return nil, nil
 	}
@@ -383,10 +863,10 @@ func (st *Store) ReadEvents(ctx context.Context, sessionID string, afterSeq uint
 		want = uint64(limit)
 	}
 	out := make([]messages.PersistedEvent, 0, min(want, 4096))
-	r := bufio.NewReaderSize(io.LimitReader(f, size), 64<<10)
+	r := bufio.NewReaderSize(io.NewSectionReader(f, from, size-from), 64<<10)
 	var line []byte
-	for lineNo, next := 1, uint64(1); uint64(len(out)) < want; lineNo, next = lineNo+1, next+1 {
-		if lineNo%1024 == 0 {
+	for seq := startSeq; uint64(len(out)) < want; seq++ {
+		if seq%1024 == 0 {
 			if err := store.CheckContext(ctx, op); err != nil {
 				return nil, err
 			}
@@ -396,50 +876,25 @@ func (st *Store) ReadEvents(ctx context.Context, sessionID string, afterSeq uint
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF // the log ended before lastSeq
 			}
-			return nil, st.corrupt(op, s.id, lineNo, err)
+			return nil, corruptLog(s.id, int(seq), err)
+		}
+		if seq <= afterSeq {
+			continue
 		}
 		var ev messages.PersistedEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, st.corrupt(op, s.id, lineNo, err)
+			return nil, corruptLog(s.id, int(seq), err)
 		}
-		if ev.Seq != next {
-			return nil, st.corrupt(op, s.id, lineNo, fmt.Errorf("seq %d, want %d", ev.Seq, next))
+		if ev.Seq != seq {
+			return nil, corruptLog(s.id, int(seq), fmt.Errorf("seq %d, want %d", ev.Seq, seq))
 		}
-		if ev.Seq > afterSeq {
-			out = append(out, ev)
-		}
+		out = append(out, ev)
 	}
 	return out, nil
 }
 
-func (st *Store) corrupt(op, sessionID string, lineNo int, err error) error {
-	return messages.Wrap(messages.CodeInternal, op, err,
-		fmt.Sprintf("session %s: line %d of %s is corrupt", sessionID, lineNo, logName))
-}
-
-var errLineTooLong = fmt.Errorf("line longer than %d bytes", store.MaxEventBytes)
-
-// readLine appends the next line, without its newline, to buf. A final line
-// without a newline is returned with io.EOF.
-func readLine(r *bufio.Reader, buf []byte) ([]byte, error) {
-	for {
-		chunk, err := r.ReadSlice('\n')
-		buf = append(buf, chunk...)
-		if len(buf) > store.MaxEventBytes+1 {
-			return nil, errLineTooLong
-		}
-		switch {
-		case err == nil:
-			return buf[:len(buf)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		default:
-			return buf, err
-		}
-	}
-}
-
-// LastSeq returns the seq of the log's last good line, 0 for no log.
+// LastSeq returns the highest committed seq, 0 for no log; corrupt for a
+// log with a corrupt middle line.
 func (st *Store) LastSeq(ctx context.Context, sessionID string) (uint64, error) {
 	const op = store.OpLastSeq
 	if err := store.CheckContext(ctx, op); err != nil {
@@ -448,11 +903,21 @@ func (st *Store) LastSeq(ctx context.Context, sessionID string) (uint64, error) 
 	if err := store.CheckSessionID(op, sessionID); err != nil {
 		return 0, err
 	}
-	s, err := st.lockLog(op, sessionID)
+	if err := st.checkOpen(op); err != nil {
+		return 0, err
+	}
+	s, err := st.session(op, sessionID, false)
 	if err != nil {
 		return 0, err
 	}
-	defer s.logMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := st.loadLocked(op, s); err != nil {
+		return 0, err
+	}
+	if s.corrupt != nil {
+		return 0, withOp(s.corrupt, op)
+	}
 	return s.lastSeq, nil
 }
 
@@ -463,42 +928,43 @@ func (st *Store) Repairs() []store.Repair {
 	return append([]store.Repair(nil), st.repairs...)
 }
 
-// Close waits for the appends and record writes in flight, closes every
-// handle and makes later calls fail (a read already streaming finishes on
-// its own descriptor). A second Close returns nil.
+// Close waits for the writes in flight, stops the WAL, checkpoints, closes
+// every handle and makes later calls fail (a read already streaming
+// finishes on its own descriptor). A concurrent Close waits for the first;
+// a second returns nil.
 func (st *Store) Close() error {
+	st.closeMu.Lock()
+	defer st.closeMu.Unlock()
 	st.mu.Lock()
 	if st.closed {
 		st.mu.Unlock()
 		return nil
 	}
 	st.closed = true
-	sessions := make([]*session, 0, len(st.sessions))
-	for _, s := range st.sessions {
-		sessions = append(sessions, s)
-	}
 	st.mu.Unlock()
-
+	st.inflight.Wait()
+	st.wal.stop()
 	var errs []error
-	for _, s := range sessions {
-		s.metaMu.Lock()
-		s.logMu.Lock()
-		st.mu.Lock()
-		h := s.h
-		if h != nil {
-			st.lru.Remove(h.elem)
-			h.elem = nil
-			s.h = nil
-		}
-		st.mu.Unlock()
-		if h != nil {
-			errs = append(errs, st.closeHandle(h))
-		}
-		s.logMu.Unlock()
-		s.metaMu.Unlock()
+	if err := st.checkpoint(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, st.wal.f.Close())
+
+	st.mu.Lock()
+	var hs []*handle
+	for e := st.lru.Front(); e != nil; e = e.Next() {
+		h := e.Value.(*handle)
+		h.elem = nil
+		h.s.h = nil
+		hs = append(hs, h)
+	}
+	st.lru.Init()
+	st.mu.Unlock()
+	for _, h := range hs {
+		errs = append(errs, st.closeHandle(h))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return messages.Wrap(messages.CodeInternal, store.OpClose, err, "cannot close the event logs")
+		return messages.Wrap(messages.CodeInternal, store.OpClose, err, "cannot close the store cleanly (the write-ahead log keeps what was not checkpointed)")
 	}
 	return nil
 }
@@ -535,37 +1001,23 @@ func (st *Store) session(op, id string, create bool) (*session, error) {
 	return s, nil
 }
 
-// lockLog returns the session with its logMu held and its log loaded.
-func (st *Store) lockLog(op, id string) (*session, error) {
-	s, err := st.session(op, id, false)
-	if err != nil {
-		return nil, err
+// loadLocked scans a session's log once (s.mu held): a torn tail is cut, a
+// corrupt middle line is remembered. A session with neither a log nor a
+// record is not_found.
+func (st *Store) loadLocked(op string, s *session) error {
+	if s.loaded {
+		return nil
 	}
-	s.logMu.Lock()
-	if err := st.checkOpen(op); err != nil {
-		s.logMu.Unlock()
-		return nil, err
-	}
-	if !s.loaded {
-		if err := st.load(op, s); err != nil {
-			s.logMu.Unlock()
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-// load checks a log's tail, cutting a torn one, and caches its size and
-// last seq. A session with neither a log nor a record is not_found.
-func (st *Store) load(op string, s *session) error {
 	f, err := os.OpenFile(s.logPath(), os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
-			return messages.Errorf(messages.CodeNotFound, op, "no session %s", s.id)
-		} else if err != nil {
-			return ioError(op, err, "cannot stat the record of session %s", s.id)
+		if s.rec == nil {
+			if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
+				return messages.Errorf(messages.CodeNotFound, op, "no session %s", s.id)
+			} else if err != nil {
+				return ioError(op, err, "cannot stat the record of session %s", s.id)
+			}
 		}
-		s.loaded, s.logExists, s.size, s.lastSeq = true, false, 0, 0
+		s.loaded, s.exists, s.size, s.fileSeq, s.lastSeq, s.index = true, false, 0, 0, 0, nil
 		return nil
 	}
 	if err != nil {
@@ -576,118 +1028,40 @@ func (st *Store) load(op string, s *session) error {
 	if err != nil {
 		return ioError(op, err, "cannot stat the event log of session %s", s.id)
 	}
-	size := fi.Size()
-	good, lastSeq, err := goodEnd(f, size)
+	sc, err := scanLog(f, fi.Size(), 0)
 	if err != nil {
 		return ioError(op, err, "cannot read the event log of session %s", s.id)
 	}
-	if good < size {
-		if err := f.Truncate(good); err != nil {
+	s.corrupt = nil
+	if sc.badLine != 0 && sc.intactAft {
+		s.corrupt = corruptLog(s.id, sc.badLine, sc.badReason)
+		st.log.Error("store: an event log has a corrupt line before intact ones; it is kept as it is and not appended to",
+			"session", s.id, "line", sc.badLine, "reason", sc.badReason)
+	} else if sc.size < sc.end {
+		if err := f.Truncate(sc.size); err != nil {
 			return ioError(op, err, "cannot cut the torn tail of session %s", s.id)
 		}
 		if err := st.syncFile(f); err != nil {
 			return ioError(op, err, "cannot sync the event log of session %s", s.id)
 		}
-		r := store.Repair{SessionID: s.id, Offset: good, Bytes: size - good}
+		r := store.Repair{SessionID: s.id, Offset: sc.size, Bytes: sc.end - sc.size}
 		st.mu.Lock()
 		st.repairs = append(st.repairs, r)
 		st.mu.Unlock()
 		st.log.Warn("store: cut a torn tail from an event log",
-			"session", s.id, "offset", r.Offset, "bytes", r.Bytes, "lastSeq", lastSeq)
+			"session", s.id, "offset", r.Offset, "bytes", r.Bytes, "lastSeq", sc.lastSeq)
 	}
-	s.loaded, s.logExists, s.size, s.lastSeq = true, true, good, lastSeq
+	s.loaded, s.exists = true, true
+	s.size, s.fileSeq, s.lastSeq, s.index = sc.size, sc.lastSeq, sc.lastSeq, sc.index
 	return nil
 }
 
-// goodEnd finds the end of the log's last good line, scanning back from the
-// end: a line is good when it decodes as an event and the line before it
-// decodes with the seq just before (or it is the first line and holds seq 1).
-// It returns that offset (0 when no line is good) and the line's seq.
-func goodEnd(f io.ReaderAt, size int64) (int64, uint64, error) {
-	buf := make([]byte, 64<<10)
-	nl, err := lastNewline(f, size, buf)
-	if err != nil {
-		return 0, 0, err
-	}
-	for end := nl + 1; end > 0; { // end is just past a '\n'
-		start, err := lineStart(f, end-1, buf)
-		if err != nil {
-			return 0, 0, err
-		}
-		seq, ok, err := lineSeq(f, start, end-1)
-		if err != nil {
-			return 0, 0, err
-		}
-		if ok && start == 0 && seq == 1 {
-			return end, seq, nil
-		}
-		if ok && start > 0 {
-			pstart, err := lineStart(f, start-1, buf)
-			if err != nil {
-				return 0, 0, err
-			}
-			pseq, pok, err := lineSeq(f, pstart, start-1)
-			if err != nil {
-				return 0, 0, err
-			}
-			if pok && pseq+1 == seq {
-				return end, seq, nil
-			}
-		}
-		end = start
-	}
-	return 0, 0, nil
-}
-
-// lastNewline returns the offset of the last '\n' in f[0:end), or -1.
-func lastNewline(f io.ReaderAt, end int64, buf []byte) (int64, error) {
-	for end > 0 {
-		n := min(int64(len(buf)), end)
-		start := end - n
-		if _, err := f.ReadAt(buf[:n], start); err != nil {
-			return 0, err
-		}
-		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			return start + int64(i), nil
-		}
-		end = start
-	}
-	return -1, nil
-}
-
-// lineStart returns where the line ending at end (the offset of its '\n')
-// begins.
-func lineStart(f io.ReaderAt, end int64, buf []byte) (int64, error) {
-	nl, err := lastNewline(f, end, buf)
-	return nl + 1, err
-}
-
-// lineSeq decodes f[start:end) as an event; ok is false when it does not
-// decode, holds seq 0 or is longer than an event may be.
-func lineSeq(f io.ReaderAt, start, end int64) (seq uint64, ok bool, err error) {
-	n := end - start
-	if n <= 0 || n > store.MaxEventBytes {
-		return 0, false, nil
-	}
-	line := make([]byte, n)
-	if _, err := f.ReadAt(line, start); err != nil {
-		return 0, false, err
-	}
-	var ev messages.PersistedEvent
-	if json.Unmarshal(line, &ev) != nil || ev.Seq == 0 {
-		return 0, false, nil
-	}
-	return ev.Seq, true, nil
-}
-
 // acquire returns the session's append handle, opening it if needed and
-// evicting the least recently used ones beyond maxOpen. s.logMu is held.
+// evicting the least recently used ones beyond maxOpen. s.mu is held.
 func (st *Store) acquire(op string, s *session) (*handle, error) {
+	// no closed check: writes are fenced by enter, and Close's checkpoint
+	// may still need a handle; Close closes every handle last
 	st.mu.Lock()
-	if st.closed {
-		st.mu.Unlock()
-		return nil, store.ErrClosed(op)
-	}
 	if h := s.h; h != nil {
 		h.busy = true
 		st.lru.MoveToFront(h.elem)
@@ -701,11 +1075,6 @@ func (st *Store) acquire(op string, s *session) (*handle, error) {
 		return nil, ioError(op, err, "cannot open the event log of session %s", s.id)
 	}
 	st.mu.Lock()
-	if st.closed {
-		st.mu.Unlock()
-		_ = f.Close()
-		return nil, store.ErrClosed(op)
-	}
 	h := &handle{s: s, f: f, busy: true}
 	h.elem = st.lru.PushFront(h)
 	s.h = h

@@ -28,6 +28,10 @@ func TestConformance(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
 	})
+	// The caller's contract under every injected fault, on disk.
+	t.Run("faults", func(t *testing.T) {
+		storetest.RunFaults(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
+	})
 	// Two handles for fifty concurrent sessions: every append may evict.
 	t.Run("maxOpen=2", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir(), filestore.WithMaxOpen(2)) })
@@ -293,15 +297,16 @@ func TestCorruptMiddleLine(t *testing.T) {
 			appendFile(t, logPath(home, sid), data)
 
 			st := open(t, home)
-			last, err := st.LastSeq(ctx, sid)
-			require.NoError(t, err)
-			require.Equal(t, uint64(5), last, "the tail is good")
+			_, err := st.LastSeq(ctx, sid)
+			storetest.RequireCode(t, err, messages.CodeCorrupt, "a corrupt middle line is reported, not skipped")
 			require.Empty(t, st.Repairs(), "the middle of a log is never cut")
 
 			_, err = st.ReadEvents(ctx, sid, 0, 0)
-			storetest.RequireCode(t, err, messages.CodeInternal)
+			storetest.RequireCode(t, err, messages.CodeCorrupt)
 			assert.Contains(t, err.Error(), sid)
 			assert.Contains(t, err.Error(), "line 3")
+			storetest.RequireCode(t, st.Append(ctx, sid, storetest.NewEvents(6, 1)), messages.CodeCorrupt,
+				"a corrupt log is never appended to")
 			got, err := st.ReadEvents(ctx, sid, 0, 2)
 			require.NoError(t, err, "the lines before the bad one read")
 			require.Equal(t, storetest.NormalizeEvents(evs[:2]), storetest.NormalizeEvents(got))
@@ -326,7 +331,7 @@ func TestBadRecord(t *testing.T) {
 	st := open(t, home, filestore.WithLogger(logs.logger()))
 	for _, sid := range []string{bad, other} {
 		_, err = st.GetMeta(ctx, sid)
-		storetest.RequireCode(t, err, messages.CodeInternal)
+		storetest.RequireCode(t, err, messages.CodeCorrupt)
 		assert.Contains(t, err.Error(), sid)
 	}
 	recs, err := st.List(ctx)
@@ -395,7 +400,7 @@ func TestInvalidIDsTouchNothing(t *testing.T) {
 		paths = append(paths, strings.TrimPrefix(p, root))
 		return err
 	}))
-	assert.Equal(t, []string{"", "/home", "/home/sessions"}, paths)
+	assert.Equal(t, []string{"", "/home", "/home/sessions", "/home/wal", "/home/wal/log"}, paths)
 }
 
 // TestManySessions appends to ten thousand sessions from 32 goroutines with

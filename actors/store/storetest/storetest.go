@@ -12,6 +12,10 @@
 // session-id validation on every method, the append and read contract
 // (gapless batches, afterSeq, limit, MaxEventBytes), isolation of returned
 // values, concurrent use across and within sessions, context and Close.
+// RunFaults checks the caller's side of the contract under every fault
+// store.Faulty injects (a write that lands but fails, a panic, a short
+// write, a full disk for a while): re-reading LastSeq after a failure and
+// never dropping a batch always ends in a gapless log.
 // It holds no state between subtests; the helpers (NewRecord, NewEvents,
 // RequireCode) are safe to use from implementation-specific tests.
 package storetest

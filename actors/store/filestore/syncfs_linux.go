@@ -1,0 +1,19 @@
+package filestore
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// syncFS flushes every dirty file and directory of the filesystem holding
+// dir with one syncfs(2): a checkpoint of ten thousand session files costs
+// one call instead of an fsync per file while the WAL waits.
+func syncFS(dir string) (bool, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return true, err
+	}
+	defer d.Close()
+	return true, unix.Syncfs(int(d.Fd()))
+}

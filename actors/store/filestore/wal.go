@@ -1,0 +1,267 @@
+package filestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+)
+
+// The write-ahead log is one file, <home>/wal/log, shared by every session
+// of the home. Each record is a frame:
+//
+//	uint32 payload length | uint32 CRC-32C of the payload | payload
+//	payload: kind (1 byte) | session id length (1 byte) | session id | body
+//
+// kind 'E' (events) has as body the events.jsonl lines of one Append; kind
+// 'M' (record) the record's JSON. A frame whose length or checksum does not
+// hold ends the log: it is the torn tail of a crash mid-write, and nothing
+// after it was acknowledged.
+const (
+	walDir  = "wal"
+	walName = "log"
+
+	frameEvents = 'E'
+	frameRecord = 'M'
+
+	frameHeader = 8
+	// maxFrame bounds one frame: a batch of events is split by the store
+	// into Appends well below it (an event is at most MaxEventBytes).
+	maxFrame = 1 << 30
+
+	// DefaultCheckpointBytes is how large the WAL grows before a
+	// checkpoint makes the session files durable and truncates it.
+	DefaultCheckpointBytes = 64 << 20
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// frame is one decoded WAL record.
+type frame struct {
+	kind byte
+	sid  string
+	body []byte
+}
+
+func encodeFrame(kind byte, sid string, body []byte) []byte {
+	n := 2 + len(sid) + len(body)
+	b := make([]byte, frameHeader+n)
+	p := b[frameHeader:]
+	p[0], p[1] = kind, byte(len(sid))
+	copy(p[2:], sid)
+	copy(p[2+len(sid):], body)
+	binary.LittleEndian.PutUint32(b[0:4], uint32(n))
+	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(p, crcTable))
+	return b
+}
+
+// readFrames decodes the WAL's frames up to the first one that does not
+// hold; good is where that one starts (the end of the good prefix).
+func readFrames(r io.Reader) (frames []frame, good int64, err error) {
+	var hdr [frameHeader]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return frames, good, nil
+			}
+			return nil, 0, err
+		}
+		n := binary.LittleEndian.Uint32(hdr[0:4])
+		if n < 2 || n > maxFrame {
+			return frames, good, nil
+		}
+		p := make([]byte, n)
+		if _, err := io.ReadFull(r, p); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return frames, good, nil
+			}
+			return nil, 0, err
+		}
+		if crc32.Checksum(p, crcTable) != binary.LittleEndian.Uint32(hdr[4:8]) {
+			return frames, good, nil
+		}
+		sl := int(p[1])
+		if 2+sl > len(p) || (p[0] != frameEvents && p[0] != frameRecord) {
+			return frames, good, nil
+		}
+		frames = append(frames, frame{kind: p[0], sid: string(p[2 : 2+sl]), body: p[2+sl:]})
+		good += int64(frameHeader) + int64(n)
+	}
+}
+
+// walReq is one frame waiting for its group commit.
+type walReq struct {
+	frame []byte
+	done  chan error
+}
+
+// wal is the group-committing writer: callers queue frames and wait; one
+// goroutine writes everything queued with one write and one fsync, then
+// answers them all. A failed write or sync is cut back off the file, so a
+// frame is either committed and acknowledged or not in the log at all.
+type wal struct {
+	f      *os.File
+	size   int64 // end of the committed frames
+	noSync bool
+	// fault, when set (tests), is consulted before each group's write.
+	fault func() error
+	// checkpointAt is the size past which afterCommit is asked to checkpoint.
+	checkpointAt int64
+	checkpoint   func() error
+	onCommit     func(frames, bytes int)
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*walReq
+	closing bool
+	broken  error // the file could not be cut back after a failed write
+	stopped chan struct{}
+	// applying counts committed appends whose session files are not yet
+	// written; a checkpoint waits for them.
+	applying sync.WaitGroup
+}
+
+func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	frames, good, err := readFrames(io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, 0, err
+	}
+	w := &wal{f: f, size: good, noSync: noSync, stopped: make(chan struct{})}
+	w.cond = sync.NewCond(&w.mu)
+	return w, frames, fi.Size() - good, nil
+}
+
+func (w *wal) start() { go w.loop() }
+
+// commit queues a frame and waits for its group's fsync. It is never
+// cancelled by a timer: once queued, a frame's fate is decided by the disk.
+func (w *wal) commit(frame []byte) error {
+	req := &walReq{frame: frame, done: make(chan error, 1)}
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return errWALClosed
+	}
+	w.queue = append(w.queue, req)
+	w.cond.Signal()
+	w.mu.Unlock()
+	return <-req.done
+}
+
+var errWALClosed = errors.New("the write-ahead log is closed")
+
+func (w *wal) loop() {
+	defer close(w.stopped)
+	var buf []byte
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && !w.closing {
+			w.cond.Wait()
+		}
+		batch := w.queue
+		w.queue = nil
+		closing := w.closing
+		w.mu.Unlock()
+		if len(batch) == 0 && closing {
+			return
+		}
+		buf = buf[:0]
+		for _, r := range batch {
+			buf = append(buf, r.frame...)
+		}
+		err := w.write(buf)
+		if err == nil {
+			w.applying.Add(len(batch))
+			if w.onCommit != nil {
+				w.onCommit(len(batch), len(buf))
+			}
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+		if err == nil && w.checkpoint != nil && w.checkpointAt > 0 && w.size >= w.checkpointAt {
+			w.applying.Wait()
+			if cerr := w.checkpoint(); cerr != nil {
+				// the WAL keeps everything; the next checkpoint tries again
+				w.checkpointAt = w.size + w.checkpointAt
+			}
+		}
+	}
+}
+
+// write appends buf at the committed end and syncs; on failure it cuts the
+// file back so the frames are not in the log.
+func (w *wal) write(buf []byte) error {
+	if w.broken != nil {
+		if err := w.cutBack(); err != nil {
+			return err
+		}
+	}
+	var err error
+	if w.fault != nil {
+		err = w.fault()
+	}
+	if err == nil {
+		_, err = w.f.WriteAt(buf, w.size)
+	}
+	if err == nil && !w.noSync {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		if cerr := w.cutBack(); cerr != nil {
+			w.broken = cerr
+		}
+		return err
+	}
+	w.size += int64(len(buf))
+	return nil
+}
+
+func (w *wal) cutBack() error {
+	err := w.f.Truncate(w.size)
+	if err == nil && !w.noSync {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("cannot cut a failed write off the write-ahead log: %w", err)
+	}
+	w.broken = nil
+	return nil
+}
+
+// reset empties the log after a checkpoint made everything in it durable
+// elsewhere. Only the loop (or Open and Close, with the loop stopped) calls it.
+func (w *wal) reset() error {
+	if err := w.f.Truncate(0); err != nil {
+		return err
+	}
+	if !w.noSync {
+		if err := w.f.Sync(); err != nil {
+			return err
+		}
+	}
+	w.size = 0
+	return nil
+}
+
+// stop answers what is queued, then stops the loop.
+func (w *wal) stop() {
+	w.mu.Lock()
+	w.closing = true
+	w.cond.Signal()
+	w.mu.Unlock()
+	<-w.stopped
+}

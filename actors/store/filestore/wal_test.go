@@ -1,0 +1,232 @@
+package filestore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/store/filestore"
+	"github.com/codesession/codesession/actors/store/storetest"
+	"github.com/codesession/codesession/messages"
+)
+
+// crashed opens a store on home that is never closed: what it wrote and did
+// not checkpoint stays only in the WAL and the page cache, as after a
+// SIGKILL. (Its goroutine idles until the test ends.)
+func crashed(t *testing.T, home string) *filestore.Store {
+	t.Helper()
+	st, err := filestore.Open(home)
+	require.NoError(t, err)
+	return st
+}
+
+// TestReplayMakesFilesExact: after a crash that lost the unsynced tail of
+// events.jsonl and meta.json (a power cut can), opening the home replays
+// the WAL and both are exact again.
+func TestReplayMakesFilesExact(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := crashed(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(1, 40)))
+	idle := rec.Clone()
+	idle.Status = messages.StatusIdle
+	require.NoError(t, st.PutMeta(ctx, idle))
+	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(41, 30)))
+
+	// Damage what was never fsynced: the log loses its last 1000 bytes and
+	// gains garbage, and meta.json is gone.
+	lp := logPath(home, rec.SessionID)
+	size := fileSize(t, lp)
+	require.NoError(t, os.Truncate(lp, size-1000))
+	appendFile(t, lp, []byte("\x00\x00garbage"))
+	require.NoError(t, os.Remove(metaPath(home, rec.SessionID)))
+
+	st2 := open(t, home)
+	evs, err := st2.ReadEvents(ctx, rec.SessionID, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, storetest.NormalizeEvents(storetest.NewEvents(1, 70)), storetest.NormalizeEvents(evs))
+	got, err := st2.GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusIdle, got.Status, "the record is the last one committed")
+	assert.Equal(t, size, fileSize(t, lp), "the log file is byte for byte what was appended")
+	// and the files alone (as users and tools read them) are right too
+	data, err := os.ReadFile(metaPath(home, rec.SessionID))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"status": "idle"`)
+	require.NoError(t, st2.Append(ctx, rec.SessionID, storetest.NewEvents(71, 1)))
+}
+
+// TestWALTornTail: a frame cut mid-write was never acknowledged; the rest
+// replays.
+func TestWALTornTail(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := crashed(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(1, 5)))
+	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(6, 5)))
+	wal := filepath.Join(home, "wal", "log")
+	require.NoError(t, os.Truncate(wal, fileSize(t, wal)-7))
+	// the unacknowledged batch's lines went to the file too (a crash after
+	// the page-cache write): replay cuts them back to what the WAL holds
+	st2 := open(t, home)
+	last, err := st2.LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), last)
+	require.NoError(t, st2.Append(ctx, rec.SessionID, storetest.NewEvents(6, 1)), "appends continue gaplessly")
+}
+
+// TestMetaWritesPerSession: status changes go through the WAL; meta.json is
+// written at create and release (and checkpoints sync it, not rewrite it).
+func TestMetaWritesPerSession(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st, err := filestore.Open(home)
+	require.NoError(t, err)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	for i := range 6 {
+		r := rec.Clone()
+		r.Status = []messages.Status{messages.StatusIdle, messages.StatusRunning}[i%2]
+		require.NoError(t, st.PutMeta(ctx, r))
+		got, err := st.GetMeta(ctx, rec.SessionID)
+		require.NoError(t, err)
+		require.Equal(t, r.Status, got.Status, "GetMeta sees every committed change")
+	}
+	final := rec.Clone()
+	final.Status = messages.StatusEnded
+	require.NoError(t, st.PutMeta(ctx, final))
+	require.NoError(t, st.Close())
+	assert.Equal(t, int64(2), st.MetaFileWrites(), "meta.json writes: create and release")
+	st2 := open(t, home)
+	got, err := st2.GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusEnded, got.Status)
+}
+
+// TestWALFullDisk: ENOSPC for three commits, then space again. The failed
+// appends are unavailable (naming the cause), wrote nothing, and the log
+// continues gaplessly afterwards.
+func TestWALFullDisk(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	var fail atomic.Int32
+	st := open(t, home, filestore.WithWALFault(func() error {
+		if fail.Add(-1) >= 0 {
+			return &os.PathError{Op: "write", Path: "wal", Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(1, 3)))
+	fail.Store(3)
+	for range 3 {
+		err := st.Append(ctx, rec.SessionID, storetest.NewEvents(4, 2))
+		storetest.RequireCode(t, err, messages.CodeUnavailable)
+		assert.Contains(t, err.Error(), "no space left on device")
+		var e *messages.Error
+		require.True(t, errors.As(err, &e))
+		assert.True(t, e.Retryable)
+		last, err := st.LastSeq(ctx, rec.SessionID)
+		require.NoError(t, err)
+		require.Equal(t, uint64(3), last, "a refused batch is not in the log")
+	}
+	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(4, 2)))
+	require.NoError(t, st.Close())
+	st2 := open(t, home)
+	evs, err := st2.ReadEvents(ctx, rec.SessionID, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, storetest.NormalizeEvents(storetest.NewEvents(1, 5)), storetest.NormalizeEvents(evs))
+}
+
+// TestGroupCommit: concurrent appends of many sessions share fsyncs.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, t.TempDir())
+	const sessions, per = 32, 20
+	ids := make([]string, sessions)
+	for i := range ids {
+		rec := storetest.NewRecord(time.Now())
+		require.NoError(t, st.Create(ctx, rec))
+		ids[i] = rec.SessionID
+	}
+	before := st.WALCommits()
+	var wg sync.WaitGroup
+	for _, sid := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				assert.NoError(t, st.Append(ctx, sid, storetest.NewEvents(uint64(i)+1, 1)))
+			}
+		}()
+	}
+	wg.Wait()
+	commits := st.WALCommits() - before
+	assert.Less(t, commits, int64(sessions*per), "appends that arrive during an fsync share the next one")
+	for _, sid := range ids {
+		evs, err := st.ReadEvents(ctx, sid, 0, 0)
+		require.NoError(t, err)
+		require.Len(t, evs, per)
+	}
+}
+
+// TestCheckpointTruncatesWAL: past the checkpoint size the WAL is emptied
+// once the session files are durable, and nothing is lost.
+func TestCheckpointTruncatesWAL(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := open(t, home, filestore.WithCheckpointBytes(4<<10))
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	for i := range 100 {
+		require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(uint64(i)+1, 1)))
+	}
+	assert.Less(t, fileSize(t, filepath.Join(home, "wal", "log")), int64(8<<10), "the WAL was truncated")
+	evs, err := st.ReadEvents(ctx, rec.SessionID, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 100)
+}
+
+// TestReadEventsIndex reads windows of a long log at every offset around
+// the index stride.
+func TestReadEventsIndex(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, t.TempDir())
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	all := storetest.NewEvents(1, 300)
+	for i := 0; i < 300; i += 7 {
+		n := min(7, 300-i)
+		require.NoError(t, st.Append(ctx, rec.SessionID, all[i:i+n]))
+	}
+	want := storetest.NormalizeEvents(all)
+	for _, after := range []int{0, 1, 62, 63, 64, 65, 127, 128, 129, 250, 299, 300} {
+		for _, limit := range []int{0, 1, 5, 100} {
+			got, err := st.ReadEvents(ctx, rec.SessionID, uint64(after), limit)
+			require.NoError(t, err)
+			end := 300
+			if limit > 0 {
+				end = min(300, after+limit)
+			}
+			if after >= 300 {
+				require.Empty(t, got)
+				continue
+			}
+			require.Equal(t, want[after:end], storetest.NormalizeEvents(got), "after %d limit %d", after, limit)
+		}
+	}
+}
