@@ -242,7 +242,8 @@ func (c *core) notification(fx *effects, m message) {
 	case "thread/started", "thread/status/changed", "serverRequest/resolved", "account/rateLimits/updated",
 		"remoteControl/status/changed", "item/fileChange/outputDelta", "item/fileChange/patchUpdated",
 		"item/reasoning/summaryPartAdded", "turn/plan/updated", "thread/settings/updated", "mcpServer/startupStatus/updated",
-		"skills/changed", "thread/name/updated", "item/commandExecution/terminalInteraction":
+		"skills/changed", "thread/name/updated", "item/commandExecution/terminalInteraction", "thread/goal/cleared",
+		"thread/goal/updated", "thread/readState/changed", "thread/queue/changed":
 		// known, and nothing a session reports: the items and turn events carry what matters
 	default:
 		// kept, never dropped silently: a newer Codex may say something we

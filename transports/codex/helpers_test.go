@@ -174,7 +174,11 @@ func ctxT(t *testing.T) context.Context {
 // patchStep calls apply_patch adding path (relative to the workspace)
 // with content.
 func patchStep(path, content string) modelmock.Step {
-	patch := "*** Begin Patch\n*** Add File: " + path + "\n+" + content + "\n*** End Patch\n"
+	return patchRaw("*** Begin Patch\n*** Add File: " + path + "\n+" + content + "\n*** End Patch\n")
+}
+
+// patchRaw calls apply_patch with a whole patch.
+func patchRaw(patch string) modelmock.Step {
 	in, _ := json.Marshal(map[string]string{"input": patch})
 	return modelmock.Step{Tool: &modelmock.ToolCall{Name: "apply_patch", Input: in}}
 }

@@ -37,6 +37,10 @@ type Session struct {
 	posture  messages.Posture
 	sendPost bool // the posture changed since the last turn/start
 	closed   bool
+	// started: EvStarted went out; until then events wait in early, so
+	// EvStarted comes first (and a failed Open emits nothing)
+	started bool
+	early   []turnEvent
 
 	emitMu  sync.Mutex
 	queue   []turnEvent
@@ -141,6 +145,10 @@ func (s *Session) emitter() {
 
 // apply carries out a core step's effects; called with s.mu held.
 func (s *Session) apply(fx effects) {
+	if !s.started {
+		s.early = append(s.early, fx.events...)
+		fx.events = nil
+	}
 	if len(fx.events) > 0 && !s.closed {
 		s.emitMu.Lock()
 		s.queue = append(s.queue, fx.events...)
@@ -305,6 +313,7 @@ func (s *Session) start(ctx context.Context) error {
 	if thread != "" {
 		method = "thread/resume"
 		params["threadId"] = thread
+		params["excludeTurns"] = true // the history stays in Codex; we need none of it
 	}
 	res, err := p.call(ctx, method, params)
 	if err != nil {

@@ -217,7 +217,10 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		return nil, err
 	}
 	s.mu.Lock()
-	s.apply(effects{events: []turnEvent{{0, messages.Event{Type: messages.EvStarted, ExternalSessionID: s.threadID, Model: s.settings.Model}}}})
+	s.started = true
+	early := s.early
+	s.early = nil
+	s.apply(effects{events: append([]turnEvent{{0, messages.Event{Type: messages.EvStarted, ExternalSessionID: s.threadID, Model: s.settings.Model}}}, early...)})
 	s.mu.Unlock()
 	return s, nil
 }
