@@ -83,7 +83,7 @@ func prepareConformance(t *testing.T, c *transporttest.Case, bin string) transpo
 }
 
 // denyPrefix starts the steering the transport sends after a deny.
-const denyPrefix = "The user denied that request"
+const denyPrefix = DenyPrefix
 
 // conformanceSteps turns a turn's actions into model steps: a reply joins
 // the step before unless that step called a tool; a write is an apply_patch

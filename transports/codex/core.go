@@ -30,8 +30,10 @@ type effects struct {
 	events []turnEvent
 	writes [][]byte
 	// steer asks the shell to send text into the running turn (a deny's
-	// reason, which Codex's decline cannot carry).
-	steer string
+	// reason, which Codex's decline cannot carry), and only then to write
+	// afterSteer: so the reason is waiting in the turn before Codex goes on.
+	steer      string
+	afterSteer []byte
 }
 
 func (e *effects) emit(turn int, ev messages.Event) { e.events = append(e.events, turnEvent{turn, ev}) }
@@ -540,6 +542,9 @@ func (c *core) raise(fx *effects, m message, n int, tool string, in json.RawMess
 	fx.emit(n, messages.Event{Type: messages.EvClarification, ClarificationID: id, ToolName: tool, Input: in})
 }
 
+// DenyPrefix starts the steering that carries a deny's reason to the model.
+const DenyPrefix = "The user denied that request: "
+
 // answer answers a clarification: allow_once is accept, allow_session
 // acceptForSession, deny decline (its reason then steered into the turn),
 // cancel cancel (Codex ends the turn).
@@ -558,13 +563,14 @@ func (c *core) answer(id string, d messages.Decision, reason string) (effects, e
 	delete(c.approvals, id)
 	decision := map[messages.Decision]string{messages.DecisionAllowOnce: "accept", messages.DecisionAllowSession: "acceptForSession",
 		messages.DecisionDeny: "decline", messages.DecisionCancel: "cancel"}[d]
-	fx.write(encodeResult(a.rpcID, map[string]any{"decision": decision}))
-	switch d {
-	case messages.DecisionDeny:
-		if reason != "" && c.running && a.turn == c.turn {
-			fx.steer = "The user denied that request: " + reason
-		}
-	case messages.DecisionCancel:
+	reply := encodeResult(a.rpcID, map[string]any{"decision": decision})
+	switch {
+	case d == messages.DecisionDeny && reason != "" && c.running && a.turn == c.turn && c.codexTurn != "":
+		fx.steer, fx.afterSteer = DenyPrefix+reason, reply
+	default:
+		fx.write(reply)
+	}
+	if d == messages.DecisionCancel {
 		c.interrupting = true
 	}
 	return fx, nil

@@ -3,6 +3,7 @@ package codex
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -194,3 +195,5 @@ func shellStep(cmd string, escalated bool) modelmock.Step {
 	in, _ := json.Marshal(args)
 	return modelmock.Step{Tool: &modelmock.ToolCall{Name: "exec_command", Input: in}}
 }
+
+func asError(err error, target **messages.Error) bool { return errors.As(err, target) }

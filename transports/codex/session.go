@@ -163,12 +163,15 @@ func (s *Session) apply(fx effects) {
 			s.proc.send(w)
 		}
 	}
-	if fx.steer != "" && s.proc != nil && s.core.codexTurn != "" {
+	if fx.steer != "" && s.proc != nil {
 		p, thread, turn := s.proc, s.threadID, s.core.codexTurn
 		go func() { // never wait for a response under the lock
 			ctx, cancel := context.WithTimeout(context.Background(), s.t.requestTimeout)
 			defer cancel()
 			_, _ = p.call(ctx, "turn/steer", steerParams(thread, turn, fx.steer))
+			if fx.afterSteer != nil {
+				p.send(fx.afterSteer) // steered or not, the question is answered
+			}
 		}()
 	}
 }
