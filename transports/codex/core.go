@@ -112,19 +112,15 @@ func (c *core) turnStarted(id string) {
 }
 
 // evTurn is the turn a message about Codex turn id belongs to: a known
-// turn's number, the running turn for its own id (or any id while its own
-// is not known yet), else 0 (a session-level event).
+// turn's number; the running turn for its own id, for no id, or for any id
+// while its own is not known yet; else 0 (a session-level event). Only
+// turn/started and turn/start's response name a turn: a resumed thread
+// sends its last turn's token usage before the new turn starts.
 func (c *core) evTurn(id string) int {
 	if n, ok := c.turnOf[id]; ok {
 		return n
 	}
 	if c.running && (id == "" || c.codexTurn == "") {
-		if id != "" {
-			c.turnStarted(id)
-		}
-		return c.turn
-	}
-	if id == "" && c.running {
 		return c.turn
 	}
 	return 0
@@ -191,7 +187,7 @@ func (c *core) notification(fx *effects, m message) {
 	}
 	switch m.Method {
 	case "turn/started":
-		c.evTurn(p.TurnID)
+		c.turnStarted(p.TurnID)
 	case "turn/completed":
 		c.turnCompleted(fx, p)
 	case "item/agentMessage/delta":
@@ -376,7 +372,7 @@ func changesInput(ch []change) json.RawMessage {
 func (c *core) tokenUsage(raw json.RawMessage, turnID string) {
 	var u struct {
 		TokenUsage struct {
-			Total, Last struct {
+			Total struct {
 				InputTokens           int64 `json:"inputTokens"`
 				CachedInputTokens     int64 `json:"cachedInputTokens"`
 				CacheWriteInputTokens int64 `json:"cacheWriteInputTokens"`
@@ -389,20 +385,21 @@ func (c *core) tokenUsage(raw json.RawMessage, turnID string) {
 	}
 	t := u.TokenUsage.Total
 	total := messages.Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CacheReadTokens: t.CachedInputTokens, CacheWriteTokens: t.CacheWriteInputTokens}
-	if c.running && c.evTurn(turnID) == c.turn {
-		if c.baseTotal == nil {
-			// a resumed thread's first total includes earlier runs: count
-			// from its last request instead
-			l := u.TokenUsage.Last
-			base := messages.Usage{InputTokens: t.InputTokens - l.InputTokens, OutputTokens: t.OutputTokens - l.OutputTokens,
-				CacheReadTokens: t.CachedInputTokens - l.CachedInputTokens, CacheWriteTokens: t.CacheWriteInputTokens - l.CacheWriteInputTokens}
-			c.baseTotal = &base
-		}
-		b := *c.baseTotal
-		c.usage = messages.Usage{InputTokens: total.InputTokens - b.InputTokens, OutputTokens: total.OutputTokens - b.OutputTokens,
-			CacheReadTokens: total.CacheReadTokens - b.CacheReadTokens, CacheWriteTokens: total.CacheWriteTokens - b.CacheWriteTokens}
-	}
 	c.lastTotal = &total
+	if !c.running || turnID == "" || turnID != c.codexTurn {
+		// the thread's total before this turn's requests (a resumed thread
+		// restates its last turn's), or a stale turn's
+		if c.running && c.codexTurn == "" {
+			c.baseTotal = &total
+		}
+		return
+	}
+	b := messages.Usage{}
+	if c.baseTotal != nil {
+		b = *c.baseTotal
+	}
+	c.usage = messages.Usage{InputTokens: total.InputTokens - b.InputTokens, OutputTokens: total.OutputTokens - b.OutputTokens,
+		CacheReadTokens: total.CacheReadTokens - b.CacheReadTokens, CacheWriteTokens: total.CacheWriteTokens - b.CacheWriteTokens}
 }
 
 func (c *core) turnCompleted(fx *effects, p common) {

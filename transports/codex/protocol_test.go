@@ -308,3 +308,33 @@ func TestUnknownServerRequestRefused(t *testing.T) {
 		t.Errorf("events %+v: want a warning", fx.events)
 	}
 }
+
+// TestResumedThreadRestatesOldTurn: a resumed thread restates its last
+// turn's token usage (with that turn's id) right after turn/start, before
+// the new turn is named; the core must neither take that id for the new
+// turn nor count those tokens (seen live with Codex 0.169.0).
+func TestResumedThreadRestatesOldTurn(t *testing.T) {
+	c := newCore(coreConfig{outputCap: 100})
+	c.beginTurn(2)
+	step := func(line string) effects {
+		m, err := parseMessage([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.handle(m)
+	}
+	step(`{"method":"thread/tokenUsage/updated","params":{"turnId":"old","tokenUsage":{"total":{"inputTokens":200,"outputTokens":40},"last":{"inputTokens":100,"outputTokens":20}}}}`)
+	step(`{"method":"turn/started","params":{"turn":{"id":"new","status":"inProgress"}}}`)
+	fx := step(`{"method":"item/agentMessage/delta","params":{"turnId":"new","itemId":"m","delta":"hi"}}`)
+	if len(fx.events) != 1 || fx.events[0].turn != 2 {
+		t.Fatalf("the new turn's text went to %+v", fx.events)
+	}
+	step(`{"method":"thread/tokenUsage/updated","params":{"turnId":"new","tokenUsage":{"total":{"inputTokens":300,"outputTokens":60},"last":{"inputTokens":100,"outputTokens":20}}}}`)
+	fx = step(`{"method":"turn/completed","params":{"turn":{"id":"new","status":"completed"}}}`)
+	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvTurnEnd || fx.events[0].turn != 2 {
+		t.Fatalf("turn/completed gave %+v", fx.events)
+	}
+	if u := fx.events[0].ev.Usage; u == nil || u.InputTokens != 100 || u.OutputTokens != 20 {
+		t.Errorf("turn 2 usage %+v: want only its own request (100 in, 20 out)", u)
+	}
+}

@@ -264,6 +264,9 @@ func (s *Session) start(ctx context.Context) error {
 		for {
 			select {
 			case b := <-p.writes:
+				if s.t.trace != nil {
+					s.t.trace(">>", b)
+				}
 				if _, err := stdin.Write(b); err != nil {
 					return
 				}
@@ -393,6 +396,9 @@ func (s *Session) read(p *process, r io.Reader) {
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
+		}
+		if s.t.trace != nil {
+			s.t.trace("<<", b)
 		}
 		m, err := parseMessage(b)
 		if err != nil {

@@ -51,6 +51,7 @@ type Transport struct {
 	startTimeout   time.Duration
 	interruptGrace time.Duration
 	env            []string
+	trace          func(dir string, line []byte)
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -108,6 +109,11 @@ func WithInterruptGrace(d time.Duration) Option {
 // WithEnv adds KEY=VALUE entries to every session's environment, below
 // SessionSpec.Env.
 func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
+
+// WithTrace sees every line exchanged with the app-server: dir is ">>"
+// for what the transport wrote, "<<" for what it read. It is called from
+// the reader and writer goroutines and must not block.
+func WithTrace(f func(dir string, line []byte)) Option { return func(t *Transport) { t.trace = f } }
 
 // New returns the codex transport.
 func New(opts ...Option) *Transport {
