@@ -225,3 +225,32 @@ func TestLiveKilledMidTurn(t *testing.T) {
 		t.Errorf("StartTurn after the death: %v: want a not_live *messages.Error", err)
 	}
 }
+
+// TestLiveCancel: cancel answers Codex's question with cancel, which ends
+// the turn without running the patch; the session serves the next turn.
+func TestLiveCancel(t *testing.T) {
+	m := startMock(t, &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{Text: "patch then stop"}, Steps: []modelmock.Step{patchStep("cancelled.txt", "no"), {Text: "went on"}}},
+	}})
+	s, rec, ws := openLive(t, m, messages.PostureDefault)
+	if err := s.StartTurn(ctxT(t), 1, "patch then stop"); err != nil {
+		t.Fatal(err)
+	}
+	q := rec.wait(t, 1, "clarification", func(ev messages.Event) bool { return ev.Type == messages.EvClarification })
+	if err := s.Answer(ctxT(t), q.ClarificationID, messages.DecisionCancel, ""); err != nil {
+		t.Fatal(err)
+	}
+	end := rec.turnEnd(t, 1)
+	if end.Type != messages.EvTurnEnd || end.State != messages.TurnInterrupted {
+		t.Errorf("turn 1 closed with %+v: want interrupted\n%s", end, rec.dump())
+	}
+	if _, err := os.Stat(filepath.Join(ws, "cancelled.txt")); err == nil {
+		t.Error("the cancelled patch ran")
+	}
+	if err := s.StartTurn(ctxT(t), 2, "still there?"); err != nil {
+		t.Fatal(err)
+	}
+	if end := rec.turnEnd(t, 2); end.State != messages.TurnCompleted {
+		t.Errorf("turn 2: %+v", end)
+	}
+}

@@ -338,3 +338,25 @@ func TestResumedThreadRestatesOldTurn(t *testing.T) {
 		t.Errorf("turn 2 usage %+v: want only its own request (100 in, 20 out)", u)
 	}
 }
+
+// TestExitMidTurn: a process the shell killed to end an interrupt closes
+// the turn interrupted and the session lives on; one that died by itself
+// is fatal and refuses further turns.
+func TestExitMidTurn(t *testing.T) {
+	c := newCore(coreConfig{outputCap: 100})
+	c.beginTurn(1)
+	fx := c.exited(true, "killed")
+	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvTurnEnd || fx.events[0].ev.State != messages.TurnInterrupted || c.dead {
+		t.Errorf("killed for an interrupt: %+v dead=%v", fx.events, c.dead)
+	}
+	c.beginTurn(2)
+	fx = c.exited(false, "signal: killed")
+	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvError || !fx.events[0].ev.Fatal || fx.events[0].turn != 2 || !c.dead {
+		t.Errorf("died by itself: %+v dead=%v", fx.events, c.dead)
+	}
+	c = newCore(coreConfig{outputCap: 100})
+	fx = c.exited(false, "exit status 1")
+	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvWarning || c.dead {
+		t.Errorf("exit between turns: %+v dead=%v", fx.events, c.dead)
+	}
+}
