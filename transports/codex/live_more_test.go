@@ -73,25 +73,9 @@ func TestLivePostures(t *testing.T) {
 	}
 }
 
-// TestLiveSetPostureReachesCodex: a posture set between turns rides on the
-// next turn/start, and Codex runs that turn under the new sandbox.
-func TestLiveSetPostureReachesCodex(t *testing.T) {
-	m := startMock(t, &modelmock.Scenario{})
-	s, rec, _ := openLive(t, m, messages.PostureDefault)
-	if err := s.SetPosture(ctxT(t), messages.PosturePlan); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.StartTurn(ctxT(t), 1, "now in plan"); err != nil {
-		t.Fatal(err)
-	}
-	rec.turnEnd(t, 1)
-	if mt := lastMeta(t, m); mt.Sandbox != "read-only" {
-		t.Errorf("after SetPosture(plan) the turn runs under sandbox %q: want read-only", mt.Sandbox)
-	}
-}
-
 // TestLiveModelAndEffortPerTurn: SetModel changes model and effort of the
-// next turn (max is Codex's xhigh).
+// next turn (max is Codex's xhigh), and a posture set between turns rides
+// on the next turn/start: Codex runs that turn under the new sandbox.
 func TestLiveModelAndEffortPerTurn(t *testing.T) {
 	m := startMock(t, &modelmock.Scenario{})
 	s, rec, _ := openLive(t, m, messages.PostureDefault)
@@ -101,6 +85,9 @@ func TestLiveModelAndEffortPerTurn(t *testing.T) {
 	rec.turnEnd(t, 1)
 	first := lastMeta(t, m)
 	if err := s.SetModel(ctxT(t), "gpt-5.4", messages.EffortMax); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPosture(ctxT(t), messages.PosturePlan); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.StartTurn(ctxT(t), 2, "second"); err != nil {
@@ -114,53 +101,58 @@ func TestLiveModelAndEffortPerTurn(t *testing.T) {
 	if second.Model != "gpt-5.4" || second.Effort != "xhigh" {
 		t.Errorf("turn 2 asked for model %q effort %q: want gpt-5.4 xhigh", second.Model, second.Effort)
 	}
+	if first.Sandbox != "workspace-write" || second.Sandbox != "read-only" {
+		t.Errorf("sandboxes %q then %q: want workspace-write, then read-only after SetPosture(plan)", first.Sandbox, second.Sandbox)
+	}
 }
 
 // TestLiveCommandApproval: a command Codex asks about runs when allowed and
-// does not when denied; the deny's reason reaches the model.
+// does not when denied (two turns of one session); the deny's reason
+// reaches the model.
 func TestLiveCommandApproval(t *testing.T) {
-	for _, d := range []messages.Decision{messages.DecisionAllowOnce, messages.DecisionDeny} {
-		t.Run(string(d), func(t *testing.T) {
-			var s *Session
-			var rec *recorder
-			var ws string
-			m := startMock(t, &modelmock.Scenario{Rules: []modelmock.Rule{
-				{Match: modelmock.Match{Text: "run it"}, Steps: []modelmock.Step{shellStep("touch ran.txt", false), {Text: "ran"}}},
-				{Match: modelmock.Match{Text: denyPrefix}, Steps: []modelmock.Step{{Text: "understood, not running it"}}},
-			}})
-			s, rec, ws = openLive(t, m, messages.PostureDefault)
-			if err := s.StartTurn(ctxT(t), 1, "run it"); err != nil {
-				t.Fatal(err)
+	m := startMock(t, &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{Text: "run it"}, Steps: []modelmock.Step{shellStep("touch ran.txt", false), {Text: "ran"}}},
+		{Match: modelmock.Match{Text: "run the other"}, Steps: []modelmock.Step{shellStep("touch other.txt", false), {Text: "ran"}}},
+		{Match: modelmock.Match{Text: denyPrefix}, Steps: []modelmock.Step{{Text: "understood, not running it"}}},
+	}})
+	s, rec, ws := openLive(t, m, messages.PostureDefault)
+	for n, c := range []struct {
+		d     messages.Decision
+		input string
+		file  string
+	}{{messages.DecisionAllowOnce, "run it", "ran.txt"}, {messages.DecisionDeny, "run the other", "other.txt"}} {
+		turn := n + 1
+		if err := s.StartTurn(ctxT(t), turn, c.input); err != nil {
+			t.Fatal(err)
+		}
+		q := rec.wait(t, turn, "clarification", func(ev messages.Event) bool { return ev.Type == messages.EvClarification })
+		if q.ToolName != ToolShell || !strings.Contains(string(q.Input), "touch "+c.file) {
+			t.Errorf("clarification %s %s: want %s naming the command", q.ToolName, q.Input, ToolShell)
+		}
+		if err := s.Answer(ctxT(t), q.ClarificationID, c.d, "not today"); err != nil {
+			t.Fatal(err)
+		}
+		end := rec.turnEnd(t, turn)
+		if end.State != messages.TurnCompleted {
+			t.Fatalf("turn %d end %+v\n%s", turn, end, rec.dump())
+		}
+		_, err := os.Stat(filepath.Join(ws, c.file))
+		switch c.d {
+		case messages.DecisionAllowOnce:
+			if err != nil {
+				t.Errorf("the allowed command did not run: %v\n%s", err, rec.dump())
 			}
-			q := rec.wait(t, 1, "clarification", func(ev messages.Event) bool { return ev.Type == messages.EvClarification })
-			if q.ToolName != ToolShell || !strings.Contains(string(q.Input), "touch ran.txt") {
-				t.Errorf("clarification %s %s: want %s naming the command", q.ToolName, q.Input, ToolShell)
+		case messages.DecisionDeny:
+			if err == nil {
+				t.Error("the denied command ran")
 			}
-			if err := s.Answer(ctxT(t), q.ClarificationID, d, "not today"); err != nil {
-				t.Fatal(err)
+			if !m.Saw("not today") {
+				t.Error("the deny reason never reached the model")
 			}
-			end := rec.turnEnd(t, 1)
-			if end.State != messages.TurnCompleted {
-				t.Fatalf("turn end %+v\n%s", end, rec.dump())
-			}
-			_, err := os.Stat(filepath.Join(ws, "ran.txt"))
-			switch d {
-			case messages.DecisionAllowOnce:
-				if err != nil {
-					t.Errorf("the allowed command did not run: %v\n%s", err, rec.dump())
-				}
-			case messages.DecisionDeny:
-				if err == nil {
-					t.Error("the denied command ran")
-				}
-				if !m.Saw("not today") {
-					t.Error("the deny reason never reached the model")
-				}
-			}
-			if err := s.Answer(ctxT(t), q.ClarificationID, d, ""); err == nil {
-				t.Error("a second answer to the same clarification was accepted")
-			}
-		})
+		}
+		if err := s.Answer(ctxT(t), q.ClarificationID, c.d, ""); err == nil {
+			t.Error("a second answer to the same clarification was accepted")
+		}
 	}
 }
 

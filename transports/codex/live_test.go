@@ -1,8 +1,6 @@
 package codex
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,36 +38,5 @@ func TestLiveText(t *testing.T) {
 	}
 	if !thinking {
 		t.Errorf("the reasoning summary did not arrive as EvThinking\n%s", rec.dump())
-	}
-}
-
-func TestLivePatchAsksInDefault(t *testing.T) {
-	m := startMock(t, &modelmock.Scenario{Rules: []modelmock.Rule{
-		{Match: modelmock.Match{Text: "make a file"}, Steps: []modelmock.Step{patchStep("made.txt", "made"), {Text: "done"}}},
-	}})
-	s, rec, ws := openLive(t, m, messages.PostureDefault)
-	if err := s.StartTurn(ctxT(t), 1, "make a file"); err != nil {
-		t.Fatal(err)
-	}
-	q := rec.wait(t, 1, "clarification", func(ev messages.Event) bool { return ev.Type == messages.EvClarification })
-	if q.ToolName != ToolApplyPatch || !strings.Contains(string(q.Input), "made.txt") {
-		t.Errorf("clarification %+v: want apply_patch naming made.txt", q)
-	}
-	if _, err := os.Stat(filepath.Join(ws, "made.txt")); err == nil {
-		t.Fatal("the file exists before the answer")
-	}
-	if err := s.Answer(ctxT(t), q.ClarificationID, messages.DecisionAllowOnce, ""); err != nil {
-		t.Fatal(err)
-	}
-	end := rec.turnEnd(t, 1)
-	if end.State != messages.TurnCompleted {
-		t.Fatalf("turn end %+v\n%s", end, rec.dump())
-	}
-	b, err := os.ReadFile(filepath.Join(ws, "made.txt"))
-	if err != nil || string(b) != "made\n" {
-		t.Fatalf("made.txt = %q, %v", b, err)
-	}
-	if end.Diff == nil || end.Diff.Source != DiffSourceBackend || len(end.Diff.Files) != 1 || !strings.HasSuffix(end.Diff.Files[0].Path, "made.txt") {
-		t.Errorf("codex's own diff: %+v", end.Diff)
 	}
 }
