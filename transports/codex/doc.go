@@ -101,12 +101,16 @@
 // .events transcript, regenerated with -rewrite; FuzzReadLine, seeded from
 // the capture, runs parser and core on any line). The gate, acceptEdits
 // and answer errors have table tests. Live tests run the real CLI against
-// modelmock: text with a reasoning summary and usage, an apply_patch asked
-// and allowed (Codex's own diff), a command allowed and denied (the reason
-// reaching the model), each posture row against what the app-server
-// reports and the sandbox the model request names, per-turn model and
-// effort, restart on the same thread after a kill between turns, death
-// mid-turn, and the transporttest conformance suite. They find the CLI
+// modelmock: text with a reasoning summary and usage, a command allowed and
+// denied (the reason reaching the model), cancel, each posture row against
+// what the app-server reports and the sandbox the model request names,
+// per-turn model, effort and posture, restart on the same thread after a
+// kill between turns, death mid-turn, the transporttest conformance suite,
+// and a whole session through actors.Runtime (an apply_patch asked and
+// allowed, in the runtime's diff and Codex's own beside it; steer,
+// interrupt, stop and resume of the record on the same thread). They find
+// the CLI
 // through $CODESESSION_CODEX_BIN or PATH and skip without it, except under
-// CI=true, where they fail.
+// CI=true, where they fail. BenchmarkLineOverhead measures the cost per
+// app-server line against a generic JSON decode; WithTrace shows the wire.
 package codex
