@@ -109,8 +109,8 @@
 // and a whole session through actors.Runtime (an apply_patch asked and
 // allowed, in the runtime's diff and Codex's own beside it; steer,
 // interrupt, stop and resume of the record on the same thread). They find
-// the CLI
-// through $CODESESSION_CODEX_BIN or PATH and skip without it, except under
-// CI=true, where they fail. BenchmarkLineOverhead measures the cost per
-// app-server line against a generic JSON decode; WithTrace shows the wire.
+// the CLI through $CODESESSION_CODEX_BIN or PATH and skip without it,
+// except under CI=true, where they fail. BenchmarkLineOverhead measures the
+// cost per app-server line against a generic JSON decode; WithTrace shows
+// the wire.
 package codex
