@@ -122,6 +122,7 @@ func (w respWire) responses(rw http.ResponseWriter, r *http.Request, rec *Reques
 		return
 	}
 	out := respOutput(m)
+	makeCustom(out, customTools(rec.Body))
 	if !c.Stream {
 		rw.Header().Set("Content-Type", "application/json")
 		rw.Header().Set("x-request-id", "req_mock_"+m.id)
@@ -202,6 +203,9 @@ func respStream(w *sseWriter, m rendered, st Step, out []map[string]any) {
 			added = map[string]any{"type": "message", "id": id, "role": "assistant", "status": "in_progress", "content": []any{}}
 		case PartToolUse:
 			added = map[string]any{"type": "function_call", "id": id, "call_id": b.id, "name": b.name, "arguments": "", "status": "in_progress"}
+			if item["type"] == "custom_tool_call" {
+				added = map[string]any{"type": "custom_tool_call", "id": id, "call_id": b.id, "name": b.name, "input": "", "status": "in_progress"}
+			}
 		}
 		if !send("response.output_item.added", map[string]any{"output_index": i, "item": added}) {
 			return
@@ -238,6 +242,12 @@ func respStream(w *sseWriter, m rendered, st Step, out []map[string]any) {
 				return
 			}
 		case PartToolUse:
+			if item["type"] == "custom_tool_call" {
+				if !customStream(send, i, item) {
+					return
+				}
+				break
+			}
 			for _, piece := range split(string(b.input), 2) {
 				if !send("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": i, "delta": piece}) {
 					return

@@ -143,7 +143,9 @@ var (
 
 // Reference returns the scenario of the reference mock (cli-protocols.md
 // §1.5): "TOOL:WRITE <path> <text>" writes text plus a newline to path with
-// the Write tool, "TOOL:BASH <cmd>" runs cmd with Bash, "SLOW" streams ten
+// the Write tool, "TOOL:BASH <cmd>" runs cmd with Bash, "TOOL:PATCH <path>
+// <text>" adds path with Codex's apply_patch, "TOOL:SHELL <cmd>" runs cmd
+// with Codex's exec_command, "SLOW" streams ten
 // chunks one second apart, any other prompt is answered "PONG(model=M):
 // <prompt>", and a tool result "TOOL_DONE: is_error=<bool> result=<output>".
 func Reference() *Scenario {
@@ -153,6 +155,13 @@ func Reference() *Scenario {
 		}},
 		{Match: Match{Regex: `TOOL:BASH (.*)`}, Steps: []Step{
 			{Tool: &ToolCall{Name: "Bash", Input: json.RawMessage(`{"command":"{{1}}","description":"run a command"}`)}},
+		}},
+		// Codex (cli-protocols.md §2.5): apply_patch adding a file, exec_command
+		{Match: Match{Regex: `TOOL:PATCH (\S+) (.*)`}, Steps: []Step{
+			{Tool: &ToolCall{Name: "apply_patch", Input: json.RawMessage(`{"input":"*** Begin Patch\n*** Add File: {{1}}\n+{{2}}\n*** End Patch\n"}`)}},
+		}},
+		{Match: Match{Regex: `TOOL:SHELL (.*)`}, Steps: []Step{
+			{Tool: &ToolCall{Name: "exec_command", Input: json.RawMessage(`{"cmd":"{{1}}"}`)}},
 		}},
 		{Match: Match{Text: "SLOW"}, Steps: []Step{
 			{Text: "slow answer chunk 0 slow answer chunk 1 slow answer chunk 2 slow answer chunk 3 slow answer chunk 4 " +

@@ -1,0 +1,116 @@
+// Package codex is the "codex" backend: it drives OpenAI Codex through its
+// richest surface, the JSON-RPC `codex app-server` (cli-protocols.md §2.4),
+// one persistent process per session:
+//
+//	codex app-server          (CODEX_HOME=<the session's>, cwd = SessionSpec.Cwd)
+//	>> initialize, initialized
+//	>> thread/start {cwd, model, approvalPolicy, sandbox}   or thread/resume {threadId}
+//	>> turn/start {threadId, input, [model, effort, approvalPolicy, sandboxPolicy]}
+//	>> turn/steer, turn/interrupt
+//	<< notifications, and approval requests answered with {decision}
+//
+// It owns the wire (rpc.go: parseMessage and the encoders), the session
+// core (core.go: server messages and answers in, events and stdin writes
+// out, no I/O), the shell that runs the process (session.go), the
+// capability descriptor with the posture map (descriptor.go) and the
+// Transport with its Probe (`codex --version`).
+//
+// # CODEX_HOME and credentials
+//
+// Each session gets its own CODEX_HOME, written by the transport before
+// the process starts: <SessionSpec.Home>/.codex, else a folder per session
+// id under WithHomeRoot (default: the user cache folder's
+// codesession/codex-homes), never the user's repository. Its config.toml
+// sets the model, effort and sandbox, trusts the working directory, and,
+// when the session's environment has OPENAI_BASE_URL, a Responses model
+// provider at that URL whose key is OPENAI_API_KEY (retries off for a
+// loopback server such as modelmock). A CODEX_HOME in SessionSpec.Env (or
+// WithEnv) is the user's own: it is used as is and nothing is written
+// there. The environment is the caller's less other vendors' credentials,
+// then HOME=SessionSpec.Home when set, CODEX_HOME, WithEnv and
+// SessionSpec.Env, which win. The binary is WithBinary, else
+// $CODESESSION_CODEX_BIN, else codex on PATH.
+//
+// # Mapping
+//
+//   - Open emits EvStarted (turn 0) with the thread id as the external
+//     session id; events Codex sends before that (config warnings) follow
+//     it. ResumeExternalID resumes that thread (thread/resume).
+//   - Deltas of agent messages and reasoning summaries are EvText and
+//     EvThinking; commandExecution items are EvToolUse "exec_command" and
+//     EvToolResult (output capped by WithOutputCap); fileChange items are
+//     "apply_patch" with the changed paths (file_path is the first, for the
+//     runtime's tool-event diff); MCP, web search and dynamic tool items are
+//     tool uses under their own names. turn/completed closes the turn with
+//     EvTurnEnd (completed, interrupted, or error for a failed turn), the
+//     turn's token usage (the thread total now less the total when it
+//     began; no USD: Codex reports none) and, as Diff with Source
+//     "backend", the last turn/diff/updated: Codex's own diff, kept beside
+//     the runtime's git diff.
+//   - Approval requests become EvClarification (ids "codex-N"): commands
+//     as "exec_command" {command, cwd, reason}, file changes as
+//     "apply_patch" {changes, file_path}. Every path of a file change passes
+//     the workspace gate (transports/gate) first; one that escapes is
+//     declined with a warning and nobody is asked. Answer maps allow_once to
+//     accept, allow_session to acceptForSession, deny to decline and cancel
+//     to cancel; a deny's reason is sent by turn/steer before the decline,
+//     since Codex's decline carries no message. Other server requests are
+//     refused with a JSON-RPC error and a warning.
+//   - Postures (PostureOf, in the descriptor): plan = read-only sandbox,
+//     approvals on-request; default = workspace-write, approval untrusted
+//     (Codex asks about every patch and every command it does not know to be
+//     safe; under on-request it never asks about a patch inside the
+//     workspace, verified live); acceptEdits = the same, with file changes
+//     accepted by the transport after the gate; full = danger-full-access,
+//     approvals never. SetPosture applies to the next turn/start
+//     (approvalPolicy, sandboxPolicy); auto-acceptance changes at once.
+//   - SetModel sets model and effort of the next turn/start (max = xhigh).
+//     Steer is turn/steer. Interrupt is turn/interrupt; a turn still open
+//     after WithInterruptGrace has its process group killed and ends
+//     interrupted, and the next turn starts a new app-server on the thread.
+//   - A notification the core does not know is an EvWarning carrying its
+//     params (Input), never dropped; a line that does not parse, or one over
+//     WithLineCap, is an EvError; neither stops the stream.
+//   - The process exiting mid-turn is EvError{Fatal: true} with its stderr,
+//     and the session refuses further turns (the runtime resumes it);
+//     exiting between turns is a warning, and the next turn starts it again
+//     with thread/resume.
+//
+// # Lifecycle
+//
+//	Open --initialize, thread/start|resume--> idle <--turn/start / turn/completed--> running
+//	                     |  \--exit--> stopped --StartTurn (thread/resume)--> running
+//	                     |  running --exit--> dead (fatal; turns refused)
+//	     any --Close--> closed
+//
+// # Concurrency
+//
+// A session's state is one core under one mutex. Per process a stdout
+// reader, a stdin writer and a waiter run; per session one emitter is the
+// only caller of the Sink, in the order the core produced the events. The
+// methods never wait on the Sink; requests (turn/start, turn/steer,
+// turn/interrupt) wait for their response, bounded by WithRequestTimeout
+// and the caller's context. From the moment Close is called no new event
+// is queued; Close closes stdin, signals the group (SIGTERM, then SIGKILL)
+// when the process lingers, and returns once the emitter drained.
+//
+// # Testing
+//
+// The pure parts are tested on the reference capture (testdata/codex:
+// every line parses; the replay through the core matches its golden
+// .events transcript, regenerated with -rewrite; FuzzReadLine, seeded from
+// the capture, runs parser and core on any line). The gate, acceptEdits
+// and answer errors have table tests. Live tests run the real CLI against
+// modelmock: text with a reasoning summary and usage, a command allowed and
+// denied (the reason reaching the model), cancel, each posture row against
+// what the app-server reports and the sandbox the model request names,
+// per-turn model, effort and posture, restart on the same thread after a
+// kill between turns, death mid-turn, the transporttest conformance suite,
+// and a whole session through actors.Runtime (an apply_patch asked and
+// allowed, in the runtime's diff and Codex's own beside it; steer,
+// interrupt, stop and resume of the record on the same thread). They find
+// the CLI through $CODESESSION_CODEX_BIN or PATH and skip without it,
+// except under CI=true, where they fail. BenchmarkLineOverhead measures the
+// cost per app-server line against a generic JSON decode; WithTrace shows
+// the wire.
+package codex

@@ -1,0 +1,75 @@
+package codex
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// FuzzReadLine holds the reader's promise on any line the app-server could
+// write: parseMessage never panics, a parsed line has exactly one kind
+// consistent with its fields, and the core steps through it (with a turn
+// open, so every branch runs) without panicking and without emitting an
+// event of an invalid type. Seeded from the reference capture.
+func FuzzReadLine(f *testing.F) {
+	for _, l := range readCapture(f, "codex_appserver.jsonl") {
+		if l.Dir == "<<" {
+			f.Add([]byte(l.Msg))
+		}
+	}
+	for _, s := range []string{
+		`{"method":"item/started","params":{"turnId":"t","item":{"type":"fileChange","id":"i","changes":[{"path":"../x","kind":"add"}]}}}`,
+		`{"id":9,"method":"item/fileChange/requestApproval","params":{"itemId":"i"}}`,
+		`{"method":"turn/diff/updated","params":{"turnId":"t","diff":"diff --git a/x b/x\n+++ b/x\n+y\n"}}`,
+		`{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"total":{"inputTokens":-5}}}}`,
+		`{"method":"turn/completed","params":{"turn":{"id":"t","status":"failed","error":{"message":"boom"}}}}`,
+		`{"id":1,"error":{"code":1,"message":"x"}}`, `{"method":"x","params":[1,2]}`, `{"id":1.5e300,"result":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m, err := parseMessage(line)
+		if err != nil {
+			return
+		}
+		switch m.Kind {
+		case kindResponse:
+			if m.ID == nil || m.Method != "" {
+				t.Fatalf("response %+v", m)
+			}
+		case kindRequest:
+			if m.ID == nil || m.Method == "" {
+				t.Fatalf("request %+v", m)
+			}
+		case kindNotification:
+			if m.ID != nil || m.Method == "" {
+				t.Fatalf("notification %+v", m)
+			}
+		default:
+			t.Fatalf("parsed with kind %v", m.Kind)
+		}
+		c := newCore(coreConfig{outputCap: 64, posture: messages.PostureDefault, ws: New().workspace(t.TempDir())})
+		c.beginTurn(1)
+		for _, fx := range []effects{c.handle(m), c.handle(m)} {
+			for _, e := range fx.events {
+				if !e.ev.Type.Valid() {
+					t.Fatalf("event of invalid type %q", e.ev.Type)
+				}
+				if e.ev.Type == messages.EvToolResult && len(e.ev.Output) > 64+100 {
+					t.Fatalf("tool result over the cap: %d bytes", len(e.ev.Output))
+				}
+			}
+			for _, w := range fx.writes {
+				if !json.Valid(w) {
+					t.Fatalf("wrote invalid JSON %q", w)
+				}
+			}
+		}
+		for _, id := range c.pendingIDs() {
+			if _, err := c.answer(id, messages.DecisionDeny, "no"); err != nil {
+				t.Fatalf("answer %s: %v", id, err)
+			}
+		}
+	})
+}

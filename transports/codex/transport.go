@@ -1,0 +1,381 @@
+package codex
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
+)
+
+// EnvBinary names the codex executable when no WithBinary option is given
+// (CI sets it to the pinned install); else `codex` is looked up on PATH.
+const EnvBinary = "CODESESSION_CODEX_BIN"
+
+// Environment a session's spec (or WithEnv) may carry to point Codex at a
+// model server: the Responses base URL (e.g. modelmock's URL plus "/v1")
+// and the key sent as its bearer token. Without a base URL Codex uses its
+// built-in OpenAI provider.
+const (
+	EnvBaseURL = "OPENAI_BASE_URL"
+	EnvAPIKey  = "OPENAI_API_KEY"
+)
+
+// Defaults of the options.
+const (
+	DefaultOutputCap      = 64 << 10
+	DefaultLineCap        = 16 << 20
+	DefaultRequestTimeout = time.Minute
+	DefaultStartTimeout   = 2 * time.Minute
+	DefaultInterruptGrace = 10 * time.Second
+	DefaultProbeTimeout   = 10 * time.Second
+)
+
+// Transport is the codex backend. It is safe for concurrent use; each Open
+// starts an independent app-server.
+type Transport struct {
+	binary         string
+	homeRoot       string
+	outputCap      int
+	lineCap        int
+	requestTimeout time.Duration
+	startTimeout   time.Duration
+	interruptGrace time.Duration
+	env            []string
+	trace          func(dir string, line []byte)
+}
+
+var _ transports.Transport = (*Transport)(nil)
+
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithBinary runs this codex executable.
+func WithBinary(path string) Option { return func(t *Transport) { t.binary = path } }
+
+// WithHomeRoot keeps the per-session CODEX_HOME folders of sessions opened
+// without SessionSpec.Home under dir (default: the user cache folder's
+// codesession/codex-homes).
+func WithHomeRoot(dir string) Option { return func(t *Transport) { t.homeRoot = dir } }
+
+// WithOutputCap caps each tool result's output at n bytes.
+func WithOutputCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.outputCap = n
+		}
+	}
+}
+
+// WithLineCap caps one stdout line at n bytes; a longer one is dropped and
+// reported as an EvError.
+func WithLineCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.lineCap = n
+		}
+	}
+}
+
+// WithRequestTimeout bounds each JSON-RPC request (turn/start, turn/steer,
+// turn/interrupt).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.requestTimeout = d
+		}
+	}
+}
+
+// WithInterruptGrace is how long an interrupted turn may take to end
+// before the process group is killed.
+func WithInterruptGrace(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.interruptGrace = d
+		}
+	}
+}
+
+// WithEnv adds KEY=VALUE entries to every session's environment, below
+// SessionSpec.Env.
+func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
+
+// WithTrace sees every line exchanged with the app-server: dir is ">>"
+// for what the transport wrote, "<<" for what it read. It is called from
+// the reader and writer goroutines and must not block.
+func WithTrace(f func(dir string, line []byte)) Option { return func(t *Transport) { t.trace = f } }
+
+// New returns the codex transport.
+func New(opts ...Option) *Transport {
+	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, requestTimeout: DefaultRequestTimeout,
+		startTimeout: DefaultStartTimeout, interruptGrace: DefaultInterruptGrace}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// Descriptor returns the capability descriptor.
+func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
+
+// Binary returns the codex executable the transport would run with the
+// given extra environment, or an error saying why there is none.
+func (t *Transport) Binary(env []string) (string, error) {
+	if t.binary != "" {
+		return t.binary, nil
+	}
+	if b := envValue(env, EnvBinary); b != "" {
+		return b, nil
+	}
+	if b := os.Getenv(EnvBinary); b != "" {
+		return b, nil
+	}
+	b, err := exec.LookPath("codex")
+	if err != nil {
+		return "", fmt.Errorf("the codex CLI is not installed here: no %s and no codex on PATH (npm install @openai/codex@%s)", EnvBinary, PinnedVersion)
+	}
+	return b, nil
+}
+
+// Probe runs `codex --version`, bounded by ctx and DefaultProbeTimeout.
+// It does not check credentials: Codex reports those at the first turn.
+func (t *Transport) Probe(ctx context.Context) messages.Availability {
+	a := messages.Availability{CheckedAt: time.Now()}
+	bin, err := t.Binary(nil)
+	if err != nil {
+		a.Reason = err.Error()
+		return a
+	}
+	a.Binary = bin
+	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
+		} else {
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+		}
+		return a
+	}
+	// "codex-cli 0.169.0"
+	f := strings.Fields(out.String())
+	if len(f) == 0 {
+		a.Reason = bin + " --version printed nothing"
+		return a
+	}
+	a.Version = f[len(f)-1]
+	a.Available = true
+	return a
+}
+
+// Open writes the session's CODEX_HOME (unless the spec's environment
+// names one), starts `codex app-server`, completes initialize and
+// thread/start (thread/resume with SessionSpec.ResumeExternalID), and
+// emits EvStarted (turn 0) with the thread id as the external session id.
+// Errors are *messages.Error: invalid for a bad spec, unsupported when the
+// CLI is missing, internal (with the end of its stderr) when it fails.
+func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	if sink == nil {
+		return nil, messages.FieldError(messages.OpStart, "sink", "required")
+	}
+	if spec.Posture == "" {
+		spec.Posture = messages.PostureDefault
+	}
+	if _, ok := PostureOf(spec.Posture); !ok {
+		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
+	}
+	if spec.Effort != "" && !spec.Effort.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	}
+	if spec.AllowedTools != nil {
+		return nil, messages.FieldError(messages.OpStart, "allowedTools", "codex cannot honour allowedTools: its sandbox and approval policy are the only boundary")
+	}
+	if spec.Cwd != "" {
+		if fi, err := os.Stat(spec.Cwd); err != nil || !fi.IsDir() {
+			return nil, messages.FieldError(messages.OpStart, "cwd", "%q is not a directory", spec.Cwd)
+		}
+	}
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
+	}
+	env, err := t.prepareHome(spec)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(t, spec, sink, bin, env)
+	if err := s.start(ctx); err != nil {
+		_ = s.Close(context.Background())
+		return nil, err
+	}
+	s.mu.Lock()
+	s.started = true
+	early := s.early
+	s.early = nil
+	s.apply(effects{events: append([]turnEvent{{0, messages.Event{Type: messages.EvStarted, ExternalSessionID: s.threadID, Model: s.settings.Model}}}, early...)})
+	s.mu.Unlock()
+	return s, nil
+}
+
+// workspace is the gate of a session's working directory, or nil when it
+// cannot be built (then Codex's own sandbox is the only check).
+func (t *Transport) workspace(cwd string) *gate.Workspace {
+	if cwd == "" {
+		return nil
+	}
+	ws, err := gate.NewWorkspace(cwd)
+	if err != nil {
+		return nil
+	}
+	return &ws
+}
+
+// prepareHome decides the session's CODEX_HOME and writes its config.toml,
+// and returns the process environment.
+func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, error) {
+	extra := append(append([]string(nil), t.env...), spec.Env...)
+	home := envValue(extra, "CODEX_HOME")
+	own := home != ""
+	if !own {
+		switch {
+		case spec.Home != "":
+			home = filepath.Join(spec.Home, ".codex")
+		default:
+			root := t.homeRoot
+			if root == "" {
+				c, err := os.UserCacheDir()
+				if err != nil {
+					c = os.TempDir()
+				}
+				root = filepath.Join(c, "codesession", "codex-homes")
+			}
+			id := spec.SessionID
+			if id == "" {
+				id = "session-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			}
+			home = filepath.Join(root, filepath.Base(id))
+		}
+	}
+	if spec.Home != "" {
+		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
+			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
+		}
+	}
+	if !own {
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's CODEX_HOME "+home)
+		}
+		cfg := configTOML(spec, envValue(extra, EnvBaseURL))
+		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+			return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot write the session's codex config.toml")
+		}
+	}
+	return buildEnv(os.Environ(), spec, t.env, home), nil
+}
+
+// configTOML is the session's config.toml (cli-protocols.md §2.1): the
+// model provider (a Responses endpoint when baseURL is set), model,
+// effort, sandbox and approval policy, and trust for the working directory.
+func configTOML(spec transports.SessionSpec, baseURL string) string {
+	pc, _ := PostureOf(spec.Posture)
+	var b strings.Builder
+	kv := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, strconv.Quote(v)) }
+	b.WriteString("# written by codesession for one session; edits are overwritten when it starts again\n")
+	if spec.Model != "" {
+		kv("model", spec.Model)
+	}
+	if e, ok := effortMap[spec.Effort]; ok {
+		kv("model_reasoning_effort", e)
+	}
+	// the approval policy rides on thread/start and turn/start only: this
+	// Codex refuses some values in config.toml that it accepts there
+	kv("sandbox_mode", pc.Sandbox)
+	if baseURL != "" {
+		kv("model_provider", "codesession")
+		b.WriteString("\n[model_providers.codesession]\n")
+		kv("name", "codesession ("+baseURL+")")
+		kv("base_url", baseURL)
+		kv("wire_api", "responses")
+		kv("env_key", EnvAPIKey)
+		if loopback(baseURL) {
+			// a scripted local server: a retry only repeats the script
+			b.WriteString("request_max_retries = 0\nstream_max_retries = 0\n")
+		}
+	}
+	if spec.Cwd != "" {
+		fmt.Fprintf(&b, "\n[projects.%s]\n", strconv.Quote(spec.Cwd))
+		kv("trust_level", "trusted")
+	}
+	return b.String()
+}
+
+func loopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	return h == "127.0.0.1" || h == "localhost" || h == "::1"
+}
+
+// scrubbed are variables of the caller's environment a codex process never
+// inherits: other vendors' credentials and the Node options.
+var scrubbed = map[string]bool{
+	"NODE_OPTIONS": true, "ANTHROPIC_API_KEY": true, "ANTHROPIC_BASE_URL": true, "ANTHROPIC_AUTH_TOKEN": true,
+	"CLAUDECODE": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true, "GITHUB_TOKEN": true, "GH_TOKEN": true,
+	"COPILOT_GITHUB_TOKEN": true, "FACTORY_API_KEY": true, "XAI_API_KEY": true, "AWS_SECRET_ACCESS_KEY": true,
+	"AWS_SESSION_TOKEN": true, "CODEX_HOME": true,
+}
+
+// buildEnv is the process environment: the caller's, scrubbed; HOME when
+// the spec sets one; CODEX_HOME; then the transport's and the session's
+// extra entries, which win.
+func buildEnv(base []string, spec transports.SessionSpec, extra []string, codexHome string) []string {
+	var env []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if !scrubbed[k] {
+			env = append(env, kv)
+		}
+	}
+	if spec.Home != "" {
+		env = append(env, "HOME="+spec.Home)
+	}
+	env = append(env, "CODEX_HOME="+codexHome)
+	env = append(env, extra...)
+	env = append(env, spec.Env...)
+	return dedupEnv(env)
+}
+
+// dedupEnv keeps the last entry of each key, in the order of first
+// appearance.
+func dedupEnv(env []string) []string {
+	last := map[string]string{}
+	var order []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = kv
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, last[k])
+	}
+	return out
+}
