@@ -22,6 +22,9 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/copilot"
+	"github.com/codesession/codesession/transports/gemini"
+	"github.com/codesession/codesession/transports/opencode"
 	"github.com/codesession/codesession/transports/native"
 	"github.com/codesession/codesession/transports/script"
 )
@@ -66,7 +69,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 
 // DefaultBackends returns a registry of every built-in backend.
 func DefaultBackends() *transports.Registry {
-	return transports.NewRegistry(script.New(), claudecode.New(), native.New())
+	return transports.NewRegistry(script.New(), claudecode.New(), native.New(), opencode.New(), copilot.New(), gemini.New())
 }
 
 // Runtime is the embedded API. Create it with New; Close it when done.
