@@ -24,8 +24,8 @@ import (
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/copilot"
 	"github.com/codesession/codesession/transports/gemini"
-	"github.com/codesession/codesession/transports/opencode"
 	"github.com/codesession/codesession/transports/native"
+	"github.com/codesession/codesession/transports/opencode"
 	"github.com/codesession/codesession/transports/script"
 )
 
