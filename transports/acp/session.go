@@ -228,8 +228,8 @@ func (s *session) startError(ctx context.Context, step string, err error) error 
 	default:
 	}
 	if ctx.Err() != nil {
-		return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, fmt.Sprintf("%s did not answer %s within %s: %s",
-			s.t.agent.Descriptor.ID, step, s.t.startTimeout, s.stderr.text(400)))
+		return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, fmt.Sprintf("%s did not answer %s in time (%v): %s",
+			s.t.agent.Descriptor.ID, step, context.Cause(ctx), s.stderr.text(400)))
 	}
 	return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s refused %s: %v", s.t.agent.Descriptor.ID, step, err))
 }
