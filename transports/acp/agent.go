@@ -19,6 +19,9 @@ type Agent struct {
 	// EnvBinary names the environment variable that holds the executable
 	// (CI sets it to the pinned install).
 	EnvBinary string
+	// Package is the npm package the CLI ships in; Probe reads its
+	// version from the package.json above the binary, without running it.
+	Package string
 	// Install says how to install the pinned version, for the probe's reason.
 	Install string
 	// ParseVersion turns the output of `<binary> --version` into a version

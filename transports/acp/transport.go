@@ -3,9 +3,11 @@ package acp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -130,8 +132,11 @@ func (t *Transport) Binary(env []string) (string, error) {
 	return b, nil
 }
 
-// Probe runs `<binary> --version` with a throwaway HOME, bounded by ctx
-// and DefaultProbeTimeout.
+// Probe reads the version of the npm package the binary belongs to (a
+// node CLI's --version takes seconds on a loaded machine, and the
+// listing's probe gets ten); a binary outside its package is asked
+// `--version` with a throwaway HOME, bounded by ctx and
+// DefaultProbeTimeout.
 func (t *Transport) Probe(ctx context.Context) messages.Availability {
 	a := messages.Availability{CheckedAt: time.Now()}
 	bin, err := t.Binary(nil)
@@ -140,6 +145,10 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 		return a
 	}
 	a.Binary = bin
+	if v, ok := t.packageVersion(bin); ok {
+		a.Version, a.Available = v, true
+		return a
+	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
 	defer cancel()
 	home, err := os.MkdirTemp("", "codesession-probe-")
@@ -155,7 +164,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
+			a.Reason = fmt.Sprintf("%s --version did not answer in time (%v)", bin, context.Cause(ctx))
 		} else {
 			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
 		}
@@ -302,4 +311,35 @@ func tailText(b []byte, n int) string {
 		}
 	}
 	return strings.Join(keep, " | ")
+}
+
+// packageVersion finds the agent's package.json in the directories above
+// the binary's real path and returns its version, if the binary is an
+// executable file of that package.
+func (t *Transport) packageVersion(bin string) (string, bool) {
+	if t.agent.Package == "" {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return "", false
+	}
+	if fi, err := os.Stat(real); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", false
+	}
+	dir := filepath.Dir(real)
+	for i := 0; i < 4; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, "package.json"))
+		if err == nil {
+			var pkg struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			}
+			if json.Unmarshal(b, &pkg) == nil && pkg.Name == t.agent.Package && pkg.Version != "" {
+				return pkg.Version, true
+			}
+		}
+		dir = filepath.Dir(dir)
+	}
+	return "", false
 }

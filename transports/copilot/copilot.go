@@ -42,6 +42,7 @@ func Agent() acp.Agent {
 		Descriptor: descriptor(),
 		Command:    "copilot",
 		EnvBinary:  EnvBinary,
+		Package:    "@github/copilot",
 		Install:    "npm install @github/copilot@" + PinnedVersion,
 		ParseVersion: func(out string) string {
 			// "GitHub Copilot CLI 1.0.102." and an update hint
@@ -99,10 +100,10 @@ func descriptor() messages.Descriptor {
 		EffortSupport:  messages.EffortAtStart,
 		EffortMap:      em,
 		PostureMap: map[messages.Posture]string{
-			messages.PosturePlan:        "mode plan; the client rejects every call but reads",
-			messages.PostureDefault:     "mode agent, allow-all off; gated calls ask (a clarification)",
-			messages.PostureAcceptEdits: "mode agent, allow-all off; the client allows edits inside the workspace, the rest asks",
-			messages.PostureFull:        "mode agent, allow-all off; the client allows every call inside the workspace",
+			messages.PosturePlan:        "mode plan",
+			messages.PostureDefault:     "mode agent, asks",
+			messages.PostureAcceptEdits: "mode agent, edits allowed",
+			messages.PostureFull:        "mode agent, all allowed",
 		},
 		EditToolNames: acp.EditToolNames(),
 		Live: messages.LiveControls{

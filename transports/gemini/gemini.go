@@ -38,6 +38,7 @@ func Agent() acp.Agent {
 		Descriptor: descriptor(),
 		Command:    "gemini",
 		EnvBinary:  EnvBinary,
+		Package:    "@google/gemini-cli",
 		Install:    "npm install @google/gemini-cli@" + PinnedVersion,
 		ParseVersion: func(out string) string {
 			f := strings.Fields(out)
@@ -90,10 +91,10 @@ func descriptor() messages.Descriptor {
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortNone,
 		PostureMap: map[messages.Posture]string{
-			messages.PosturePlan:        "mode plan (read-only); the client rejects every call but reads",
-			messages.PostureDefault:     "mode default; gated calls ask (a clarification)",
-			messages.PostureAcceptEdits: "mode default; the client allows edits inside the workspace, the rest asks",
-			messages.PostureFull:        "mode default; the client allows every call inside the workspace",
+			messages.PosturePlan:        "mode plan (read-only)",
+			messages.PostureDefault:     "mode default, asks",
+			messages.PostureAcceptEdits: "mode default, edits allowed",
+			messages.PostureFull:        "mode default, all allowed",
 		},
 		EditToolNames: acp.EditToolNames(),
 		Live: messages.LiveControls{

@@ -41,6 +41,7 @@ func Agent() acp.Agent {
 		Descriptor:   descriptor(),
 		Command:      "opencode",
 		EnvBinary:    EnvBinary,
+		Package:      "opencode-ai",
 		Install:      "npm install opencode-ai@" + PinnedVersion,
 		ParseVersion: func(out string) string { return firstField(out) },
 		Launch:       launch,
@@ -101,10 +102,10 @@ func descriptor() messages.Descriptor {
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortNone,
 		PostureMap: map[messages.Posture]string{
-			messages.PosturePlan:        "mode plan (opencode's read-only agent); the client rejects every call but reads",
-			messages.PostureDefault:     "mode build; edits, shell and fetch ask (a clarification)",
-			messages.PostureAcceptEdits: "mode build; the client allows edits inside the workspace, shell and fetch ask",
-			messages.PostureFull:        "mode build; the client allows every call inside the workspace",
+			messages.PosturePlan:        "mode plan (read-only)",
+			messages.PostureDefault:     "mode build, asks",
+			messages.PostureAcceptEdits: "mode build, edits allowed",
+			messages.PostureFull:        "mode build, all allowed",
 		},
 		EditToolNames: acp.EditToolNames(),
 		Live: messages.LiveControls{
