@@ -20,8 +20,10 @@ func backend(t *testing.T) acptest.Backend {
 			Write: func(path, content string) modelmock.ToolCall {
 				return acptest.Call("write_file", map[string]any{"file_path": path, "content": content})
 			},
+			// gemini's read_file reports "Read lines 1-2000 of ..." over ACP,
+			// not the content; its shell's output is the content
 			Read: func(path string) modelmock.ToolCall {
-				return acptest.Call("read_file", map[string]any{"file_path": path, "absolute_path": path})
+				return acptest.Call("run_shell_command", map[string]any{"command": "cat " + path, "description": "print the big file"})
 			},
 		},
 		Skip: map[string]string{

@@ -69,9 +69,10 @@ func Binary(t testing.TB, envVar, command string) string {
 	return ""
 }
 
-// Tools is an agent's tool vocabulary: the model calls that write a file,
-// read one, and run a shell command (names and inputs as the agent
-// offers them to its model).
+// Tools is an agent's tool vocabulary: the model calls that write a file
+// and that show a file's whole content in the tool's result (a read, or a
+// shell's cat where a read reports only a summary over ACP), with names
+// and inputs as the agent offers them to its model.
 type Tools struct {
 	Write func(path, content string) modelmock.ToolCall
 	Read  func(path string) modelmock.ToolCall
