@@ -187,9 +187,13 @@ func PostureRun(t *testing.T, b Backend, planMode, workMode string) {
 		t.Errorf("the CLI never received the plan mode %q", planMode)
 	}
 
-	evs := l.Turn(1, in(1), nil)
-	if n := Count(evs, messages.EvWarning); n == 0 {
-		t.Errorf("plan: the write was not refused with a warning\n%s", l.Rec.Transcript())
+	evs := l.Turn(1, in(1), nil)                  // a clarification fails the test
+	refused := Count(evs, messages.EvWarning) > 0 // by the client
+	for _, ev := range evs {
+		refused = refused || (ev.Type == messages.EvToolResult && ev.IsError) // by the agent's plan mode
+	}
+	if !refused {
+		t.Errorf("plan: the write was neither refused by the client nor failed in the agent\n%s", l.Rec.Transcript())
 	}
 	l.RequireNoFile("plan.txt")
 
