@@ -20,8 +20,14 @@ func backend(t *testing.T) acptest.Backend {
 			Write: func(path, content string) modelmock.ToolCall {
 				return acptest.Call("create", map[string]any{"path": path, "file_text": content})
 			},
-			Read: func(path string) modelmock.ToolCall { return acptest.Call("view", map[string]any{"path": path}) },
+			// copilot's view refuses a file this big ("File too large to read
+			// at once") and saves a shell output this big to a file; the
+			// first 20 000 bytes it passes on, over the cap below
+			Read: func(path string) modelmock.ToolCall {
+				return acptest.Call("bash", map[string]any{"command": "head -c 20000 " + path, "description": "print the big file's start"})
+			},
 		},
+		OutputCap: 4 << 10,
 		Skip: map[string]string{
 			transporttest.CaseClarifyDeny: "ACP carries no reason with a rejection, so the reason reaches the agent with the next prompt, not in this turn; TestDenyReasonNextTurn checks the deny",
 		},

@@ -87,8 +87,18 @@ type Backend struct {
 	// Spec points a session at the mock (Env, Home, Model).
 	Spec  func(t *testing.T, mock *modelmock.Server) transports.SessionSpec
 	Tools Tools
+	// OutputCap replaces the package's OutputCap, for a CLI that cuts big
+	// outputs itself below it.
+	OutputCap int
 	// Skip maps case names to the reason a case cannot be acted out.
 	Skip map[string]string
+}
+
+func (b Backend) outputCap() int {
+	if b.OutputCap > 0 {
+		return b.OutputCap
+	}
+	return OutputCap
 }
 
 // Options are the transport options of every conformance session.
@@ -122,13 +132,13 @@ func Prepare(t *testing.T, c *transporttest.Case, b Backend) transporttest.Setup
 	if err != nil {
 		t.Fatal(err)
 	}
-	setup := transporttest.Setup{Spec: b.Spec(t, mock), AgentSaw: mock.Saw, OutputCap: OutputCap}
+	setup := transporttest.Setup{Spec: b.Spec(t, mock), AgentSaw: mock.Saw, OutputCap: b.outputCap()}
 	fake := func(script string) transports.Transport {
 		path := filepath.Join(t.TempDir(), "fake-agent")
 		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		return b.New(Options(acp.WithBinary(path))...)
+		return b.New(Options(acp.WithOutputCap(b.outputCap()), acp.WithBinary(path))...)
 	}
 	switch c.Fault {
 	case transporttest.FaultNone:
