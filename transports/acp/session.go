@@ -49,7 +49,9 @@ type session struct {
 	mu          sync.Mutex
 	closed      bool // nothing is emitted once set
 	dead        bool
-	loading     bool // session/load replays history: not this run's events
+	loading     bool     // session/load replays history: not this run's events
+	opened      bool     // EvStarted was emitted
+	early       []string // dropped-line reports before it, emitted after it
 	posture     messages.Posture
 	turn        int
 	running     bool
@@ -163,7 +165,14 @@ func (s *session) open(ctx context.Context) error {
 	if err := s.selectMode(ctx, s.spec.Posture); err != nil {
 		return fail(messages.AsError(messages.OpStart, err))
 	}
-	s.emit(0, messages.Event{Type: messages.EvStarted, ExternalSessionID: string(s.sid), Model: s.spec.Model})
+	s.mu.Lock()
+	s.opened = true
+	s.emitLocked(0, messages.Event{Type: messages.EvStarted, ExternalSessionID: string(s.sid), Model: s.spec.Model})
+	for _, e := range s.early {
+		s.emitLocked(0, messages.Event{Type: messages.EvError, Text: e})
+	}
+	s.early = nil
+	s.mu.Unlock()
 	s.watched = make(chan struct{})
 	go s.watch()
 	return nil
@@ -206,6 +215,10 @@ func (s *session) start(args, extra []string) error {
 		_ = filterLines(outR, tapWriter{w: sdkW, tap: s.t.wire, dir: "<<"}, s.t.lineCap, func(v lineVerdict, n int, head []byte) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if !s.opened { // a failed Open reports nothing through the sink
+				s.early = append(s.early, describeDropped(v, n, head))
+				return
+			}
 			s.emitLocked(s.turn, messages.Event{Type: messages.EvError, Text: describeDropped(v, n, head)})
 		})
 	}()
