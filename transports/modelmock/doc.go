@@ -7,7 +7,8 @@
 // into, the Server with its request log, and one encoder per wire. The
 // Anthropic Messages wire (cli-protocols.md §1.5), OpenAI Responses and
 // Chat Completions (§2.5: POST /v1/responses, POST /v1/chat/completions)
-// are served; Gemini slots in beside them as a further file that decodes
+// and Gemini (§3.3: POST /v1beta/models/{m}:streamGenerateContent?alt=sse
+// and :generateContent, gemini.go) are served, each a file that decodes
 // into a Conversation and encodes a Step, with the scenario, the picking
 // and the recording shared.
 //
@@ -54,7 +55,10 @@
 // Code's session title (a tool-less request with an output_config json
 // schema: a JSON object for it), its auto/plan-mode safety classifier (a
 // user text starting with <transcript>: "<block>no" at the stop
-// sequence), its one-token model check after set_model, and token counting.
+// sequence), its one-token model check after set_model, token counting,
+// and (side.go) opencode's title call on Chat Completions (no tools, a
+// title-generator system prompt) and gemini-cli's session summary and
+// other tool-less generateContent helpers (KindSummary).
 //
 // # Recording
 //

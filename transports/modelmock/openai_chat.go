@@ -88,7 +88,7 @@ func (w chatWire) completions(rw http.ResponseWriter, r *http.Request, rec *Requ
 		openaiError(rw, ErrorStep{Status: http.StatusBadRequest, Message: err.Error()})
 		return
 	}
-	m, st, ok := w.s.openaiAnswer(rw, r, rec, c)
+	m, st, ok := w.s.answerSideOrMain(rw, r, rec, c, openaiError) // titles are side requests
 	if !ok {
 		return
 	}

@@ -53,7 +53,7 @@ type Request struct {
 	Query  string      `json:"query,omitempty"`
 	Header http.Header `json:"header"` // secrets redacted
 	Body   []byte      `json:"-"`
-	Wire   string      `json:"wire,omitempty"` // "anthropic", "openai-responses" or "openai-chat"
+	Wire   string      `json:"wire,omitempty"` // "anthropic", "openai-responses", "openai-chat" or "gemini"
 	Kind   Kind        `json:"kind"`
 	Model  string      `json:"model,omitempty"`
 	// Rule is the index of the scenario rule that answered; -1 for a
@@ -278,6 +278,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
 		rec.Wire = "openai-chat"
 		chatWire{s}.completions(rw, r, rec)
+	case strings.HasPrefix(path, "/v1beta/models/") && r.Method == http.MethodPost:
+		rec.Wire = "gemini"
+		geminiWire{s}.serve(rw, r, rec)
 	case r.Method == http.MethodGet && (path == "/v1/responses" || path == "/v1/models" || path == "/models"):
 		rec.Kind, rec.Status = KindProbe, http.StatusOK
 		openaiProbe(rw, path)

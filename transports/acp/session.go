@@ -1,0 +1,567 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
+)
+
+// session is one agent process and its one ACP session.
+type session struct {
+	t       *Transport
+	spec    transports.SessionSpec
+	sink    transports.Sink
+	bin     string
+	scratch string
+	ws      gate.Workspace
+
+	cmd        *exec.Cmd
+	pgid       int
+	stdin      io.WriteCloser
+	stderr     *tailBuffer
+	conn       *acpsdk.ClientSideConnection
+	sid        acpsdk.SessionId
+	exited     chan struct{} // closed when the process is reaped
+	readerDone chan struct{} // closed when the stdout filter ended
+	watched    chan struct{} // closed when watch returned (nil until it runs)
+	turns      sync.WaitGroup
+	asks       *transports.Asks
+
+	// modes the agent offers: session modes, or the values of its select
+	// config option of category "mode" (modeOption names it).
+	modes      map[string]bool
+	modeOption acpsdk.SessionConfigId
+
+	mu          sync.Mutex
+	closed      bool // nothing is emitted once set
+	dead        bool
+	loading     bool     // session/load replays history: not this run's events
+	opened      bool     // EvStarted was emitted
+	early       []string // dropped-line reports before it, emitted after it
+	posture     messages.Posture
+	turn        int
+	running     bool
+	interrupted bool
+	pendingAsk  string
+	tools       map[string]*toolState
+	notes       []string // deny reasons the agent has not been told yet
+}
+
+// toolState is what is known of one tool call so far: ACP sends a call in
+// pieces (tool_call, tool_call_update, the permission request's copy).
+type toolState struct {
+	kind      string
+	title     string
+	rawInput  any
+	locations []acpsdk.ToolCallLocation
+	content   []acpsdk.ToolCallContent
+	used      bool // EvToolUse emitted
+	done      bool // EvToolResult emitted
+}
+
+func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin string) (*session, error) {
+	ws, err := gate.NewWorkspace(spec.Cwd)
+	if err != nil {
+		return nil, messages.FieldError(messages.OpStart, "cwd", "%v", err)
+	}
+	scratch, err := os.MkdirTemp("", "codesession-"+t.agent.Descriptor.ID+"-")
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot create the session's scratch directory")
+	}
+	return &session{t: t, spec: spec, sink: sink, bin: bin, scratch: scratch, ws: ws, posture: spec.Posture,
+		stderr: &tailBuffer{max: 8 << 10}, exited: make(chan struct{}), readerDone: make(chan struct{}),
+		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), tools: map[string]*toolState{}}, nil
+}
+
+var _ interface {
+	transports.Session
+	transports.Interrupter
+	transports.PostureSetter
+} = (*session)(nil)
+
+// emit hands ev to the sink unless the session is closed.
+func (s *session) emit(turn int, ev messages.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.emitLocked(turn, ev)
+}
+
+func (s *session) emitLocked(turn int, ev messages.Event) {
+	if !s.closed {
+		s.sink(turn, ev)
+	}
+}
+
+// open starts the process and the ACP session. On failure everything it
+// started is stopped again.
+func (s *session) open(ctx context.Context) error {
+	fail := func(err error) error {
+		s.kill()
+		s.wait()
+		_ = os.RemoveAll(s.scratch)
+		return err
+	}
+	args, extra, err := s.t.agent.Launch(s.spec, s.scratch)
+	if err != nil {
+		_ = os.RemoveAll(s.scratch)
+		return messages.AsError(messages.OpStart, err)
+	}
+	if err := s.start(args, extra); err != nil {
+		_ = os.RemoveAll(s.scratch)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
+	defer cancel()
+	init, err := s.conn.Initialize(ctx, acpsdk.InitializeRequest{
+		ProtocolVersion: acpsdk.ProtocolVersionNumber,
+		// No file system and no terminal: the agent reads and writes the
+		// workspace itself (gemini breaks on a client's missing-file
+		// error, cli-protocols.md §3.3), and asks before it does.
+		ClientCapabilities: acpsdk.ClientCapabilities{Fs: acpsdk.FileSystemCapabilities{}, Terminal: false},
+	})
+	if err != nil {
+		return fail(s.startError(ctx, "initialize", err))
+	}
+	var modes *acpsdk.SessionModeState
+	var opts []acpsdk.SessionConfigOption
+	if ext := s.spec.ResumeExternalID; ext != "" {
+		if !init.AgentCapabilities.LoadSession {
+			return fail(messages.Errorf(messages.CodeUnsupported, messages.OpStart,
+				"%s does not offer session/load: session %s cannot be resumed", s.t.agent.Descriptor.ID, ext))
+		}
+		s.mu.Lock()
+		s.loading = true
+		s.mu.Unlock()
+		resp, err := s.conn.LoadSession(ctx, acpsdk.LoadSessionRequest{SessionId: acpsdk.SessionId(ext), Cwd: s.ws.Given(), McpServers: []acpsdk.McpServer{}})
+		s.mu.Lock()
+		s.loading = false
+		s.mu.Unlock()
+		if err != nil {
+			return fail(s.startError(ctx, "session/load", err))
+		}
+		s.sid, modes, opts = acpsdk.SessionId(ext), resp.Modes, resp.ConfigOptions
+	} else {
+		resp, err := s.conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: s.ws.Given(), McpServers: []acpsdk.McpServer{}})
+		if err != nil {
+			return fail(s.startError(ctx, "session/new", err))
+		}
+		s.sid, modes, opts = resp.SessionId, resp.Modes, resp.ConfigOptions
+	}
+	s.learnModes(modes, opts)
+	if err := s.selectMode(ctx, s.spec.Posture); err != nil {
+		return fail(messages.AsError(messages.OpStart, err))
+	}
+	s.mu.Lock()
+	s.opened = true
+	s.emitLocked(0, messages.Event{Type: messages.EvStarted, ExternalSessionID: string(s.sid), Model: s.spec.Model})
+	for _, e := range s.early {
+		s.emitLocked(0, messages.Event{Type: messages.EvError, Text: e})
+	}
+	s.early = nil
+	s.mu.Unlock()
+	s.watched = make(chan struct{})
+	go s.watch()
+	return nil
+}
+
+// start spawns the process in its own process group with its stdout
+// behind the ACP reader.
+func (s *session) start(args, extra []string) error {
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.ws.Given()
+	cmd.Env = buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...), s.t.agent.Scrub)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = s.stderr
+	cmd.WaitDelay = 2 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot make the agent's stdin pipe")
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot make the agent's stdout pipe")
+	}
+	cmd.Stdout = outW
+	if err := cmd.Start(); err != nil {
+		_ = outR.Close()
+		_ = outW.Close()
+		return messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
+	}
+	_ = outW.Close() // the child holds its own copy
+	s.cmd, s.pgid, s.stdin = cmd, cmd.Process.Pid, stdin
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	sdkR, sdkW := io.Pipe()
+	go func() {
+		defer close(s.readerDone)
+		defer sdkW.Close()
+		defer outR.Close()
+		_ = filterLines(outR, tapWriter{w: sdkW, tap: s.t.wire, dir: "<<"}, s.t.lineCap, func(v lineVerdict, n int, head []byte) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !s.opened { // a failed Open reports nothing through the sink
+				s.early = append(s.early, describeDropped(v, n, head))
+				return
+			}
+			s.emitLocked(s.turn, messages.Event{Type: messages.EvError, Text: describeDropped(v, n, head)})
+		})
+	}()
+	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, tapWriter{w: stdin, tap: s.t.wire, dir: ">>"}, sdkR)
+	s.conn.SetLogger(slog.New(slog.DiscardHandler))
+	return nil
+}
+
+// startError is the typed error of a failed start step: the process's
+// exit and the end of its stderr when it died, else the protocol error.
+func (s *session) startError(ctx context.Context, step string, err error) error {
+	select {
+	case <-s.exited:
+	case <-time.After(2 * time.Second):
+	}
+	select {
+	case <-s.exited:
+		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s exited during %s (%s): %s",
+			s.t.agent.Descriptor.ID, step, s.cmd.ProcessState, s.stderr.text(400)))
+	default:
+	}
+	if ctx.Err() != nil {
+		return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, fmt.Sprintf("%s did not answer %s in time (%v): %s",
+			s.t.agent.Descriptor.ID, step, context.Cause(ctx), s.stderr.text(400)))
+	}
+	return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s refused %s: %v", s.t.agent.Descriptor.ID, step, err))
+}
+
+// watch reports the death of the process, unless Close caused it.
+func (s *session) watch() {
+	defer close(s.watched)
+	<-s.exited
+	<-s.readerDone
+	s.die(fmt.Sprintf("%s exited (%s): %s", s.t.agent.Descriptor.ID, s.cmd.ProcessState, s.stderr.text(400)))
+}
+
+// die marks the session dead and reports it once, closing a running turn.
+func (s *session) die(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return
+	}
+	s.dead = true
+	s.running = false
+	s.emitLocked(s.turn, messages.Event{Type: messages.EvError, Fatal: true, Text: text})
+}
+
+// StartTurn sends input as an ACP prompt and returns; the turn ends with
+// the prompt's stop reason.
+func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return messages.Errorf(messages.CodeNotLive, "turn", "the session is closed")
+	case s.dead:
+		return messages.Errorf(messages.CodeNotLive, "turn", "the %s process is gone", s.t.agent.Descriptor.ID)
+	case s.running:
+		return messages.Errorf(messages.CodeConflict, "turn", "turn %d is still running", s.turn)
+	}
+	text := input
+	if len(s.notes) > 0 {
+		// ACP has no field for a deny's reason, so the agent hears it
+		// with the next prompt.
+		text = "[codesession: " + strings.Join(s.notes, "; ") + "]\n\n" + input
+		s.notes = nil
+	}
+	s.turn, s.running, s.interrupted = turn, true, false
+	s.tools = map[string]*toolState{}
+	s.turns.Add(1)
+	go s.runTurn(turn, text)
+	return nil
+}
+
+func (s *session) runTurn(turn int, text string) {
+	defer s.turns.Done()
+	resp, err := s.conn.Prompt(context.Background(), acpsdk.PromptRequest{SessionId: s.sid, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
+	if err != nil {
+		select {
+		case <-s.conn.Done():
+			select { // let the watcher report the death with the stderr tail
+			case <-s.exited:
+			case <-time.After(5 * time.Second):
+			}
+			s.die(fmt.Sprintf("%s stopped answering during turn %d: %v: %s", s.t.agent.Descriptor.ID, turn, err, s.stderr.text(400)))
+			return
+		default:
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.running && s.turn == turn {
+			s.running = false
+			s.emitLocked(turn, messages.Event{Type: messages.EvError, Text: "session/prompt failed: " + err.Error()})
+			s.emitLocked(turn, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnErrored, Text: err.Error()})
+		}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running || s.turn != turn {
+		return
+	}
+	s.running = false
+	s.pendingAsk = ""
+	ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Usage: usageOf(resp.Usage, resp.Meta)}
+	switch {
+	case resp.StopReason == acpsdk.StopReasonCancelled || s.interrupted:
+		ev.State = messages.TurnInterrupted
+	case resp.StopReason == acpsdk.StopReasonRefusal:
+		ev.State, ev.Text = messages.TurnErrored, "the agent refused"
+	case resp.StopReason != acpsdk.StopReasonEndTurn:
+		s.emitLocked(turn, messages.Event{Type: messages.EvWarning, Text: "the turn stopped early: " + string(resp.StopReason)})
+	}
+	s.emitLocked(turn, ev)
+}
+
+// usageOf reads the prompt's usage, or gemini's _meta.quota.token_count.
+func usageOf(u *acpsdk.Usage, meta map[string]any) *messages.Usage {
+	if u != nil {
+		out := &messages.Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens)}
+		if u.CachedReadTokens != nil {
+			out.CacheReadTokens = int64(*u.CachedReadTokens)
+		}
+		if u.CachedWriteTokens != nil {
+			out.CacheWriteTokens = int64(*u.CachedWriteTokens)
+		}
+		return out
+	}
+	var q struct {
+		Quota struct {
+			TokenCount struct {
+				In  int64 `json:"input_tokens"`
+				Out int64 `json:"output_tokens"`
+			} `json:"token_count"`
+		} `json:"quota"`
+	}
+	if b, err := json.Marshal(meta); err == nil && json.Unmarshal(b, &q) == nil && q.Quota.TokenCount.In+q.Quota.TokenCount.Out > 0 {
+		return &messages.Usage{InputTokens: q.Quota.TokenCount.In, OutputTokens: q.Quota.TokenCount.Out}
+	}
+	return nil
+}
+
+// Answer answers the pending permission question.
+func (s *session) Answer(ctx context.Context, id string, d messages.Decision, reason string) error {
+	return s.asks.Answer(id, d, reason)
+}
+
+// Interrupt sends session/cancel; a pending question is answered
+// cancelled, as ACP asks of a client. A turn that has not ended after the
+// grace is closed interrupted and the process killed.
+func (s *session) Interrupt(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed || s.dead {
+		s.mu.Unlock()
+		return messages.Errorf(messages.CodeNotLive, messages.OpInterrupt, "the session is not live")
+	}
+	if !s.running {
+		s.mu.Unlock()
+		return nil
+	}
+	s.interrupted = true
+	turn, pending := s.turn, s.pendingAsk
+	s.mu.Unlock()
+	if pending != "" {
+		_ = s.asks.Answer(pending, messages.DecisionCancel, "")
+	}
+	if err := s.conn.Cancel(ctx, acpsdk.CancelNotification{SessionId: s.sid}); err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpInterrupt, err, "session/cancel could not be sent: "+err.Error())
+	}
+	go s.enforceInterrupt(turn)
+	return nil
+}
+
+func (s *session) enforceInterrupt(turn int) {
+	select {
+	case <-time.After(s.t.grace):
+	case <-s.exited:
+		return
+	}
+	s.mu.Lock()
+	stuck := s.running && s.turn == turn && !s.closed
+	if stuck {
+		s.running = false
+		s.emitLocked(turn, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted,
+			Text: fmt.Sprintf("the agent did not end the cancelled turn within %s; its process was killed", s.t.grace)})
+	}
+	s.mu.Unlock()
+	if stuck {
+		s.kill()
+	}
+}
+
+// SetPosture changes the client's permission policy at once and selects
+// the posture's mode where the agent has one.
+func (s *session) SetPosture(ctx context.Context, p messages.Posture) error {
+	if !p.Valid() {
+		return messages.FieldError(messages.OpSetPosture, "posture", "unknown posture %q", p)
+	}
+	s.mu.Lock()
+	if s.closed || s.dead {
+		s.mu.Unlock()
+		return messages.Errorf(messages.CodeNotLive, messages.OpSetPosture, "the session is not live")
+	}
+	s.mu.Unlock()
+	if err := s.selectMode(ctx, p); err != nil {
+		return messages.AsError(messages.OpSetPosture, err)
+	}
+	s.mu.Lock()
+	s.posture = p
+	s.mu.Unlock()
+	return nil
+}
+
+// learnModes records the modes the agent offers.
+func (s *session) learnModes(modes *acpsdk.SessionModeState, opts []acpsdk.SessionConfigOption) {
+	s.modes = map[string]bool{}
+	if modes != nil {
+		for _, m := range modes.AvailableModes {
+			s.modes[string(m.Id)] = true
+		}
+		return
+	}
+	for _, o := range opts {
+		sel := o.Select
+		if sel == nil || sel.Category == nil || *sel.Category != acpsdk.SessionConfigOptionCategoryMode {
+			continue
+		}
+		s.modeOption = sel.Id
+		if sel.Options.Ungrouped != nil {
+			for _, v := range *sel.Options.Ungrouped {
+				s.modes[string(v.Value)] = true
+			}
+		}
+	}
+}
+
+// selectMode sets the agent's mode for p: session/set_mode, or
+// session/set_config_option for an agent whose modes are a config option.
+func (s *session) selectMode(ctx context.Context, p messages.Posture) error {
+	id, ok := s.t.agent.Modes[p]
+	if !ok || id == "" {
+		return nil
+	}
+	if !s.modes[id] {
+		return messages.Errorf(messages.CodeUnsupported, messages.OpSetPosture,
+			"%s offers no mode %q for posture %s", s.t.agent.Descriptor.ID, id, p)
+	}
+	var err error
+	if s.modeOption != "" {
+		_, err = s.conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
+			SessionId: s.sid, ConfigId: s.modeOption, Value: acpsdk.SessionConfigValueId(id)}})
+	} else {
+		_, err = s.conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: s.sid, ModeId: acpsdk.SessionModeId(id)})
+	}
+	if err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpSetPosture, err, fmt.Sprintf("%s refused mode %q: %v", s.t.agent.Descriptor.ID, id, err))
+	}
+	return nil
+}
+
+// Close stops the process group (stdin closed, SIGTERM, SIGKILL after
+// three seconds or when ctx ends) and waits for every goroutine of the
+// session. It is idempotent.
+func (s *session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed, s.running = true, false
+	pending := s.pendingAsk
+	s.mu.Unlock()
+	if pending != "" {
+		_ = s.asks.Answer(pending, messages.DecisionCancel, "")
+	}
+	_ = s.stdin.Close()
+	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+	}
+	s.kill()
+	s.wait()
+	_ = os.RemoveAll(s.scratch)
+	return nil
+}
+
+// kill sends SIGKILL to the process group.
+func (s *session) kill() {
+	if s.cmd != nil && s.pgid > 0 {
+		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+	}
+}
+
+// wait waits for the process, the reader, the SDK and the turn goroutine.
+func (s *session) wait() {
+	if s.cmd == nil {
+		return
+	}
+	<-s.exited
+	<-s.readerDone
+	<-s.conn.Done()
+	s.turns.Wait()
+	if s.watched != nil {
+		<-s.watched
+	}
+}
+
+// tapWriter copies each write to the wire tap.
+type tapWriter struct {
+	w   io.Writer
+	tap func(dir string, line []byte)
+	dir string
+}
+
+func (t tapWriter) Write(p []byte) (int, error) {
+	if t.tap != nil {
+		t.tap(t.dir, append([]byte(nil), p...))
+	}
+	return t.w.Write(p)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) text(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return tailText(t.b, n)
+}

@@ -1,0 +1,345 @@
+package acp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+)
+
+// Defaults of the options.
+const (
+	DefaultOutputCap    = 64 << 10
+	DefaultLineCap      = 16 << 20
+	DefaultStartTimeout = 5 * time.Minute
+	DefaultProbeTimeout = 30 * time.Second
+	// DefaultInterruptGrace is how long a cancelled turn gets to end by
+	// itself before the process is killed and the turn closed interrupted.
+	DefaultInterruptGrace = 15 * time.Second
+	minLineCap            = 1 << 10
+)
+
+// Transport is one ACP backend: an Agent driven by the client. It is safe
+// for concurrent use; each Open starts an independent process.
+type Transport struct {
+	agent        Agent
+	binary       string
+	outputCap    int
+	lineCap      int
+	startTimeout time.Duration
+	grace        time.Duration
+	env          []string
+	wire         func(dir string, line []byte)
+}
+
+var _ transports.Transport = (*Transport)(nil)
+
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithBinary runs this executable.
+func WithBinary(path string) Option { return func(t *Transport) { t.binary = path } }
+
+// WithOutputCap caps each tool result's output at n bytes (reported with
+// Truncated and OriginalBytes when it fires).
+func WithOutputCap(n int) Option {
+	return func(t *Transport) {
+		if n > 0 {
+			t.outputCap = n
+		}
+	}
+}
+
+// WithLineCap caps one line of the agent's stdout at n bytes (at least
+// 1 KiB): a longer line is dropped and reported as an EvError.
+func WithLineCap(n int) Option {
+	return func(t *Transport) { t.lineCap = max(n, minLineCap) }
+}
+
+// WithStartTimeout bounds the process start, initialize and session/new
+// (or session/load) in Open.
+func WithStartTimeout(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.startTimeout = d
+		}
+	}
+}
+
+// WithInterruptGrace sets how long a cancelled turn may take to end.
+func WithInterruptGrace(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.grace = d
+		}
+	}
+}
+
+// WithEnv adds KEY=VALUE entries to every session's environment, below
+// SessionSpec.Env.
+func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
+
+// WithWireTap calls f with every line the client writes (dir ">>") and
+// every line of the agent's stdout (dir "<<") of every session, from the
+// session's goroutines: what the CLI actually received and said, for
+// tests. f must not block.
+func WithWireTap(f func(dir string, line []byte)) Option { return func(t *Transport) { t.wire = f } }
+
+// New returns the transport driving agent.
+func New(agent Agent, opts ...Option) *Transport {
+	t := &Transport{agent: agent, outputCap: DefaultOutputCap, lineCap: DefaultLineCap,
+		startTimeout: DefaultStartTimeout, grace: DefaultInterruptGrace}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// Descriptor returns the agent's capability descriptor.
+func (t *Transport) Descriptor() transports.Descriptor { return t.agent.Descriptor }
+
+// Binary returns the executable the transport would run with the given
+// extra environment (the agent's EnvBinary in env wins over the process's
+// own), or an error saying why there is none.
+func (t *Transport) Binary(env []string) (string, error) {
+	if t.binary != "" {
+		if _, err := os.Stat(t.binary); err != nil {
+			return "", fmt.Errorf("the %s CLI is not at %s (%s)", t.agent.Descriptor.ID, t.binary, t.agent.Install)
+		}
+		return t.binary, nil
+	}
+	if t.agent.EnvBinary != "" {
+		if b := envValue(env, t.agent.EnvBinary); b != "" {
+			return b, nil
+		}
+		if b := os.Getenv(t.agent.EnvBinary); b != "" {
+			return b, nil
+		}
+	}
+	b, err := exec.LookPath(t.agent.Command)
+	if err != nil {
+		return "", fmt.Errorf("the %s CLI is not installed here: no %s and no %s on PATH (%s)",
+			t.agent.Descriptor.ID, t.agent.EnvBinary, t.agent.Command, t.agent.Install)
+	}
+	return b, nil
+}
+
+// Probe reads the version of the npm package the binary belongs to (a
+// node CLI's --version takes seconds on a loaded machine, and the
+// listing's probe gets ten); a binary outside its package is asked
+// `--version` with a throwaway HOME, bounded by ctx and
+// DefaultProbeTimeout.
+func (t *Transport) Probe(ctx context.Context) messages.Availability {
+	a := messages.Availability{CheckedAt: time.Now()}
+	bin, err := t.Binary(nil)
+	if err != nil {
+		a.Reason = err.Error()
+		return a
+	}
+	a.Binary = bin
+	if v, ok := t.packageVersion(bin); ok {
+		a.Version, a.Available = v, true
+		return a
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
+	defer cancel()
+	home, err := os.MkdirTemp("", "codesession-probe-")
+	if err != nil {
+		a.Reason = "cannot make a scratch HOME for the probe: " + err.Error()
+		return a
+	}
+	defer os.RemoveAll(home)
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.Env = buildEnv(os.Environ(), transports.SessionSpec{Home: home}, nil, t.agent.Scrub)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			a.Reason = fmt.Sprintf("%s --version did not answer in time (%v)", bin, context.Cause(ctx))
+		} else {
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+		}
+		return a
+	}
+	parse := t.agent.ParseVersion
+	if parse == nil {
+		parse = func(s string) string { return strings.TrimSpace(s) }
+	}
+	if a.Version = parse(out.String()); a.Version == "" {
+		a.Reason = bin + " --version printed no version"
+		return a
+	}
+	a.Available = true
+	return a
+}
+
+// Open starts the agent's process for the session, completes initialize
+// and session/new (or session/load for SessionSpec.ResumeExternalID, where
+// the agent offers it), selects the posture's mode, and emits EvStarted
+// (turn 0) with the agent's session id. It fails with a *messages.Error:
+// invalid for a bad spec, unsupported for a missing CLI or an ability the
+// agent lacks, internal (with the end of its stderr) when the agent exits
+// or does not answer.
+func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	if sink == nil {
+		return nil, messages.FieldError(messages.OpStart, "sink", "required")
+	}
+	if spec.Posture == "" {
+		spec.Posture = messages.PostureDefault
+	}
+	if !spec.Posture.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
+	}
+	if spec.Effort != "" && !spec.Effort.Valid() {
+		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	}
+	if spec.AllowedTools != nil && !t.agent.Descriptor.HonorsAllowed {
+		return nil, messages.FieldError(messages.OpStart, "allowedTools",
+			"backend %s cannot honour allowedTools: its posture is the boundary", t.agent.Descriptor.ID)
+	}
+	if spec.Cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, messages.FieldError(messages.OpStart, "cwd", "no working directory given and none known")
+		}
+		spec.Cwd = wd
+	}
+	if fi, err := os.Stat(spec.Cwd); err != nil || !fi.IsDir() {
+		return nil, messages.FieldError(messages.OpStart, "cwd", "%q is not a directory", spec.Cwd)
+	}
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
+	}
+	if spec.Home != "" {
+		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
+			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
+		}
+	}
+	s, err := newSession(t, spec, sink, bin)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.open(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// scrubbed are variables of the caller's environment an agent process
+// never inherits: every vendor's credentials and base URLs (a session gets
+// the ones its spec names), and Node options.
+var scrubbed = map[string]bool{
+	"NODE_OPTIONS": true, "ANTHROPIC_API_KEY": true, "ANTHROPIC_BASE_URL": true,
+	"OPENAI_API_KEY": true, "OPENAI_BASE_URL": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
+	"GOOGLE_GEMINI_BASE_URL": true, "GITHUB_TOKEN": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true,
+	"COPILOT_PROVIDER_BASE_URL": true, "COPILOT_PROVIDER_API_KEY": true, "FACTORY_API_KEY": true,
+	"XAI_API_KEY": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+}
+
+// buildEnv is a process environment: the caller's, scrubbed; HOME; then
+// extra (the agent's and the transport's), then the session's, which win.
+func buildEnv(base []string, spec transports.SessionSpec, extra []string, scrub []string) []string {
+	drop := map[string]bool{}
+	for _, k := range scrub {
+		drop[k] = true
+	}
+	var env []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if !scrubbed[k] && !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	if spec.Home != "" {
+		env = append(env, "HOME="+spec.Home)
+	}
+	env = append(env, extra...)
+	env = append(env, spec.Env...)
+	return dedupEnv(env)
+}
+
+// dedupEnv keeps the last entry of each key, in the order of first
+// appearance.
+func dedupEnv(env []string) []string {
+	last := map[string]string{}
+	var order []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = kv
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, last[k])
+	}
+	return out
+}
+
+// envValue returns the last value of key in env.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// tailText is the end of b, at most n bytes, its lines joined by " | ".
+func tailText(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	var keep []string
+	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, " | ")
+}
+
+// packageVersion finds the agent's package.json in the directories above
+// the binary's real path and returns its version, if the binary is an
+// executable file of that package.
+func (t *Transport) packageVersion(bin string) (string, bool) {
+	if t.agent.Package == "" {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return "", false
+	}
+	if fi, err := os.Stat(real); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", false
+	}
+	dir := filepath.Dir(real)
+	for i := 0; i < 4; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, "package.json"))
+		if err == nil {
+			var pkg struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			}
+			if json.Unmarshal(b, &pkg) == nil && pkg.Name == t.agent.Package && pkg.Version != "" {
+				return pkg.Version, true
+			}
+		}
+		dir = filepath.Dir(dir)
+	}
+	return "", false
+}

@@ -1,0 +1,85 @@
+package opencode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/acp"
+	"github.com/codesession/codesession/transports/acp/acptest"
+	"github.com/codesession/codesession/transports/modelmock"
+)
+
+// TestLivePosture: plan sets opencode's "mode" option to plan and refuses
+// a write; full sets it to build and the write runs unasked; default asks,
+// and a deny's reason reaches the model with the next prompt.
+func TestLivePosture(t *testing.T) {
+	acptest.PostureRun(t, backend(t), `"value":"plan"`, `"value":"build"`)
+}
+
+// TestLiveEditsSessionCwd: seed 003 saw `opencode run` edit the parent
+// checkout instead of the session's directory. A session in a
+// subdirectory of a git checkout, whose model writes a relative path,
+// must write it in the session's directory and nowhere else.
+func TestLiveEditsSessionCwd(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	parent := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", parent).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	ws := filepath.Join(parent, "session")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := backend(t)
+	call := acptest.Call("write", map[string]any{"filePath": "cwd-proof.txt", "content": "in the session cwd\n"})
+	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{Match: modelmock.Match{Text: "write cwd-proof"},
+		Steps: []modelmock.Step{{Tool: &call}, {Text: "written"}}}}}
+	l := acptest.OpenLive(t, b, sc, ws, messages.PostureFull)
+	l.Turn(1, "write cwd-proof", nil)
+	l.RequireFile("cwd-proof.txt", "in the session cwd\n")
+	if _, err := os.Stat(filepath.Join(parent, "cwd-proof.txt")); err == nil {
+		t.Error("opencode wrote cwd-proof.txt in the parent checkout")
+	}
+}
+
+func TestEffortRejected(t *testing.T) {
+	tr := New(acp.WithBinary("/bin/true"))
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Effort: messages.EffortLow}, func(int, messages.Event) {})
+	var me *messages.Error
+	if !errors.As(err, &me) || me.Code != messages.CodeUnsupported {
+		t.Fatalf("Open with effort: %v: want an unsupported *messages.Error", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	raw, err := Config(json.RawMessage(`{"provider":{"p":{}},"permission":{"edit":"allow"}}`), "p/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Provider   map[string]any    `json:"provider"`
+		Permission map[string]string `json:"permission"`
+		Model      string            `json:"model"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Provider["p"] == nil || cfg.Model != "p/m" || cfg.Permission["edit"] != "ask" || cfg.Permission["bash"] != "ask" {
+		t.Errorf("config %s: want the caller's provider, the model, and edit and bash set to ask", raw)
+	}
+	if _, err := Config(json.RawMessage(`[1]`), ""); err == nil {
+		t.Error("a config that is not an object was accepted")
+	}
+	if _, err := Config(nil, "no-provider"); err == nil {
+		t.Error("a model without a provider was accepted")
+	}
+}

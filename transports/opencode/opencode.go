@@ -1,0 +1,152 @@
+package opencode
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/acp"
+)
+
+// ID is the backend id.
+const ID = "opencode"
+
+// PinnedVersion is the opencode-ai version this backend was verified
+// against (cli-protocols.md §3.1); CI installs exactly this one.
+const PinnedVersion = "1.18.33"
+
+// EnvBinary names the opencode executable (CI sets it to the pinned
+// install); else `opencode` is looked up on PATH.
+const EnvBinary = "CODESESSION_OPENCODE_BIN"
+
+// EnvConfig holds a JSON object of opencode configuration (such as a
+// provider) that the session's config is built on.
+const EnvConfig = "CODESESSION_OPENCODE_CONFIG"
+
+// modes: opencode offers its agents as the "mode" config option.
+var modes = map[messages.Posture]string{
+	messages.PosturePlan:        "plan",
+	messages.PostureDefault:     "build",
+	messages.PostureAcceptEdits: "build",
+	messages.PostureFull:        "build",
+}
+
+// New returns the opencode transport.
+func New(opts ...acp.Option) *acp.Transport { return acp.New(Agent(), opts...) }
+
+// Agent is opencode as the ACP client drives it.
+func Agent() acp.Agent {
+	return acp.Agent{
+		Descriptor:   descriptor(),
+		Command:      "opencode",
+		EnvBinary:    EnvBinary,
+		Package:      "opencode-ai",
+		Install:      "npm install opencode-ai@" + PinnedVersion,
+		ParseVersion: func(out string) string { return firstField(out) },
+		Launch:       launch,
+		Modes:        modes,
+	}
+}
+
+// Config returns the session's opencode configuration: base (the caller's
+// CODESESSION_OPENCODE_CONFIG) with every gated tool set to ask, no
+// autoupdate, no sharing, and the model.
+func Config(base json.RawMessage, model string) (json.RawMessage, error) {
+	cfg := map[string]any{}
+	if len(strings.TrimSpace(string(base))) > 0 {
+		if err := json.Unmarshal(base, &cfg); err != nil || cfg == nil {
+			return nil, messages.FieldError(messages.OpStart, "env", "%s is not a JSON object: %v", EnvConfig, err)
+		}
+	}
+	cfg["permission"] = map[string]any{"edit": "ask", "bash": "ask", "webfetch": "ask", "external_directory": "ask"}
+	cfg["autoupdate"] = false
+	cfg["share"] = "disabled"
+	if model != "" {
+		if !strings.Contains(model, "/") {
+			return nil, messages.FieldError(messages.OpStart, "model", "opencode names a model provider/model, got %q", model)
+		}
+		cfg["model"] = model
+	}
+	return json.Marshal(cfg)
+}
+
+func launch(spec transports.SessionSpec, scratch string) ([]string, []string, error) {
+	if spec.Effort != "" {
+		return nil, nil, messages.Errorf(messages.CodeUnsupported, messages.OpStart,
+			"opencode %s offers no effort setting over ACP: start without effort", PinnedVersion)
+	}
+	cfg, err := Config(json.RawMessage(envValue(spec.Env, EnvConfig)), spec.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	env := []string{
+		"OPENCODE_CONFIG_CONTENT=" + string(cfg),
+		"OPENCODE_DISABLE_AUTOUPDATE=1",
+		"OPENCODE_DISABLE_MODELS_FETCH=1",
+		"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+	}
+	return []string{"acp", "--cwd", spec.Cwd}, env, nil
+}
+
+func descriptor() messages.Descriptor {
+	return messages.Descriptor{
+		ID:             ID,
+		DisplayName:    "OpenCode",
+		ProcessModel:   "one persistent `opencode acp` process per session",
+		Protocol:       "Agent Client Protocol (JSON-RPC 2.0 over stdio)",
+		Granularity:    messages.GranularityStream,
+		ClarifySupport: true,
+		HonorsAllowed:  false,
+		Resume:         messages.ResumeNative,
+		ModelSelection: messages.ModelPerSession,
+		EffortSupport:  messages.EffortNone,
+		PostureMap: map[messages.Posture]string{
+			messages.PosturePlan:        "mode plan (read-only)",
+			messages.PostureDefault:     "mode build, asks",
+			messages.PostureAcceptEdits: "mode build, edits allowed",
+			messages.PostureFull:        "mode build, all allowed",
+		},
+		EditToolNames: acp.EditToolNames(),
+		Live: messages.LiveControls{
+			Interrupt:  true,
+			SetPosture: true,
+			GuideModes: []messages.GuideMode{messages.GuideQueue, messages.GuideInterrupt},
+		},
+		Cost: messages.CostMetered,
+		Strengths: []string{
+			"streams text, tool calls and results over ACP",
+			"asks before edits and shell commands (clarifications answered mid-turn)",
+			"any provider opencode supports, named provider/model",
+		},
+		Weaknesses: []string{
+			"no effort setting over ACP (an effort is rejected)",
+			"a deny's reason reaches the agent with the next prompt (ACP has no field for it)",
+			"allowedTools cannot be honoured: the posture is the boundary",
+		},
+		BriefingNotes: "OpenCode runs as one persistent `opencode acp` process per session, with --cwd set to the " +
+			"session's directory. Its per-session configuration sets edits, shell and fetch to ask, so each " +
+			"call passes the workspace gate and the posture: plan selects opencode's read-only plan agent; " +
+			"acceptEdits allows edits inside the workspace; full allows every call inside it. The model is " +
+			"provider/model, set at start. Verified with opencode " + PinnedVersion + ".",
+		CLIVersion: PinnedVersion,
+	}
+}
+
+func firstField(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(f[len(f)-1], "v")
+}
+
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
