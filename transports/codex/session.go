@@ -384,9 +384,9 @@ func unquote(raw json.RawMessage) string {
 
 // read turns stdout lines into core steps and call responses.
 func (s *Session) read(p *process, r io.Reader) {
-	lr := newLineReader(r, s.t.lineCap)
+	lr := transports.NewLineReader(r, s.t.lineCap)
 	for {
-		b, over, err := lr.next()
+		b, over, err := lr.Next()
 		if err != nil {
 			return
 		}

@@ -256,9 +256,9 @@ func (s *session) spawn() (*proc, error) {
 func (s *session) readLoop(p *proc) {
 	defer s.wg.Done()
 	defer close(p.readerDone)
-	lr := newLineReader(p.stdout, s.t.lineCap)
+	lr := transports.NewLineReader(p.stdout, s.t.lineCap)
 	for {
-		line, over, err := lr.next()
+		line, over, err := lr.Next()
 		if err != nil {
 			return
 		}

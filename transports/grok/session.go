@@ -91,10 +91,10 @@ func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *tai
 	defer s.wg.Done()
 	var evs []messages.Event
 	var buf bytes.Buffer
-	lr := newLineReader(stdout, s.t.lineCap)
+	lr := transports.NewLineReader(stdout, s.t.lineCap)
 	over := false
 	for {
-		line, n, err := lr.next()
+		line, n, err := lr.Next()
 		if err != nil {
 			break
 		}

@@ -1,4 +1,4 @@
-package droid
+package transports
 
 import (
 	"bufio"
@@ -6,25 +6,27 @@ import (
 	"io"
 )
 
-// lineReader reads newline-terminated lines, each at most max bytes. A
-// longer line is dropped (read through to its end without being kept) and
-// reported with its length, so one huge line costs no memory and never
-// stops the stream.
-type lineReader struct {
+// LineReader reads newline-terminated lines, each at most max bytes, from a
+// backend's stdout. A longer line is dropped (read through to its end
+// without being kept) and reported with its length, so one huge line costs
+// no memory and never stops the stream. It is not safe for concurrent use:
+// one reader goroutine owns it.
+type LineReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte
 }
 
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+// NewLineReader reads r with a cap of max bytes a line.
+func NewLineReader(r io.Reader, max int) *LineReader {
+	return &LineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// next returns the next line without its newline, or (nil, n, nil) for a
+// Next returns the next line without its newline, or (nil, n, nil) for a
 // dropped line of n bytes (n > max), or io.EOF at the end of the stream
 // (a last line without a newline is returned before it). The returned
 // slice is valid until the next call.
-func (lr *lineReader) next() (line []byte, over int, err error) {
+func (lr *LineReader) Next() (line []byte, over int, err error) {
 	lr.buf = lr.buf[:0]
 	n := 0
 	for {
