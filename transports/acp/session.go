@@ -563,5 +563,5 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func (t *tailBuffer) text(n int) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return tailText(t.b, n)
+	return transports.TailText(t.b, n)
 }

@@ -166,7 +166,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 		if ctx.Err() != nil {
 			a.Reason = fmt.Sprintf("%s --version did not answer in time (%v)", bin, context.Cause(ctx))
 		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
 		}
 		return a
 	}
@@ -296,21 +296,6 @@ func envValue(env []string, key string) string {
 		}
 	}
 	return v
-}
-
-// tailText is the end of b, at most n bytes, its lines joined by " | ".
-func tailText(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	var keep []string
-	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, " | ")
 }
 
 // packageVersion finds the agent's package.json in the directories above

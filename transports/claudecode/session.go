@@ -105,7 +105,7 @@ type proc struct {
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin, ext string, ws gate.Workspace) *session {
 	return &session{
-		t: t, spec: spec, sink: sink, bin: bin, ext: ext, nonce: randomHex(4),
+		t: t, spec: spec, sink: sink, bin: bin, ext: ext, nonce: transports.RandomHex(4),
 		stop:   make(chan struct{}),
 		events: newFifo[queuedEvent](),
 		core: newCore(coreConfig{outputCap: t.outputCap, lineCap: t.lineCap, allowed: spec.AllowedTools,
@@ -827,5 +827,5 @@ func (r *ring) Write(b []byte) (int, error) {
 func (r *ring) text(n int) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return tailText(r.buf, n)
+	return transports.TailText(r.buf, n)
 }

@@ -188,7 +188,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 		case ctx.Err() != nil:
 			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
 		default:
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
 		}
 		return a
 	}
@@ -406,32 +406,6 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// tailText is the end of b, at most n bytes, trimmed, on one line per
-// original line joined by " | ".
-func tailText(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
-			b = b[i+1:]
-		}
-	}
-	lines := strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n")
-	var keep []string
-	for _, l := range lines {
-		if l = strings.TrimSpace(l); l != "" {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, " | ")
 }
 
 var errExited = errors.New("claude exited")

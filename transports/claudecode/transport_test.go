@@ -146,6 +146,6 @@ func TestNewUUID(t *testing.T) {
 		assert.False(t, seen[u])
 		seen[u] = true
 	}
-	assert.Equal(t, "a | b", tailText([]byte("\n  a  \r\n\n b \n"), 100))
-	assert.Equal(t, "cd", tailText([]byte("ab\ncd"), 3), "cut at a line start")
+	assert.Equal(t, "a | b", transports.TailText([]byte("\n  a  \r\n\n b \n"), 100))
+	assert.Equal(t, "cd", transports.TailText([]byte("ab\ncd"), 3), "cut at a line start")
 }

@@ -102,7 +102,7 @@ func (t *tail) Write(p []byte) (int, error) {
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return tailText(t.buf, 600)
+	return transports.TailText(t.buf, 600)
 }
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin string, env []string) *Session {
@@ -703,22 +703,6 @@ func (s *Session) Close(ctx context.Context) error {
 	close(s.stopEm)
 	<-s.emitted
 	return nil
-}
-
-// tailText is the end of b, at most n bytes, one line per original line
-// joined by " | ".
-func tailText(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	var keep []string
-	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, " | ")
 }
 
 // envValue returns the last value of key in env.

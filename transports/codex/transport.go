@@ -167,7 +167,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 		if ctx.Err() != nil {
 			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
 		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
 		}
 		return a
 	}

@@ -1,6 +1,10 @@
 package droid
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/codesession/codesession/transports"
+)
 
 // fifo is an unbounded queue with one waiting consumer.
 type fifo[T any] struct {
@@ -76,5 +80,5 @@ func (r *ring) Write(b []byte) (int, error) {
 func (r *ring) text(n int) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return tailText(r.buf, n)
+	return transports.TailText(r.buf, n)
 }

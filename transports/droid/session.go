@@ -88,7 +88,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 		stop:   make(chan struct{}),
 		events: newFifo[queuedEvent](),
 		core: newCore(coreConfig{outputCap: t.outputCap, lineCap: t.lineCap, ws: ws, posture: spec.Posture,
-			idPrefix: "cs-" + randomHex(4) + "-"}),
+			idPrefix: "cs-" + transports.RandomHex(4) + "-"}),
 		pending:  map[string]chan callResult{},
 		turnDone: map[int]chan struct{}{},
 	}

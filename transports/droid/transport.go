@@ -158,7 +158,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 		if ctx.Err() != nil {
 			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
 		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
 		}
 		return a
 	}
@@ -296,31 +296,10 @@ func newUUID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func firstWord(s string) string {
 	f := strings.Fields(s)
 	if len(f) == 0 {
 		return ""
 	}
 	return f[0]
-}
-
-// tailText is the end of b, at most n bytes, on one line.
-func tailText(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	var keep []string
-	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, " | ")
 }

@@ -186,7 +186,8 @@ func TestInterrupt(t *testing.T) {
 	end := r.end(t, 1)
 	assert.Equal(t, messages.TurnInterrupted, end.State)
 	require.NoError(t, s.StartTurn(context.Background(), 2, "hello"))
-	assert.Equal(t, messages.TurnCompleted, r.end(t, 2).State)
+	end2 := r.end(t, 2)
+	assert.Equal(t, messages.TurnCompleted, end2.State, end2.Text)
 }
 
 func TestProbeReadsTheVersion(t *testing.T) {

@@ -42,6 +42,7 @@ type session struct {
 	turn        int
 	cmd         *exec.Cmd
 	interrupted bool
+	input       string        // the running turn's input, for a retry with --resume
 	done        chan struct{} // closed when the running turn's process is reaped
 }
 
@@ -59,6 +60,12 @@ func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
 	case s.running:
 		return messages.Errorf(messages.CodeConflict, messages.OpStart, "turn %d is still running", s.turn)
 	}
+	return s.spawnLocked(turn, input)
+}
+
+// spawnLocked starts the turn's process (s.mu held).
+func (s *session) spawnLocked(turn int, input string) error {
+	s.input = input
 	prompt := input
 	if s.spec.AppendSystemPrompt != "" && !s.created {
 		// grok -p has no system-prompt flag: the first prompt carries it
@@ -128,6 +135,19 @@ func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *tai
 	res, junk, perr := ParseOutput(buf.Bytes())
 	if junk != "" {
 		evs = append(evs, messages.Event{Type: messages.EvError, Text: "grok wrote output codesession cannot read: " + clip(junk, 300)})
+	}
+	if perr == nil && res.IsError && !interrupted && strings.Contains(res.Message, "already exists; use --resume") {
+		// an interrupted turn left grok holding the session it was pinned
+		// to before it ever answered: the same turn again, resuming it
+		s.mu.Lock()
+		if !s.created && !s.closed {
+			s.created, s.running = true, false
+			if err := s.spawnLocked(turn, s.input); err == nil {
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.mu.Unlock()
 	}
 	fatal := false
 	var end messages.Event
@@ -298,7 +318,7 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 func (b *tailBuffer) text(n int) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return tailText(b.buf, n)
+	return transports.TailText(b.buf, n)
 }
 
 func clip(s string, n int) string {

@@ -131,7 +131,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 		if ctx.Err() != nil {
 			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
 		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, tailText(errb.Bytes(), 300))
+			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
 		}
 		return a
 	}
@@ -275,18 +275,4 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-func tailText(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	var keep []string
-	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, " | ")
 }

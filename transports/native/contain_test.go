@@ -29,7 +29,7 @@ func TestBashIsConfinedToTheWorkspace(t *testing.T) {
 	env, err := tr.toolEnv(f.Workspace(t, true), transports.SessionSpec{Cwd: f.Given})
 	require.NoError(t, err)
 	defer os.RemoveAll(env.tmp)
-	outside := filepath.Join(os.TempDir(), "codesession-landlock-"+randomHex(6))
+	outside := filepath.Join(os.TempDir(), "codesession-landlock-"+transports.RandomHex(6))
 	defer os.Remove(outside)
 
 	r := call(t, &env, ToolBash, map[string]any{"command": "cd / && touch " + outside})

@@ -108,7 +108,7 @@ type session struct {
 
 func newSession(cfg sessionConfig, posture messages.Posture) *session {
 	base, cancel := context.WithCancel(context.Background())
-	nonce := randomHex(4)
+	nonce := transports.RandomHex(4)
 	return &session{
 		cfg:            cfg,
 		nonce:          nonce,

@@ -2,8 +2,6 @@ package native
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -300,7 +298,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		prov:       prov,
 		httpc:      httpc,
 		sink:       sink,
-		externalID: "native-" + randomHex(8),
+		externalID: "native-" + transports.RandomHex(8),
 		model:      model,
 		effort:     spec.Effort,
 		system:     systemPrompt(ws, spec.AppendSystemPrompt),
@@ -389,11 +387,4 @@ func bashEnv(daemon []string, spec transports.SessionSpec) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	// crypto/rand.Read never fails on supported platforms (Go 1.24+).
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -117,7 +117,7 @@ type session struct {
 }
 
 func newSession(cfg sessionConfig) *session {
-	nonce := randomHex(4)
+	nonce := transports.RandomHex(4)
 	return &session{
 		cfg:            cfg,
 		nonce:          nonce,

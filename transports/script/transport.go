@@ -2,8 +2,6 @@ package script
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"path/filepath"
 	"strings"
 	"time"
@@ -162,7 +160,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	ext := spec.ResumeExternalID
 	if ext == "" {
-		ext = "script-" + randomHex(8)
+		ext = "script-" + transports.RandomHex(8)
 	}
 	var allowed []string
 	if spec.AllowedTools != nil {
@@ -225,11 +223,4 @@ func envValue(env []string, key string) string {
 		}
 	}
 	return v
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	// crypto/rand.Read never fails on supported platforms (Go 1.24+).
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -1,0 +1,36 @@
+package transports
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+)
+
+// TailText is the end of a process's output for an error message: at most
+// n bytes of b (a line cut at the start is dropped), its non-empty lines
+// trimmed and joined by " | ".
+func TailText(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	var keep []string
+	for l := range strings.SplitSeq(strings.ReplaceAll(string(b), "\r", ""), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, " | ")
+}
+
+// RandomHex is n random bytes in lower-case hex, for nonces and ids.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	// crypto/rand.Read never fails on supported platforms (Go 1.24+).
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
