@@ -495,7 +495,15 @@ func (s *session) Close(ctx context.Context) error {
 	if pending != "" {
 		_ = s.asks.Answer(pending, messages.DecisionCancel, "")
 	}
+	// end of input first, and a moment to save the conversation (gemini
+	// writes its chat file as it goes out; killed at once, a later
+	// session/load found "no previous sessions"), then SIGTERM, then SIGKILL
 	_ = s.stdin.Close()
+	select {
+	case <-s.exited:
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+	}
 	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
 	select {
 	case <-s.exited:
