@@ -47,6 +47,11 @@ function listView() {
   state.view = 'list';
   const recs = new Map();
   const pend = new Map(); // sid -> Pending
+  // sid -> the live events seen since the page loaded (the last 256), so a
+  // Pending rebuilt from the store's tail keeps what the feed brought while
+  // the tail was being read (else a question raised then was lost, and the
+  // row never said waiting)
+  const recent = new Map();
   const filters = { status: 'all', backend: 'all', q: '' };
   const body = h('tbody', { id: 'sessions-body' });
   const backendSel = h('select', { id: 'filter-backend', onchange: (e) => { filters.backend = e.target.value; render(); } }, h('option', { value: 'all' }, 'all backends'));
@@ -100,7 +105,9 @@ function listView() {
       const after = Math.max(0, head.lastSeq - 64);
       const tail = await api('GET', `/api/code-sessions/${r.sessionId}?afterSeq=${after}&limit=64`);
       const p = new Pending();
-      for (const pe of tail.events) p.apply(pe);
+      let last = 0;
+      for (const pe of tail.events) { p.apply(pe); last = pe.seq; }
+      for (const pe of recent.get(r.sessionId) || []) if (pe.seq > last) p.apply(pe);
       pend.set(r.sessionId, p);
       render();
     } catch { /* the row shows the record's own status */ }
@@ -136,6 +143,10 @@ function listView() {
         recs.set(d.sessionId, d.record);
         render();
       } else if (name === 'code_session_event') {
+        const seen = recent.get(d.sessionId) || [];
+        seen.push(d);
+        if (seen.length > 256) seen.shift();
+        recent.set(d.sessionId, seen);
         if (!recs.has(d.sessionId)) reload();
         if (pendingOf(d.sessionId).apply(d)) render();
       }
@@ -298,6 +309,10 @@ function sessionView(sid) {
           feed.add(d);
           if (feed.pending.size !== before || d.event.type === 'clarification') { renderPending(); renderHead(); }
           if (d.event.type === 'started') refreshSoon(); // the attach command needs the backend's id
+          if (d.event.type === 'posture' && d.event.posture && rec && rec.posture !== d.event.posture) {
+            rec = { ...rec, posture: d.event.posture }; // the durable event says it before the record refresh does
+            renderHead(); renderControls();
+          }
         } else if (name === 'code_session_changed') {
           const liveChanged = LIVE(rec.status) !== LIVE(d.record.status);
           rec = d.record;
