@@ -28,6 +28,7 @@ func FuzzReadLine(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	ws := New().workspace(f.TempDir()) // once: a directory per input made the workers too slow to answer
 	f.Fuzz(func(t *testing.T, line []byte) {
 		m, err := parseMessage(line)
 		if err != nil {
@@ -49,7 +50,7 @@ func FuzzReadLine(f *testing.F) {
 		default:
 			t.Fatalf("parsed with kind %v", m.Kind)
 		}
-		c := newCore(coreConfig{outputCap: 64, posture: messages.PostureDefault, ws: New().workspace(t.TempDir())})
+		c := newCore(coreConfig{outputCap: 64, posture: messages.PostureDefault, ws: ws})
 		c.beginTurn(1)
 		for _, fx := range []effects{c.handle(m), c.handle(m)} {
 			for _, e := range fx.events {
