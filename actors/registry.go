@@ -107,9 +107,29 @@ type registry struct {
 	constraints    map[string]messages.ScopeConstraints
 	waiters        []*releaseWaiter
 	closing        bool
+	// crashes are the causes of sessions that panicked, by id, for the ops
+	// that reach them afterwards
+	crashes map[string]string
+	// inject, when set, sees every message first (tests inject panics);
+	// injectSession is each session's Options.Inject
+	inject        func(msg any)
+	injectSession func(sessionID string, msg any)
 }
 
 func (r *registry) Receive(c *actor.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			// the message that panicked is answered too; then the Recover
+			// middleware marks the registry failed and every later message
+			// goes to failRegistryMessage
+			failRegistryMessage(c.Message(), fmt.Sprint(p))
+			r.failHeld(fmt.Sprint(p))
+			panic(p)
+		}
+	}()
+	if r.inject != nil {
+		r.inject(c.Message())
+	}
 	switch m := c.Message().(type) {
 	case actor.Started:
 		r.live = map[string]liveEntry{}
@@ -117,6 +137,7 @@ func (r *registry) Receive(c *actor.Context) {
 		r.waitingResumes = map[string][]regResume{}
 		r.released = map[string]releasedEntry{}
 		r.constraints = map[string]messages.ScopeConstraints{}
+		r.crashes = map[string]string{}
 	case regStart:
 		r.start(c, m)
 	case regResume:
@@ -146,6 +167,7 @@ func (r *registry) Receive(c *actor.Context) {
 		r.done(c, m)
 	case sessionGone:
 		delete(r.stopping, m.sessionID)
+		delete(r.crashes, m.sessionID)
 		r.forget(m.sessionID)
 		for _, res := range r.waitingResumes[m.sessionID] {
 			r.resume(c, res)
@@ -154,9 +176,58 @@ func (r *registry) Receive(c *actor.Context) {
 	case supervise.ChildFailed:
 		r.sessionCrashed(c, m)
 	case supervise.Undelivered:
+		// an op that reached a session after it crashed: the session is
+		// named after its id, and its cause was kept by sessionCrashed
 		if op, ok := m.Message.(session.Op); ok {
-			op.Fail(messages.Errorf(messages.CodeInternal, "route", "the session failed"))
+			cause := r.crashes[m.Name]
+			if cause == "" {
+				cause = "it crashed"
+			}
+			op.Fail(session.FailedError("route", cause))
 		}
+	}
+}
+
+// failHeld answers every caller the registry holds (release waiters,
+// resumes waiting for a stopping session) when it fails.
+func (r *registry) failHeld(cause string) {
+	for _, w := range r.waiters {
+		failRegistryMessage(regRelease{reply: w.reply}, cause)
+	}
+	r.waiters = nil
+	for _, rs := range r.waitingResumes {
+		for _, m := range rs {
+			failRegistryMessage(m, cause)
+		}
+	}
+	r.waitingResumes = map[string][]regResume{}
+}
+
+// failRegistryMessage answers the caller of a message the registry will
+// never handle (it panicked on it, or on an earlier one): every op fails fast
+// with a typed error instead of waiting for its context. Notifications that
+// have no caller are dropped.
+func failRegistryMessage(msg any, cause string) {
+	err := func(op string) error {
+		return messages.Errorf(messages.CodeFailed, op, "the runtime's registry failed (%s); recreate the runtime", cause)
+	}
+	switch m := msg.(type) {
+	case regStart:
+		m.reply <- session.Result[messages.StartResult]{Err: err(messages.OpStart)}
+	case regResume:
+		m.reply <- session.Result[messages.StartResult]{Err: err(messages.OpResume)}
+	case regAdopt:
+		m.reply <- session.Result[messages.StartResult]{Err: err(messages.OpResume)}
+	case regOp:
+		m.op.Fail(err("route"))
+	case session.Op:
+		m.Fail(err("route"))
+	case regConstraints:
+		m.reply <- session.Result[int]{Err: err("set-scope-constraints")}
+	case regRelease:
+		m.reply <- session.Result[int]{Err: err("release")}
+	case regLive:
+		m.reply <- session.Result[[]string]{Err: err("live")}
 	}
 }
 
@@ -189,9 +260,10 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		Registry: c.PID(), StartReply: reply, Now: r.now, Hooks: r.hooks, Logger: r.log,
 		Adopt: adopt, LastSeq: lastSeq, MaxHeld: r.maxHeld, StoreGiveUp: r.giveUp,
 	}
-	pid := c.SpawnChild(session.NewProducer(opts), "session", actor.WithID(spec.SessionID),
-		actor.WithMiddleware(supervise.Recover(supervise.RecoverOptions{Name: "session"})),
-		actor.WithMaxRestarts(-1), actor.WithInboxSize(supervise.DefaultInboxSize))
+	if inj, sid := r.injectSession, spec.SessionID; inj != nil {
+		opts.Inject = func(msg any) { inj(sid, msg) }
+	}
+	pid := session.Spawn(c, opts)
 	r.live[spec.SessionID] = liveEntry{pid: pid, scope: spec.OwnerScope}
 	delete(r.released, spec.SessionID)
 	r.metrics.started.WithLabelValues(spec.Descriptor.ID).Inc()
@@ -431,17 +503,13 @@ func (r *registry) forget(sid string) {
 // trusted, so it is stopped and its record marked failed with a released
 // event appended after the last persisted one.
 func (r *registry) sessionCrashed(c *actor.Context, m supervise.ChildFailed) {
-	var sid string
-	for id, e := range r.live {
-		if e.pid.Equals(m.PID) {
-			sid = id
-		}
-	}
+	sid := m.Name
 	r.log.Error("session actor panicked", "session", sid, "reason", m.Reason)
-	if sid == "" {
+	e, ok := r.live[sid]
+	if !ok || !e.pid.Equals(m.PID) {
 		return
 	}
-	e := r.live[sid]
+	r.crashes[sid] = m.Reason
 	delete(r.live, sid)
 	r.stopping[sid] = e.scope
 	r.remember(sid, releasedEntry{scope: e.scope, outcome: messages.OutcomeFailed})

@@ -53,6 +53,10 @@ type options struct {
 	noLearning  bool
 	maxHeld     int
 	giveUp      int
+
+	// tests: see every registry (session) message first, and may panic
+	injectRegistry func(msg any)
+	injectSession  func(sessionID string, msg any)
 }
 
 // WithPersistLimits sets how many unacknowledged events a session holds
@@ -109,6 +113,8 @@ type Runtime struct {
 	stopJob  context.CancelFunc // the nightly lesson job, when running
 	log      *slog.Logger
 	kit      *proc.Kit // the backends' processes: cgroups, boot-sweep records
+	// registryFailed holds the registry's panic, once it has panicked
+	registryFailed *atomic.Pointer[string]
 
 	closeOnce sync.Once
 	closeDone chan struct{} // closed when the shutdown has finished
@@ -207,13 +213,23 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if rt.learn != nil {
 		reg.onReleased = rt.learn.Released
 	}
+	reg.inject, reg.injectSession = o.injectRegistry, o.injectSession
+	// A failed registry is not restarted: its routing table (which scope owns
+	// which session, who waits for which release) is not recoverable from
+	// the sessions, so every op fails fast with a typed error instead, and
+	// Close still stops the sessions and orphans their records.
+	var failure atomic.Pointer[string]
+	rt.registryFailed = &failure
 	rt.registry = supervise.Spawn(engine, func() actor.Receiver { return reg }, "registry",
 		supervise.RecoverOptions{Name: "registry", OnFailure: func(f supervise.ChildFailed) {
-			log.Error("registry panicked; ops will fail until the runtime is recreated", "reason", f.Reason)
+			failure.Store(&f.Reason)
+			log.Error("registry panicked; every op fails until the runtime is recreated", "reason", f.Reason)
 		}, OnUndelivered: func(u supervise.Undelivered) {
-			if op, ok := u.Message.(session.Op); ok {
-				op.Fail(messages.Errorf(messages.CodeInternal, "route", "the registry failed"))
+			cause := "an earlier panic"
+			if p := failure.Load(); p != nil {
+				cause = *p
 			}
+			failRegistryMessage(u.Message, cause)
 		}}, actor.WithID("registry"))
 	return rt, nil
 }
@@ -571,6 +587,17 @@ func (r *Runtime) shutdown() {
 	res := <-ch
 	err := res.Err
 	<-r.engine.Poison(r.registry).Done()
+	if r.registryFailed.Load() != nil {
+		// the registry could not release its sessions: stopping it stopped
+		// them, so their records (still live) are orphaned now, as the next
+		// boot would do
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		alive := func(rid string) bool { return rid != r.id && leaseHeld(r.cfg.Home, rid) }
+		if _, serr := sweepOrphans(ctx, r.store, time.Now(), alive, r.log); serr != nil {
+			r.log.Warn("orphaning the sessions of a failed registry", "err", serr)
+		}
+		cancel()
+	}
 	if r.stopJob != nil {
 		r.stopJob()
 	}

@@ -26,10 +26,14 @@ const (
 	// CodeCorrupt: stored data does not parse (a corrupt middle line of an
 	// event log, a garbage record); it is reported, never appended to.
 	CodeCorrupt Code = "corrupt"
+	// CodeFailed: the actor serving the op (a session, the registry)
+	// crashed while the op was in flight; the message names the cause and
+	// the session's record is marked failed.
+	CodeFailed Code = "failed"
 )
 
 var allCodes = []Code{CodeInvalid, CodeNotFound, CodeNotLive, CodeAlreadyLive, CodeCeilingExceeded,
-	CodeUnsupported, CodeConflict, CodeUnauthorized, CodeTimeout, CodeInternal, CodeUnavailable, CodeCorrupt}
+	CodeUnsupported, CodeConflict, CodeUnauthorized, CodeTimeout, CodeInternal, CodeUnavailable, CodeCorrupt, CodeFailed}
 
 // Codes lists every error code, for tables at the edges.
 func Codes() []Code { return append([]Code(nil), allCodes...) }

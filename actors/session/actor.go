@@ -78,6 +78,9 @@ type Options struct {
 	Now    func() time.Time
 	Hooks  Hooks
 	Logger *slog.Logger // nil: slog.Default()
+	// Inject, when set, sees every message of the session actor first, on
+	// its goroutine (fault injection in tests: it may panic).
+	Inject func(msg any)
 }
 
 type (
@@ -128,7 +131,9 @@ type Actor struct {
 	// durable: an op's ok is an acknowledgement too.
 	parked    []parkedReply
 	abandoned bool
-	initReq   persistReq // the create or adopt request, sent again if persist dies with it
+	// crashAnswered: a panic was recovered and every held caller answered
+	crashAnswered bool
+	initReq       persistReq // the create or adopt request, sent again if persist dies with it
 }
 
 type parkedReply struct {
@@ -147,6 +152,54 @@ func NewProducer(o Options) actor.Producer {
 	return func() actor.Receiver { return &Actor{o: o} }
 }
 
+// Spawn starts a session actor as a child of the actor running c (the
+// registry), hardened like every actor (supervise.SpawnChild) under the id
+// o.Spec.SessionID. A panic in the session answers every caller it holds
+// (see crashed) before the registry hears of it as supervise.ChildFailed
+// named after the session id; later messages reach the registry as
+// supervise.Undelivered with the same name.
+func Spawn(c *actor.Context, o Options) *actor.PID {
+	a := &Actor{o: o}
+	return supervise.SpawnChild(c, func() actor.Receiver { return a }, "session",
+		supervise.RecoverOptions{Name: o.Spec.SessionID, OnFailure: a.crashed}, actor.WithID(o.Spec.SessionID))
+}
+
+// FailedError is the answer of every op a crashed session held or is sent:
+// typed failed, naming the cause.
+func FailedError(op, cause string) error {
+	return messages.Errorf(messages.CodeFailed, op, "the session failed: %s", cause)
+}
+
+// crashed runs on the session's goroutine right after a panic was recovered:
+// the actor's state can no longer be trusted, so it serves nothing more, but
+// every caller it holds gets exactly one answer now (the registry, which
+// stops the actor and marks its record failed, cannot reach them).
+func (a *Actor) crashed(f supervise.ChildFailed) {
+	if a.crashAnswered {
+		return
+	}
+	a.crashAnswered = true
+	cause := f.Reason
+	if !a.created && !a.done && a.o.StartReply != nil {
+		a.o.StartReply <- Result[messages.StartResult]{Err: FailedError(messages.OpStart, cause)}
+	}
+	for tok, ch := range a.pendingReads {
+		ch <- Result[messages.TurnResult]{Err: FailedError(messages.OpReadTurn, cause)}
+		delete(a.pendingReads, tok)
+	}
+	if !a.stopsAnswered {
+		for _, w := range a.stopWaiters {
+			w <- Result[messages.StopResult]{Err: FailedError(messages.OpStop, cause)}
+		}
+		a.stopWaiters = nil
+		a.stopsAnswered = true
+	}
+	for _, p := range a.parked {
+		p.send(FailedError("session", cause))
+	}
+	a.parked = nil
+}
+
 func (a *Actor) log() *slog.Logger {
 	if a.o.Logger != nil {
 		return a.o.Logger
@@ -163,6 +216,9 @@ func (a *Actor) now() time.Time {
 
 // Receive is the shell: no blocking work happens here.
 func (a *Actor) Receive(c *actor.Context) {
+	if a.o.Inject != nil {
+		a.o.Inject(c.Message())
+	}
 	if a.sup != nil {
 		if handled, esc := a.sup.Handle(c, c.Message()); handled {
 			if esc != nil {

@@ -122,12 +122,24 @@ func Recover(o RecoverOptions) actor.MiddlewareFunc {
 // opts say, and an inbox of DefaultInboxSize unless opts set a positive one.
 // Identity works in the spawned actor; Exit does not (it has no parent).
 func Spawn(e *actor.Engine, p actor.Producer, kind string, o RecoverOptions, opts ...actor.OptFunc) *actor.PID {
+	return e.Spawn(p, kind, hardened(o, opts)...)
+}
+
+// hardened returns opts between the default inbox and harden's backstops.
+func hardened(o RecoverOptions, opts []actor.OptFunc) []actor.OptFunc {
 	in := &instance{name: o.Name, gen: o.Gen, onFailure: o.OnFailure, onUndelivered: o.OnUndelivered}
 	all := make([]actor.OptFunc, 0, len(opts)+2)
 	all = append(all, actor.WithInboxSize(DefaultInboxSize))
 	all = append(all, opts...)
-	all = append(all, harden(in))
-	return e.Spawn(p, kind, all...)
+	return append(all, harden(in))
+}
+
+// SpawnChild spawns a child of the actor running c with the same hardening as
+// Spawn, for a child that no Supervisor manages (the registry's sessions: the
+// registry decides what a crash means). Its panics reach the parent as
+// ChildFailed and o.OnFailure, its later messages the parent as Undelivered.
+func SpawnChild(c *actor.Context, p actor.Producer, kind string, o RecoverOptions, opts ...actor.OptFunc) *actor.PID {
+	return c.SpawnChild(p, kind, hardened(o, opts)...)
 }
 
 // harden is applied last to the options of every actor spawned here.

@@ -1,0 +1,184 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/session"
+	"github.com/codesession/codesession/actors/store/filestore"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/script"
+)
+
+// Fault injection for tests: f sees every message of the registry (of each
+// session) first, on that actor's goroutine, and may panic.
+func withRegistryFault(f func(msg any)) Option {
+	return func(o *options) { o.injectRegistry = f }
+}
+
+func withSessionFault(f func(sessionID string, msg any)) Option {
+	return func(o *options) { o.injectSession = f }
+}
+
+// panicOnce panics the first time armed is set and the message's type name
+// is typ (unexported types of other packages are named, e.g.
+// "session.persistAck").
+func panicOnce(armed *atomic.Bool, typ string) func(msg any) {
+	return func(msg any) {
+		if fmt.Sprintf("%T", msg) == typ && armed.CompareAndSwap(true, false) {
+			panic("injected fault in " + typ)
+		}
+	}
+}
+
+// slowTurns is a scenario whose every turn runs for a minute: a reader
+// waits on it until something else answers.
+func slowTurns() *script.Scenario {
+	return &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Delay(time.Minute), script.Text("late")}}}
+}
+
+// A reader waiting on a session whose actor panics gets a typed failed error
+// naming the cause at once, not at its deadline (on main it waited its full
+// timeout: the registry never answered it).
+func TestSessionPanicAnswersTheWaitingReader(t *testing.T) {
+	cfg := testConfig(t)
+	var armed atomic.Bool
+	listener := func(sid string, ev messages.PersistedEvent) {
+		if ev.Event.Type == messages.EvGuidance && ev.Event.Text == "boom" && armed.CompareAndSwap(true, false) {
+			panic("listener bug")
+		}
+	}
+	readerIn := make(chan struct{}, 1)
+	seen := func(_ string, msg any) {
+		if _, ok := msg.(session.OpReadTurn); ok {
+			readerIn <- struct{}{}
+		}
+	}
+	rt := newRuntime(t, cfg, slowTurns(), WithEventListener(listener), withSessionFault(seen))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+
+	// the reader's own deadline is far beyond the test's: only an answer
+	// from the runtime ends it in time
+	readerCtx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := rt.ReadTurn(readerCtx, "s", messages.ReadTurn{SessionID: st.SessionID})
+		got <- err
+	}()
+	select {
+	case <-readerIn: // the reader is waiting in the session
+	case <-ctx.Done():
+		t.Fatal("the read never reached the session")
+	}
+
+	armed.Store(true)
+	_, _ = rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "boom"})
+	select {
+	case err := <-got:
+		require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+		assert.Contains(t, err.Error(), "listener bug", "the error names the cause")
+	case <-ctx.Done():
+		t.Fatal("the waiting reader was stranded by the session's panic")
+	}
+	require.Eventually(t, func() bool {
+		rec, err := rt.Store().GetMeta(ctx, st.SessionID)
+		return err == nil && rec.Status == messages.StatusFailed
+	}, time.Minute, 10*time.Millisecond)
+}
+
+// A start whose session panics before its record is durable is answered
+// failed, naming the cause.
+func TestSessionPanicAnswersTheWaitingStart(t *testing.T) {
+	cfg := testConfig(t)
+	var armed atomic.Bool
+	armed.Store(true)
+	inj := panicOnce(&armed, "session.persistAck")
+	rt := newRuntime(t, cfg, slowTurns(), withSessionFault(func(_ string, msg any) { inj(msg) }))
+	ctx := ctxT(t)
+	_, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+	assert.Contains(t, err.Error(), "injected fault")
+
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err, "the runtime goes on serving")
+	assert.NotEmpty(t, st.SessionID)
+}
+
+// A stop waiting for its release when the session panics is answered
+// failed, and the record ends failed with a gapless log.
+func TestSessionPanicAnswersTheWaitingStop(t *testing.T) {
+	cfg := testConfig(t)
+	var armed atomic.Bool
+	inj := panicOnce(&armed, "session.childrenStopped")
+	rt := newRuntime(t, cfg, slowTurns(), withSessionFault(func(_ string, msg any) { inj(msg) }))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	armed.Store(true)
+	_, err = rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+	assert.Contains(t, err.Error(), "injected fault")
+
+	require.Eventually(t, func() bool {
+		rec, err := rt.Store().GetMeta(ctx, st.SessionID)
+		return err == nil && rec.Status == messages.StatusFailed
+	}, time.Minute, 10*time.Millisecond)
+	evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
+	require.NoError(t, err)
+	for i, e := range evs {
+		require.Equal(t, uint64(i+1), e.Seq, "gapless")
+	}
+	// stop stays idempotent
+	again, err := rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
+	require.NoError(t, err)
+	assert.True(t, again.AlreadyStopped)
+	assert.Equal(t, messages.OutcomeFailed, again.Outcome)
+}
+
+// After a registry panic every op fails fast with a typed error, including
+// the op the registry panicked on, and Close still finishes and orphans the
+// live session's record (on main every op, and Close, waited forever).
+func TestRegistryPanicFailsEveryOpFast(t *testing.T) {
+	cfg := testConfig(t)
+	var armed atomic.Bool
+	rt := newRuntime(t, cfg, slowTurns(), withRegistryFault(panicOnce(&armed, "actors.regOp")))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+
+	armed.Store(true)
+	bg := context.Background() // no deadline: only an answer ends these
+	_, err = rt.Guide(bg, "s", messages.Guide{SessionID: st.SessionID, Text: "x"})
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "the op the registry panicked on: %v", err)
+	assert.Contains(t, err.Error(), "injected fault")
+
+	_, err = rt.ReadTurn(bg, "s", messages.ReadTurn{SessionID: st.SessionID})
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+	_, err = rt.Start(bg, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+	_, err = rt.Resume(bg, "s", messages.Resume{SessionID: st.SessionID})
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+	_, err = rt.LiveSessions(bg)
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+	require.Error(t, rt.SetScopeConstraints(bg, "s", messages.ScopeConstraints{}))
+
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = rt.Close(closeCtx)
+	require.False(t, messages.IsCode(err, messages.CodeTimeout), "Close finished: %v", err)
+	fs, err := filestore.Open(cfg.Home) // the runtime closed its own
+	require.NoError(t, err)
+	defer fs.Close()
+	rec, err := fs.GetMeta(ctx, st.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusOrphaned, rec.Status, "the session the registry could not release is orphaned")
+}
