@@ -348,8 +348,9 @@ func (r *Runtime) route(scope, sid string, op session.Op) {
 
 // ReadTurn blocks until the session's next result: one of turn_complete,
 // clarification, ended, error, max_rounds. When ctx ends first the read is
-// withdrawn (timeout); a result that was already on its way is returned
-// rather than lost.
+// withdrawn (timeout); a result that reaches a caller whose ctx has ended
+// (the client hung up as it arrived) is given back to the session, at the
+// head of its queue, for the next read: it is consumed only when delivered.
 func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTurn) (res messages.TurnResult, err error) {
 	defer func() { r.count(messages.OpReadTurn, err) }()
 	if err := r.check(messages.OpReadTurn); err != nil {
@@ -361,9 +362,17 @@ func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTu
 	token := r.tokens.Add(1)
 	ch := make(chan session.Result[messages.TurnResult], 1)
 	r.route(scope, op.SessionID, session.OpReadTurn{Token: token, Op: op, Reply: ch})
+	// delivered hands over a result, unless the caller is gone by now
+	delivered := func(out session.Result[messages.TurnResult]) (messages.TurnResult, error) {
+		if out.Err == nil && ctx.Err() != nil {
+			r.route(scope, op.SessionID, session.OpUnread{Token: token})
+			return res, ctxError(ctx, messages.OpReadTurn)
+		}
+		return out.Val, out.Err
+	}
 	select {
 	case out := <-ch:
-		return out.Val, out.Err
+		return delivered(out)
 	case <-ctx.Done():
 	}
 	cancelCh := make(chan session.Result[bool], 1)
@@ -376,14 +385,15 @@ func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTu
 			return res, ctxError(ctx, messages.OpReadTurn)
 		}
 	case out := <-ch:
-		return out.Val, out.Err
+		return delivered(out)
 	case <-wait.C:
 		return res, ctxError(ctx, messages.OpReadTurn)
 	}
-	// the session answered before it saw the cancel: the answer is coming
+	// the session answered before it saw the cancel: the answer is coming,
+	// and goes back to the session
 	select {
 	case out := <-ch:
-		return out.Val, out.Err
+		return delivered(out)
 	case <-wait.C:
 		return res, ctxError(ctx, messages.OpReadTurn)
 	}

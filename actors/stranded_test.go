@@ -182,3 +182,55 @@ func TestRegistryPanicFailsEveryOpFast(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, messages.StatusOrphaned, rec.Status, "the session the registry could not release is orphaned")
 }
+
+// A read-turn result that reaches a caller whose context has ended (the
+// long-poll client hung up as it arrived) is not consumed: the next read
+// gets it. On main the gone caller consumed it and the next read waited
+// for a turn that never came.
+func TestReadResultOfAGoneCallerGoesBackToTheQueue(t *testing.T) {
+	cfg := testConfig(t)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("only result")}}}
+	var cancelFirst atomic.Pointer[context.CancelFunc]
+	// the first read is cancelled by its caller just as the session takes it
+	hangUp := func(_ string, msg any) {
+		if _, ok := msg.(session.OpReadTurn); ok {
+			if c := cancelFirst.Swap(nil); c != nil {
+				(*c)()
+			}
+		}
+	}
+	rt := newRuntime(t, cfg, sc, withSessionFault(hangUp))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	// the turn's result is durable and queued before the first read
+	require.Eventually(t, func() bool {
+		evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Event.Type == messages.EvTurnDiff {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 10*time.Millisecond)
+	// an op is answered once its own event is durable in the session: by
+	// then so is the turn's result, which the next reader gets at once
+	_, err = rt.SetPosture(ctx, "s", messages.SetPosture{SessionID: st.SessionID, Posture: messages.PosturePlan})
+	require.NoError(t, err)
+
+	first, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cancelFirst.Store(&cancel)
+	_, err = rt.ReadTurn(first, "s", messages.ReadTurn{SessionID: st.SessionID})
+	require.Equal(t, messages.CodeTimeout, messages.ErrorCode(err), "the gone caller gets its context's error: %v", err)
+
+	next, cancelNext := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelNext()
+	r, err := rt.ReadTurn(next, "s", messages.ReadTurn{SessionID: st.SessionID})
+	require.NoError(t, err, "the result was lost with the gone caller")
+	assert.Equal(t, messages.KindTurnComplete, r.Kind)
+	assert.Contains(t, r.Text, "only result")
+}

@@ -261,6 +261,8 @@ func (a *Actor) Receive(c *actor.Context) {
 			delete(a.pendingReads, m.Token)
 		}
 		m.Reply <- Result[bool]{Val: cancelled}
+	case OpUnread:
+		a.core.Unread(m.Token)
 	case OpAnswer:
 		r, err := a.core.Answer(now, m.Op)
 		a.answer(err, func(err error) {

@@ -128,6 +128,11 @@ type queuedResult struct {
 	seq    uint64 // deliverable once the store holds this seq
 }
 
+type deliveredResult struct {
+	token uint64
+	q     queuedResult
+}
+
 type reader struct {
 	token       uint64
 	includeDiff bool
@@ -163,6 +168,9 @@ type Core struct {
 	pending []messages.Clarification // raised and not yet answered, oldest first
 	queue   []queuedResult
 	reader  *reader
+	// delivered is the last result handed to a reader, kept until the next
+	// delivery: a reader that turns out to be gone gives it back (Unread)
+	delivered *deliveredResult
 
 	guidance []string // queued for the next turn
 	carry    []string // deny reasons riding into the next turn
@@ -608,6 +616,7 @@ func (c *Core) deliver() {
 	}
 	q := c.queue[0]
 	c.queue = c.queue[1:]
+	c.delivered = &deliveredResult{token: c.reader.token, q: q}
 	r := q.result
 	if !c.reader.includeDiff {
 		r.TurnDiff = r.TurnDiff.WithoutUnified()
@@ -666,6 +675,22 @@ func (c *Core) ReadTurn(token uint64, includeDiff bool) error {
 	c.reader = &reader{token: token, includeDiff: includeDiff}
 	c.deliver()
 	return nil
+}
+
+// Unread puts the result delivered to reader token back at the head of the
+// queue, for the next read: that reader's caller was gone (its context ended,
+// its connection closed) by the time the result reached it. A result is
+// consumed only when delivered. It reports false when token did not get the
+// last delivered result (nothing to put back).
+func (c *Core) Unread(token uint64) bool {
+	d := c.delivered
+	if d == nil || d.token != token {
+		return false
+	}
+	c.delivered = nil
+	c.queue = append([]queuedResult{d.q}, c.queue...)
+	c.deliver()
+	return true
 }
 
 // CancelRead withdraws a waiting reader. It reports false when the reader

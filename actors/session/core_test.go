@@ -2151,3 +2151,32 @@ func TestInterruptGuidanceWhileBaseliningDoesNotInterrupt(t *testing.T) {
 	h.c.BaselineReady(h.tick(), 1)
 	assert.Equal(t, []any{TStartTurn{Turn: 1, Input: "fix the bug"}}, h.drain().Transport)
 }
+
+// A result whose reader was gone is given back to the head of the queue,
+// with its unified diff, for the next read; only the last delivered
+// result, and only by its own reader.
+func TestUnreadPutsTheResultBackAtTheHead(t *testing.T) {
+	h := newHarness(t)
+	h.startTurn1()
+	diff := &messages.TurnDiff{Source: messages.DiffGit, Files: []messages.FileChange{{Path: "a.go", Status: "M"}}, UnifiedDiff: "+x"}
+	h.endTurn("first", diff)
+	r := h.readNow(1, false)
+	assert.Equal(t, "first", r.Result.Text)
+	assert.Empty(t, r.Result.TurnDiff.UnifiedDiff, "the first reader asked for no unified diff")
+
+	assert.False(t, h.c.Unread(2), "only the reader that got it gives it back")
+	assert.True(t, h.c.Unread(1))
+	assert.False(t, h.c.Unread(1), "given back once")
+	assert.Empty(t, h.drain().Replies, "nobody is waiting")
+
+	r = h.readNow(2, true)
+	assert.Equal(t, "first", r.Result.Text, "the same result, again")
+	assert.Equal(t, "+x", r.Result.TurnDiff.UnifiedDiff, "whole, as the next reader asked")
+
+	// a reader already waiting gets the given-back result at once
+	assert.True(t, h.c.Unread(2))
+	require.NoError(t, h.c.ReadTurn(3, false))
+	out := h.drain()
+	require.Len(t, out.Replies, 1)
+	assert.Equal(t, "first", out.Replies[0].Result.Text)
+}

@@ -37,6 +37,9 @@ type (
 		Token uint64
 		Reply chan<- Result[bool]
 	}
+	// OpUnread gives back the result delivered to reader Token, whose caller
+	// was gone when it arrived: it goes back to the head of the queue.
+	OpUnread struct{ Token uint64 }
 	OpAnswer struct {
 		Op    messages.Answer
 		Reply chan<- Result[messages.AnswerResult]
@@ -64,6 +67,7 @@ type (
 
 func (o OpReadTurn) Fail(err error)   { reply[messages.TurnResult](o.Reply).fail(err) }
 func (o OpCancelRead) Fail(err error) { reply[bool](o.Reply).fail(err) }
+func (o OpUnread) Fail(error)          {}
 func (o OpAnswer) Fail(err error)     { reply[messages.AnswerResult](o.Reply).fail(err) }
 func (o OpGuide) Fail(err error)      { reply[messages.OKResult](o.Reply).fail(err) }
 func (o OpSetPosture) Fail(err error) { reply[messages.SetPostureResult](o.Reply).fail(err) }
