@@ -67,7 +67,7 @@ type (
 
 func (o OpReadTurn) Fail(err error)   { reply[messages.TurnResult](o.Reply).fail(err) }
 func (o OpCancelRead) Fail(err error) { reply[bool](o.Reply).fail(err) }
-func (o OpUnread) Fail(error)          {}
+func (o OpUnread) Fail(error)         {}
 func (o OpAnswer) Fail(err error)     { reply[messages.AnswerResult](o.Reply).fail(err) }
 func (o OpGuide) Fail(err error)      { reply[messages.OKResult](o.Reply).fail(err) }
 func (o OpSetPosture) Fail(err error) { reply[messages.SetPostureResult](o.Reply).fail(err) }
