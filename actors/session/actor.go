@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -133,7 +134,9 @@ type Actor struct {
 	abandoned bool
 	// crashAnswered: a panic was recovered and every held caller answered
 	crashAnswered bool
-	initReq       persistReq // the create or adopt request, sent again if persist dies with it
+	// sentSpec is the last backend spec sent to the host
+	sentSpec *transports.SessionSpec
+	initReq  persistReq // the create or adopt request, sent again if persist dies with it
 }
 
 type parkedReply struct {
@@ -386,13 +389,6 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	}
 	self := c.PID()
 	timeout := a.o.ShutdownTimeout
-	specFn := func() transports.SessionSpec {
-		s := a.o.Spec
-		ext := a.core.ExternalID()
-		return transports.SessionSpec{SessionID: s.SessionID, Cwd: s.Cwd, Model: a.core.rec.Model, Effort: a.core.rec.Effort,
-			Posture: a.core.rec.Posture, AllowedTools: s.AllowedTools, AppendSystemPrompt: s.AppendSystemPrompt,
-			ResumeExternalID: ext, Env: a.o.Env, Home: a.o.Home}
-	}
 	capturer := a.o.Capturer
 	if capturer == nil {
 		capturer = diffcapture.Noop{}
@@ -405,7 +401,7 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 		{Name: ChildDiff, Restart: supervise.Transient, ShutdownTimeout: timeout,
 			Producer: newDiffer(capturer, self, 4*timeout)},
 		{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: timeout,
-			Producer: newHost(a.o.Transport, specFn, self, timeout, a.gate, a.log())},
+			Producer: newHost(a.o.Transport, self, timeout, a.gate, a.log())},
 	}
 	a.sup = supervise.New(specs, a.o.Policy)
 	a.sup.OnEvent = func(ev supervise.Event) {
@@ -424,6 +420,10 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 			a.persistInflight = false
 			a.pump(c)
 		}
+		if ev.Child == ChildTransport && ev.Kind == supervise.EventRestarted {
+			// the new host gets the spec before the commands held for it
+			a.sendHostSpec(c, true)
+		}
 		if ev.Kind != supervise.EventFailed || a.releasing {
 			return
 		}
@@ -438,6 +438,7 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	if err := a.sup.StartAll(c); err != nil {
 		panic(err) // a programming error in the child specs
 	}
+	a.sendHostSpec(c, true)
 	rec := a.core.Record()
 	a.reqID++
 	a.persistInflight = true
@@ -452,6 +453,30 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 		engine := c.Engine()
 		a.lifetime = time.AfterFunc(a.o.Lifetime, func() { engine.Send(self, lifetimeDue{}) })
 	}
+}
+
+// hostSpec is the backend spec as of now, built on the session's goroutine:
+// an immutable value (its slices are copies) that the host may keep.
+func (a *Actor) hostSpec() transports.SessionSpec {
+	s, rec := a.o.Spec, &a.core.rec // read here, on the session's goroutine
+	return transports.SessionSpec{SessionID: s.SessionID, Cwd: s.Cwd, Model: rec.Model, Effort: rec.Effort,
+		Posture: rec.Posture, AllowedTools: slices.Clone(s.AllowedTools), AppendSystemPrompt: s.AppendSystemPrompt,
+		ResumeExternalID: a.core.ExternalID(), Env: slices.Clone(a.o.Env), Home: a.o.Home}
+}
+
+// sendHostSpec sends the host the current spec when it changed since the
+// last one sent (always, when force: a new host has none).
+func (a *Actor) sendHostSpec(c *actor.Context, force bool) {
+	if a.sup == nil || a.releasing {
+		return
+	}
+	spec := a.hostSpec()
+	if last := a.sentSpec; !force && last != nil && last.Model == spec.Model && last.Effort == spec.Effort &&
+		last.Posture == spec.Posture && last.ResumeExternalID == spec.ResumeExternalID {
+		return
+	}
+	a.sentSpec = &spec
+	a.send(c, ChildTransport, hostSpec{spec: spec})
 }
 
 // armStall restarts the stall timer: status comes from protocol events plus
@@ -566,6 +591,7 @@ func (a *Actor) flush(c *actor.Context) {
 	for _, cmd := range out.Diff {
 		a.send(c, ChildDiff, cmd)
 	}
+	a.sendHostSpec(c, false)
 	for _, cmd := range out.Transport {
 		a.send(c, ChildTransport, cmd)
 	}

@@ -63,10 +63,16 @@ type hostOpened struct {
 
 type hostBackendDied struct{ reason string }
 
-// host drives one backend session for its parent session actor.
+// hostSpec is the session's latest backend spec, an immutable snapshot sent
+// by the session actor whenever it changes and to every new host: no
+// closure reads the session's state on the host's goroutine.
+type hostSpec struct{ spec transports.SessionSpec }
+
+// host drives one backend session for its parent session actor. It opens
+// its backend once it has a spec, and queues commands until then.
 type host struct {
 	transport transports.Transport
-	spec      func() transports.SessionSpec
+	spec      *transports.SessionSpec // nil until the first hostSpec
 	parent    *actor.PID
 	timeout   time.Duration
 	gate      *pressure
@@ -78,16 +84,20 @@ type host struct {
 	log     *slog.Logger
 }
 
-func newHost(t transports.Transport, spec func() transports.SessionSpec, parent *actor.PID, timeout time.Duration, gate *pressure, log *slog.Logger) actor.Producer {
+func newHost(t transports.Transport, parent *actor.PID, timeout time.Duration, gate *pressure, log *slog.Logger) actor.Producer {
 	return func() actor.Receiver {
-		return &host{transport: t, spec: spec, parent: parent, timeout: timeout, gate: gate, closed: new(atomic.Bool), log: log}
+		return &host{transport: t, parent: parent, timeout: timeout, gate: gate, closed: new(atomic.Bool), log: log}
 	}
 }
 
 func (h *host) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
-	case actor.Started:
-		h.open(c)
+	case hostSpec:
+		first := h.spec == nil
+		h.spec = &m.spec
+		if first && h.sess == nil && !h.opening {
+			h.open(c)
+		}
 	case hostOpened:
 		h.opening = false
 		if m.err != nil {
@@ -117,7 +127,7 @@ func (h *host) Receive(c *actor.Context) {
 	case TStartTurn, TAnswer, TInterrupt, TSteer, TSetModel, TSetPosture:
 		if h.sess == nil {
 			h.queue = append(h.queue, m)
-			if !h.opening {
+			if !h.opening && h.spec != nil {
 				h.open(c)
 			}
 			return
@@ -129,7 +139,7 @@ func (h *host) Receive(c *actor.Context) {
 func (h *host) open(c *actor.Context) {
 	h.opening = true
 	engine, self, parent, closed, gate := c.Engine(), c.PID(), h.parent, h.closed, h.gate
-	spec := h.spec()
+	spec := *h.spec
 	sink := func(turn int, ev messages.Event) {
 		if gate != nil {
 			gate.wait() // backpressure: the store is behind

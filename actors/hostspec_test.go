@@ -1,0 +1,93 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/script"
+)
+
+// flakyOpen is the script backend whose first Open fails: the host reopens
+// it for the next turn. It records the spec of every Open.
+type flakyOpen struct {
+	*script.Transport
+	failures atomic.Int32
+	mu       sync.Mutex
+	specs    []transports.SessionSpec
+}
+
+func (f *flakyOpen) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	f.mu.Lock()
+	f.specs = append(f.specs, spec)
+	f.mu.Unlock()
+	if f.failures.Add(-1) >= 0 {
+		time.Sleep(300 * time.Millisecond) // the first turn is queued on the opening host by then
+		return nil, errors.New("the backend would not start")
+	}
+	return f.Transport.Open(ctx, spec, sink)
+}
+
+func (f *flakyOpen) opened() []transports.SessionSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]transports.SessionSpec(nil), f.specs...)
+}
+
+// The host reopens its backend from a spec snapshot the session sent it, so
+// a reopen racing SetPosture shares no state (on main the host called a
+// closure reading the session core's record while SetPosture wrote it, which
+// `go test -race` reports).
+func TestHostReopensFromASpecSnapshotWithoutARace(t *testing.T) {
+	cfg := testConfig(t)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("reply to {{input}}")}}}
+	backend := &flakyOpen{Transport: script.New(script.WithScenario(sc))}
+	backend.failures.Store(1)
+	rt, err := New(cfg, WithBackends(transports.NewRegistry(backend)))
+	require.NoError(t, err)
+	defer rt.Close(context.Background())
+	ctx := ctxT(t)
+
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "one", Cwd: t.TempDir(), InitialPosture: messages.PostureAcceptEdits, MaxPosture: messages.PostureAcceptEdits})
+	require.NoError(t, err)
+	r := readKind(t, rt, "s", st.SessionID)
+	require.Equal(t, messages.KindError, r.Kind, "%+v", r)
+	assert.Contains(t, r.Message, "would not start")
+
+	// the guide makes the host reopen; posture changes race that reopen
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "two"})
+		assert.NoError(t, err)
+	}()
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := []messages.Posture{messages.PosturePlan, messages.PostureDefault}[i%2]
+			_, err := rt.SetPosture(ctx, "s", messages.SetPosture{SessionID: st.SessionID, Posture: p})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	r = readKind(t, rt, "s", st.SessionID)
+	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
+	assert.Contains(t, r.Text, "two")
+
+	specs := backend.opened()
+	require.Len(t, specs, 2, "opened once more after the failure")
+	assert.Equal(t, messages.PostureAcceptEdits, specs[0].Posture)
+	assert.Equal(t, st.SessionID, specs[1].SessionID)
+	assert.True(t, specs[1].Posture == messages.PostureAcceptEdits || specs[1].Posture == messages.PosturePlan ||
+		specs[1].Posture == messages.PostureDefault, "a whole snapshot: %q", specs[1].Posture)
+}
