@@ -125,3 +125,67 @@ func intersect(a, b []string) []string {
 	}
 	return out
 }
+
+// resumeLimits are what a resumed record may do under the resuming scope.
+type resumeLimits struct {
+	maxPosture messages.Posture
+	posture    messages.Posture
+	maxRounds  int
+	tools      []string
+	// warnings say what was clamped; each becomes a warning event
+	warnings []string
+}
+
+// resolveResume applies the resuming scope's constraints to a record exactly
+// as resolveStart applies them to a start (resume and takeover alike): the
+// record's ceiling, posture, round budget and tools are clamped to the
+// scope's, never kept above them. A record above the ceiling still resumes,
+// clamped, with a warning saying so; a record pinned to another backend, or
+// whose tools the scope allows none of, is refused.
+func resolveResume(rec messages.SessionRecord, cons messages.ScopeConstraints, cfg *config.Config, d messages.Descriptor) (resumeLimits, error) {
+	const o = messages.OpResume
+	l := resumeLimits{maxPosture: rec.MaxPosture, posture: rec.Posture, maxRounds: rec.MaxRounds, tools: rec.AllowedTools}
+	if cons.Backend != "" && rec.BackendID != cons.Backend {
+		return l, &messages.Error{Code: messages.CodeInvalid, Op: o, Field: "backend",
+			Message: fmt.Sprintf("the session's backend %q contradicts this scope's pinned backend %q", rec.BackendID, cons.Backend)}
+	}
+	if !l.maxPosture.Valid() {
+		l.maxPosture = cfg.DefaultMaxPosture
+	}
+	if cons.MaxPosture != "" && l.maxPosture.Above(cons.MaxPosture) {
+		l.warnings = append(l.warnings, fmt.Sprintf("the session's maxPosture %s is above this scope's ceiling %s: it resumes clamped to %s",
+			l.maxPosture, cons.MaxPosture, cons.MaxPosture))
+		l.maxPosture = cons.MaxPosture
+	}
+	if !l.posture.Valid() || l.posture.Above(l.maxPosture) {
+		clamped := messages.MinPosture(cfg.DefaultPosture, l.maxPosture)
+		if l.posture.Valid() {
+			l.warnings = append(l.warnings, fmt.Sprintf("the session's posture %s is above its ceiling %s: it resumes at %s", l.posture, l.maxPosture, clamped))
+		}
+		l.posture = clamped
+	}
+	if _, ok := d.PostureMap[l.posture]; !ok && len(d.PostureMap) > 0 {
+		return l, messages.Errorf(messages.CodeUnsupported, o, "backend %s has no mapping for posture %s", d.ID, l.posture)
+	}
+	if cons.MaxRounds > 0 && (l.maxRounds == 0 || l.maxRounds > cons.MaxRounds) {
+		l.warnings = append(l.warnings, fmt.Sprintf("the session's maxRounds %d is above this scope's budget %d: it resumes with %d",
+			l.maxRounds, cons.MaxRounds, cons.MaxRounds))
+		l.maxRounds = cons.MaxRounds
+	}
+	if cons.AllowedTools != nil {
+		if l.tools == nil {
+			l.tools = append([]string(nil), cons.AllowedTools...)
+		} else {
+			kept := intersect(l.tools, cons.AllowedTools)
+			if len(kept) == 0 {
+				return l, &messages.Error{Code: messages.CodeInvalid, Op: o, Field: "allowedTools",
+					Message: "none of the session's tools is allowed in this scope"}
+			}
+			if len(kept) < len(l.tools) {
+				l.warnings = append(l.warnings, fmt.Sprintf("this scope allows only %d of the session's %d tools", len(kept), len(l.tools)))
+			}
+			l.tools = kept
+		}
+	}
+	return l, nil
+}

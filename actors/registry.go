@@ -346,13 +346,17 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 	if run := rec.LatestRun(); run != nil && t.Descriptor().Resume != messages.ResumeNone {
 		resumeID = run.ExternalSessionID
 	}
-	posture := rec.Posture
-	if !posture.Valid() || posture.Above(rec.MaxPosture) {
-		posture = messages.MinPosture(r.cfg.DefaultPosture, rec.MaxPosture)
+	// the resuming scope's constraints, exactly as a start gets them
+	lim, err := resolveResume(rec, r.constraints[m.scope], r.cfg, t.Descriptor())
+	if err != nil {
+		r.metrics.startRejected.Inc()
+		m.reply <- session.Result[messages.StartResult]{Err: err}
+		return
 	}
 	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: routing.ResolveModel(t.Descriptor(), rec.Model), Effort: rec.Effort,
-		MaxPosture: rec.MaxPosture, Posture: posture, MaxRounds: rec.MaxRounds, AllowedTools: rec.AllowedTools,
-		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID}
+		MaxPosture: lim.maxPosture, Posture: lim.posture, MaxRounds: lim.maxRounds, AllowedTools: lim.tools,
+		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID,
+		AdoptWarnings: lim.warnings}
 	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)
 }
 

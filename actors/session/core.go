@@ -31,6 +31,9 @@ type Spec struct {
 	ResumeExternalID   string
 	// Runtime is the id of the runtime driving the session.
 	Runtime string
+	// AdoptWarnings say what the resuming scope's constraints clamped; an
+	// adopted session records each as a warning event.
+	AdoptWarnings []string
 }
 
 // Phase is where a session is in its lifecycle.
@@ -241,13 +244,18 @@ func Adopt(spec Spec, rec messages.SessionRecord, now time.Time, lastSeq uint64)
 	c.rec = rec.Clone()
 	c.rec.Runs = append(c.rec.Runs, run)
 	c.rec.Status = messages.StatusRunning
-	c.rec.Posture = spec.Posture
+	// the resuming scope's limits replace the record's (resolveResume)
+	c.rec.Posture, c.rec.MaxPosture = spec.Posture, spec.MaxPosture
+	c.rec.MaxRounds, c.rec.AllowedTools = spec.MaxRounds, spec.AllowedTools
 	c.rec.Outcome, c.rec.OutcomeNote = "", ""
 	c.rec.UpdatedAt = now
 	c.turn = rec.RoundsElapsed
 	c.adopted = true
 	c.emit(now, c.turn, messages.Event{Type: messages.EvAdopted, Text: fmt.Sprintf("run %d resumes the session", len(c.rec.Runs)),
 		ExternalSessionID: run.ExternalSessionID})
+	for _, w := range spec.AdoptWarnings {
+		c.emit(now, c.turn, messages.Event{Type: messages.EvWarning, Text: w})
+	}
 	return c
 }
 
