@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,4 +91,64 @@ func TestHostReopensFromASpecSnapshotWithoutARace(t *testing.T) {
 	assert.Equal(t, st.SessionID, specs[1].SessionID)
 	assert.True(t, specs[1].Posture == messages.PostureAcceptEdits || specs[1].Posture == messages.PosturePlan ||
 		specs[1].Posture == messages.PostureDefault, "a whole snapshot: %q", specs[1].Posture)
+}
+
+// slowOpen blocks in Open until its context ends, and reports the context
+// it was given.
+type slowOpen struct {
+	*script.Transport
+	start  time.Duration // StartTimeout, when > 0
+	opened chan context.Context
+}
+
+func (s *slowOpen) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	s.opened <- ctx
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+type slowOpenWithTimeout struct{ *slowOpen }
+
+func (s slowOpenWithTimeout) StartTimeout() time.Duration { return s.start }
+
+// Open gets no deadline shorter than the backend's own start timeout (on
+// main: 4*shutdownTimeout+1min, whatever the backend needed), and a stuck
+// Open ends when its session stops.
+func TestOpenIsBoundedByTheBackendsStartTimeout(t *testing.T) {
+	for _, withTimeout := range []bool{false, true} {
+		t.Run(fmt.Sprint("startTimeout=", withTimeout), func(t *testing.T) {
+			cfg := testConfig(t)
+			so := &slowOpen{Transport: script.New(), start: 30 * time.Minute, opened: make(chan context.Context, 4)}
+			var backend transports.Transport = so
+			if withTimeout {
+				backend = slowOpenWithTimeout{so}
+			}
+			rt, err := New(cfg, WithBackends(transports.NewRegistry(backend)))
+			require.NoError(t, err)
+			defer rt.Close(context.Background())
+			ctx := ctxT(t)
+			st, err := rt.Start(ctx, "s", messages.Start{Brief: "one", Cwd: t.TempDir()})
+			require.NoError(t, err)
+			var openCtx context.Context
+			select {
+			case openCtx = <-so.opened:
+			case <-ctx.Done():
+				t.Fatal("Open never called")
+			}
+			dl, has := openCtx.Deadline()
+			if withTimeout {
+				require.True(t, has)
+				assert.Greater(t, time.Until(dl), 30*time.Minute, "never shorter than the backend's start timeout")
+			} else {
+				assert.False(t, has, "no wall clock of ours: the backend bounds its own start (deadline in %s)", time.Until(dl))
+			}
+			_, err = rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
+			require.NoError(t, err)
+			select {
+			case <-openCtx.Done(): // the stopped host ended its Open
+			case <-ctx.Done():
+				t.Fatal("a stuck Open outlived its session")
+			}
+		})
+	}
 }

@@ -114,6 +114,7 @@ type registry struct {
 	// injectSession is each session's Options.Inject
 	inject        func(msg any)
 	injectSession func(sessionID string, msg any)
+	diffDeadline  time.Duration // session.Options.DiffDeadline; 0: its default
 }
 
 func (r *registry) Receive(c *actor.Context) {
@@ -258,7 +259,7 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		Spec: spec, Transport: t, Env: r.cfg.EnvList(), Store: r.store, Capturer: capt, Policy: r.policy,
 		ShutdownTimeout: r.cfg.Supervision.ShutdownTimeout.D(), Lifetime: r.cfg.SessionLifetime.D(), StallAfter: r.cfg.StallAfter.D(),
 		Registry: c.PID(), StartReply: reply, Now: r.now, Hooks: r.hooks, Logger: r.log,
-		Adopt: adopt, LastSeq: lastSeq, MaxHeld: r.maxHeld, StoreGiveUp: r.giveUp,
+		Adopt: adopt, LastSeq: lastSeq, MaxHeld: r.maxHeld, StoreGiveUp: r.giveUp, DiffDeadline: r.diffDeadline,
 	}
 	if inj, sid := r.injectSession, spec.SessionID; inj != nil {
 		opts.Inject = func(msg any) { inj(sid, msg) }

@@ -57,6 +57,7 @@ type options struct {
 	// tests: see every registry (session) message first, and may panic
 	injectRegistry func(msg any)
 	injectSession  func(sessionID string, msg any)
+	diffDeadline   time.Duration // tests: session.Options.DiffDeadline
 }
 
 // WithPersistLimits sets how many unacknowledged events a session holds
@@ -213,7 +214,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if rt.learn != nil {
 		reg.onReleased = rt.learn.Released
 	}
-	reg.inject, reg.injectSession = o.injectRegistry, o.injectSession
+	reg.inject, reg.injectSession, reg.diffDeadline = o.injectRegistry, o.injectSession, o.diffDeadline
 	// A failed registry is not restarted: its routing table (which scope owns
 	// which session, who waits for which release) is not recoverable from
 	// the sessions, so every op fails fast with a typed error instead, and

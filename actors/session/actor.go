@@ -79,6 +79,10 @@ type Options struct {
 	Now    func() time.Time
 	Hooks  Hooks
 	Logger *slog.Logger // nil: slog.Default()
+	// DiffDeadline bounds each diff-capture stage of a turn (baseline,
+	// diff): past it the turn goes on without (a warning and the tool-event
+	// fallback diff). 0: DefaultDiffDeadline(ShutdownTimeout).
+	DiffDeadline time.Duration
 	// Inject, when set, sees every message of the session actor first, on
 	// its goroutine (fault injection in tests: it may panic).
 	Inject func(msg any)
@@ -92,7 +96,16 @@ type (
 	persistRetry    struct{}
 	// stallCheck fires StallAfter after the last sign of life of a turn.
 	stallCheck struct{ gen int }
+	// diffDue fires DiffDeadline after a diff-capture request of turn.
+	diffDue struct{ turn, gen int }
 )
+
+// DefaultDiffDeadline is the diff-capture deadline per stage for a session
+// whose children get shutdown: past diff capture's own timeout (4*shutdown),
+// with room to spare.
+func DefaultDiffDeadline(shutdown time.Duration) time.Duration {
+	return 4*shutdown + time.Minute
+}
 
 // Actor is the session's thin shell: it translates messages into Core
 // inputs and carries out the Core's effects.
@@ -116,6 +129,8 @@ type Actor struct {
 	stopsAnswered   bool
 	stall           *time.Timer
 	stallGen        int
+	diffTimer       *time.Timer
+	diffGen         int
 	pendingReads    map[uint64]chan<- Result[messages.TurnResult]
 
 	// persistence: one request in flight; what accumulates meanwhile goes
@@ -242,6 +257,9 @@ func (a *Actor) Receive(c *actor.Context) {
 		if a.stall != nil {
 			a.stall.Stop()
 		}
+		if a.diffTimer != nil {
+			a.diffTimer.Stop()
+		}
 		if a.deadline != nil {
 			a.deadline.Stop()
 		}
@@ -299,6 +317,10 @@ func (a *Actor) Receive(c *actor.Context) {
 	case agentEvent:
 		a.core.AgentEvent(now, m.turn, m.ev)
 		a.armStall(c)
+	case diffDue:
+		if m.gen == a.diffGen {
+			a.core.DiffLost(now, m.turn, fmt.Sprintf("diff capture did not answer within %s", a.diffDeadline()))
+		}
 	case stallCheck:
 		if m.gen == a.stallGen && a.core.Phase() == PhaseRunning {
 			a.core.AgentEvent(now, a.core.Turn(), messages.Event{Type: messages.EvWarning,
@@ -420,6 +442,12 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 			a.persistInflight = false
 			a.pump(c)
 		}
+		if ev.Child == ChildDiff && diffLostBy(ev) && !a.releasing {
+			// whatever diff capture was working on died with it (a late
+			// answer of the old instance goes to a PID nobody reads)
+			a.core.DiffLost(a.now(), a.core.Turn(), fmt.Sprintf("diff capture %s (%s)", ev.Kind, firstNonEmpty(ev.Cause, ev.Reason)))
+			a.flush(c)
+		}
 		if ev.Child == ChildTransport && ev.Kind == supervise.EventRestarted {
 			// the new host gets the spec before the commands held for it
 			a.sendHostSpec(c, true)
@@ -477,6 +505,37 @@ func (a *Actor) sendHostSpec(c *actor.Context, force bool) {
 	}
 	a.sentSpec = &spec
 	a.send(c, ChildTransport, hostSpec{spec: spec})
+}
+
+// diffLostBy says whether ev took diff capture's work in flight with it: a
+// failure, an escalation, an abandoned instance, dropped requests, or a
+// restart because an earlier sibling (persist) restarted (rest-for-one).
+func diffLostBy(ev supervise.Event) bool {
+	switch ev.Kind {
+	case supervise.EventFailed, supervise.EventEscalated, supervise.EventAbandoned, supervise.EventDropped:
+		return true
+	case supervise.EventRestarted:
+		return ev.Reason == supervise.ReasonSiblingRestart
+	}
+	return false
+}
+
+func (a *Actor) diffDeadline() time.Duration {
+	if a.o.DiffDeadline > 0 {
+		return a.o.DiffDeadline
+	}
+	return DefaultDiffDeadline(a.o.ShutdownTimeout)
+}
+
+// armDiff starts the deadline of the diff-capture request just sent; a newer
+// request makes an older deadline moot.
+func (a *Actor) armDiff(c *actor.Context, turn int) {
+	a.diffGen++
+	if a.diffTimer != nil {
+		a.diffTimer.Stop()
+	}
+	engine, self, gen := c.Engine(), c.PID(), a.diffGen
+	a.diffTimer = time.AfterFunc(a.diffDeadline(), func() { engine.Send(self, diffDue{turn: turn, gen: gen}) })
 }
 
 // armStall restarts the stall timer: status comes from protocol events plus
@@ -590,6 +649,12 @@ func (a *Actor) flush(c *actor.Context) {
 
 	for _, cmd := range out.Diff {
 		a.send(c, ChildDiff, cmd)
+		switch m := cmd.(type) {
+		case DBaseline:
+			a.armDiff(c, m.Turn)
+		case DFinish:
+			a.armDiff(c, m.Turn)
+		}
 	}
 	a.sendHostSpec(c, false)
 	for _, cmd := range out.Transport {

@@ -63,6 +63,29 @@ type hostOpened struct {
 
 type hostBackendDied struct{ reason string }
 
+// StartTimeouter is a transport that says how long its Open may take (its
+// own start timeout). The host never gives Open a shorter deadline.
+type StartTimeouter interface {
+	StartTimeout() time.Duration
+}
+
+// openContext is the context of one Open: cancelled when the host stops,
+// and past a StartTimeouter's own start timeout (plus a minute's margin).
+// Wrappers (transports/contain) are looked through with Unwrap.
+func openContext(t transports.Transport) (context.Context, context.CancelFunc) {
+	for t != nil {
+		if st, ok := t.(StartTimeouter); ok && st.StartTimeout() > 0 {
+			return context.WithTimeout(context.Background(), st.StartTimeout()+time.Minute)
+		}
+		u, ok := t.(interface{ Unwrap() transports.Transport })
+		if !ok {
+			break
+		}
+		t = u.Unwrap()
+	}
+	return context.WithCancel(context.Background())
+}
+
 // hostSpec is the session's latest backend spec, an immutable snapshot sent
 // by the session actor whenever it changes and to every new host: no
 // closure reads the session's state on the host's goroutine.
@@ -77,11 +100,12 @@ type host struct {
 	timeout   time.Duration
 	gate      *pressure
 
-	sess    transports.Session
-	opening bool
-	queue   []any
-	closed  *atomic.Bool
-	log     *slog.Logger
+	sess       transports.Session
+	opening    bool
+	cancelOpen context.CancelFunc // ends the Open in flight
+	queue      []any
+	closed     *atomic.Bool
+	log        *slog.Logger
 }
 
 func newHost(t transports.Transport, parent *actor.PID, timeout time.Duration, gate *pressure, log *slog.Logger) actor.Producer {
@@ -116,6 +140,9 @@ func (h *host) Receive(c *actor.Context) {
 		panic(backendExited{reason: m.reason})
 	case actor.Stopped:
 		h.closed.Store(true)
+		if h.cancelOpen != nil {
+			h.cancelOpen() // an Open still running is abandoned: it closes what it opened
+		}
 		if h.sess != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 			if err := h.sess.Close(ctx); err != nil {
@@ -150,8 +177,13 @@ func (h *host) open(c *actor.Context) {
 		}
 	}
 	t, timeout := h.transport, h.timeout
+	// Open is bounded by the backend's own start timeout (each backend
+	// bounds its handshake; one that says how long, through StartTimeouter,
+	// gets that plus a margin as a deadline too), never by a shorter wall
+	// clock of ours; and it ends when the host stops.
+	ctx, cancel := openContext(t)
+	h.cancelOpen = cancel
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*timeout+time.Minute)
 		defer cancel()
 		s, err := t.Open(ctx, spec, sink)
 		if err == nil && closed.Load() {
@@ -251,7 +283,8 @@ func (d *differ) Receive(c *actor.Context) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			b, err := cp.Begin(ctx)
+			var b diffcapture.Baseline
+			err := safely(func() (err error) { b, err = cp.Begin(ctx); return err })
 			engine.Send(self, captureBegun{turn: m.Turn, base: b, err: err})
 		}()
 	case captureBegun:
@@ -270,7 +303,11 @@ func (d *differ) Receive(c *actor.Context) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			diff := cp.Finish(ctx, base, m.EditPaths)
+			var diff messages.TurnDiff
+			if err := safely(func() error { diff = cp.Finish(ctx, base, m.EditPaths); return nil }); err != nil {
+				diff = diffcapture.ToolEventDiff("", m.EditPaths, diffcapture.DefaultMaxFiles, err.Error())
+				diff.Warning = err.Error()
+			}
 			if !had && warn == "" {
 				warn = "no baseline for this turn (diff capture restarted)"
 			}
@@ -282,6 +319,17 @@ func (d *differ) Receive(c *actor.Context) {
 	case captureDone:
 		c.Send(d.parent, diffReady{turn: m.turn, diff: m.diff})
 	}
+}
+
+// safely runs f, a capturer call on a goroutine of its own (no actor's
+// recover covers it), turning a panic into an error.
+func safely(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("diff capture panicked: %v", p)
+		}
+	}()
+	return f()
 }
 
 // ---- persist ----

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codesession/codesession/actors/diffcapture"
 	"github.com/codesession/codesession/learning"
 	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
@@ -522,6 +523,26 @@ func (c *Core) TransportFailed(now time.Time, turn int, msg string) {
 		c.finishTurn(turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: msg, code: messages.CodeInternal})
 	}
 	c.deliver()
+}
+
+// DiffLost ends a diff-capture stage of turn that will never be answered
+// (diff capture restarted under it, or its deadline passed): a turn waiting
+// for its baseline runs without one, a turn waiting for its diff ends with
+// the tool-event fallback diff; why goes into a warning either way. A turn
+// never hangs on diff capture.
+func (c *Core) DiffLost(now time.Time, turn int, why string) {
+	if turn != c.turn {
+		return
+	}
+	switch c.phase {
+	case PhaseBaselining:
+		c.emit(now, c.turn, messages.Event{Type: messages.EvWarning, Text: "diff capture: " + why + "; the turn runs without a baseline"})
+		c.BaselineReady(now, turn)
+	case PhaseDiffing:
+		d := diffcapture.ToolEventDiff(c.spec.Cwd, c.editPaths, diffcapture.DefaultMaxFiles, why)
+		d.Warning = why
+		c.DiffReady(now, turn, &d)
+	}
 }
 
 // DiffReady is diff capture's answer to DFinish: the terminal result is

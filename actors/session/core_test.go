@@ -2180,3 +2180,45 @@ func TestUnreadPutsTheResultBackAtTheHead(t *testing.T) {
 	require.Len(t, out.Replies, 1)
 	assert.Equal(t, "first", out.Replies[0].Result.Text)
 }
+
+// Diff capture that will never answer (restarted, or past its deadline)
+// ends its stage: a baseline is skipped with a warning, a diff falls back
+// to the tool events with a warning, and the turn's result is queued.
+func TestDiffLostNeverHangsATurn(t *testing.T) {
+	h := newHarness(t)
+	h.c.Created(h.tick())
+	require.Equal(t, PhaseBaselining, h.c.Phase())
+	h.c.DiffLost(h.tick(), 2, "stale turn")
+	require.Equal(t, PhaseBaselining, h.c.Phase(), "another turn's loss changes nothing")
+	h.c.DiffLost(h.tick(), 1, "diff capture restarted")
+	require.Equal(t, PhaseRunning, h.c.Phase(), "the turn runs without a baseline")
+	out := h.drain()
+	assert.True(t, hasWarning(out, "without a baseline"), "%+v", out)
+
+	h.agent(1, messages.Event{Type: messages.EvToolUse, ToolName: "Write", Input: json.RawMessage(`{"file_path":"a.go"}`)})
+	h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Text: "done"})
+	require.Equal(t, PhaseDiffing, h.c.Phase())
+	h.c.DiffLost(h.tick(), 1, "diff capture did not answer within 1m0s")
+	require.Equal(t, PhaseIdle, h.c.Phase())
+	h.persistAll()
+	r := h.readNow(1, false)
+	assert.Equal(t, messages.KindTurnComplete, r.Result.Kind)
+	require.NotNil(t, r.Result.TurnDiff)
+	assert.Contains(t, r.Result.TurnDiff.Warning, "did not answer")
+	h.c.DiffLost(h.tick(), 1, "late")
+	assert.Equal(t, PhaseIdle, h.c.Phase(), "an idle session ignores a late loss")
+}
+
+func hasWarning(out Output, text string) bool {
+	for _, ev := range out.Durable {
+		if ev.Event.Type == messages.EvWarning && strings.Contains(ev.Event.Text, text) {
+			return true
+		}
+	}
+	for _, ev := range out.Events {
+		if ev.Event.Type == messages.EvWarning && strings.Contains(ev.Event.Text, text) {
+			return true
+		}
+	}
+	return false
+}
