@@ -21,6 +21,7 @@ type Metrics struct {
 	appendLatency  prometheus.Histogram
 	persistErrors  prometheus.Counter
 	diffFailures   prometheus.Counter
+	abandoned      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *Metrics {
@@ -53,10 +54,13 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Store writes that failed (the session goes on; the event is reported)."}),
 		diffFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "code_session_diff_capture_failures_total",
 			Help: "Turn diffs that could not be captured (source none with a warning; the turn goes on)."}),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "code_session_children_abandoned_total",
+			Help: "Session children (a backend that would not close) abandoned at their stop deadline, by child."}, []string{"child"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.ops, m.started, m.startRejected, m.readTurn, m.answers, m.postureChanges, m.released,
-			m.rounds, m.duration, m.live, m.restarts, m.appendLatency, m.persistErrors, m.diffFailures)
+			m.rounds, m.duration, m.live, m.restarts, m.appendLatency, m.persistErrors, m.diffFailures,
+			m.abandoned)
 	}
 	return m
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // Messages from the Runtime to the registry.
@@ -115,6 +116,7 @@ type registry struct {
 	inject        func(msg any)
 	injectSession func(sessionID string, msg any)
 	diffDeadline  time.Duration // session.Options.DiffDeadline; 0: its default
+	procs         func(sessionID string) *proc.Group // the backends' process groups; nil: none
 }
 
 func (r *registry) Receive(c *actor.Context) {
@@ -260,6 +262,9 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		ShutdownTimeout: r.cfg.Supervision.ShutdownTimeout.D(), Lifetime: r.cfg.SessionLifetime.D(), StallAfter: r.cfg.StallAfter.D(),
 		Registry: c.PID(), StartReply: reply, Now: r.now, Hooks: r.hooks, Logger: r.log,
 		Adopt: adopt, LastSeq: lastSeq, MaxHeld: r.maxHeld, StoreGiveUp: r.giveUp, DiffDeadline: r.diffDeadline,
+	}
+	if procs, sid := r.procs, spec.SessionID; procs != nil {
+		opts.Procs = func() *proc.Group { return procs(sid) }
 	}
 	if inj, sid := r.injectSession, spec.SessionID; inj != nil {
 		opts.Inject = func(msg any) { inj(sid, msg) }

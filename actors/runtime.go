@@ -194,8 +194,11 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 			log.Info("code_session_read_turn", "session", r.SessionID, "turn", r.Turn, "kind", r.Kind)
 		},
 		Supervision: func(ev supervise.Event) {
-			if ev.Kind == supervise.EventRestarted {
+			switch ev.Kind {
+			case supervise.EventRestarted:
 				m.restarts.WithLabelValues(ev.Child).Inc()
+			case supervise.EventAbandoned:
+				m.abandoned.WithLabelValues(ev.Child).Inc()
 			}
 		},
 		Append: func(d time.Duration, err error) {
@@ -215,6 +218,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		reg.onReleased = rt.learn.Released
 	}
 	reg.inject, reg.injectSession, reg.diffDeadline = o.injectRegistry, o.injectSession, o.diffDeadline
+	if kit != nil {
+		reg.procs = kit.Group
+	}
 	// A failed registry is not restarted: its routing table (which scope owns
 	// which session, who waits for which release) is not recoverable from
 	// the sessions, so every op fails fast with a typed error instead, and

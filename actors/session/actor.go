@@ -13,6 +13,7 @@ import (
 	"github.com/codesession/codesession/actors/supervise"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // Child names, in start order. Release stops transport and diff capture
@@ -79,6 +80,10 @@ type Options struct {
 	Now    func() time.Time
 	Hooks  Hooks
 	Logger *slog.Logger // nil: slog.Default()
+	// Procs, when set, makes the process group of each backend Open
+	// (SessionSpec.Procs), so that an abandoned backend's processes can be
+	// killed.
+	Procs func() *proc.Group
 	// DiffDeadline bounds each diff-capture stage of a turn (baseline,
 	// diff): past it the turn goes on without (a warning and the tool-event
 	// fallback diff). 0: DefaultDiffDeadline(ShutdownTimeout).
@@ -317,6 +322,8 @@ func (a *Actor) Receive(c *actor.Context) {
 	case agentEvent:
 		a.core.AgentEvent(now, m.turn, m.ev)
 		a.armStall(c)
+	case hostAbandoned:
+		a.abandonedChild(now, ChildTransport, fmt.Sprintf("the backend session did not close within %s: abandoned, %d process groups killed", m.wait, m.killed))
 	case diffDue:
 		if m.gen == a.diffGen {
 			a.core.DiffLost(now, m.turn, fmt.Sprintf("diff capture did not answer within %s", a.diffDeadline()))
@@ -422,8 +429,8 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 			Producer: newPersister(a.o.Store, a.o.Spec.SessionID, self, a.o.Hooks.Append)},
 		{Name: ChildDiff, Restart: supervise.Transient, ShutdownTimeout: timeout,
 			Producer: newDiffer(capturer, self, 4*timeout)},
-		{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: timeout,
-			Producer: newHost(a.o.Transport, self, timeout, a.gate, a.log())},
+		{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: 2*timeout + closeGrace,
+			Producer: newHost(a.o.Transport, self, timeout, a.gate, a.o.Procs, a.log())},
 	}
 	a.sup = supervise.New(specs, a.o.Policy)
 	a.sup.OnEvent = func(ev supervise.Event) {
@@ -446,6 +453,10 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 			// whatever diff capture was working on died with it (a late
 			// answer of the old instance goes to a PID nobody reads)
 			a.core.DiffLost(a.now(), a.core.Turn(), fmt.Sprintf("diff capture %s (%s)", ev.Kind, firstNonEmpty(ev.Cause, ev.Reason)))
+			a.flush(c)
+		}
+		if ev.Kind == supervise.EventAbandoned {
+			a.core.Abandoned(a.now(), ev.Child, fmt.Sprintf("%s did not stop within its shutdown timeout: abandoned", ev.Child))
 			a.flush(c)
 		}
 		if ev.Child == ChildTransport && ev.Kind == supervise.EventRestarted {
@@ -518,6 +529,16 @@ func diffLostBy(ev supervise.Event) bool {
 		return ev.Reason == supervise.ReasonSiblingRestart
 	}
 	return false
+}
+
+// abandonedChild reports a child that did not stop in time: an event in the
+// session's log (while it is still being written) and the supervision hook,
+// which the runtime counts.
+func (a *Actor) abandonedChild(now time.Time, child, text string) {
+	a.core.Abandoned(now, child, text)
+	if a.o.Hooks.Supervision != nil {
+		a.o.Hooks.Supervision(supervise.Event{Kind: supervise.EventAbandoned, Child: child, Reason: text})
+	}
 }
 
 func (a *Actor) diffDeadline() time.Duration {

@@ -13,6 +13,7 @@ import (
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // Messages between the session and its children.
@@ -63,6 +64,9 @@ type hostOpened struct {
 
 type hostBackendDied struct{ reason string }
 
+// hostBackendPanicked: a backend call panicked on the host's command chain.
+type hostBackendPanicked struct{ reason string }
+
 // StartTimeouter is a transport that says how long its Open may take (its
 // own start timeout). The host never gives Open a shorter deadline.
 type StartTimeouter interface {
@@ -103,14 +107,17 @@ type host struct {
 	sess       transports.Session
 	opening    bool
 	cancelOpen context.CancelFunc // ends the Open in flight
+	procs      func() *proc.Group // a new process group per Open; nil: none
+	last       chan struct{}      // closed when the last command given to the backend is done
+	group      *proc.Group        // the current Open's
 	queue      []any
 	closed     *atomic.Bool
 	log        *slog.Logger
 }
 
-func newHost(t transports.Transport, parent *actor.PID, timeout time.Duration, gate *pressure, log *slog.Logger) actor.Producer {
+func newHost(t transports.Transport, parent *actor.PID, timeout time.Duration, gate *pressure, procs func() *proc.Group, log *slog.Logger) actor.Producer {
 	return func() actor.Receiver {
-		return &host{transport: t, parent: parent, timeout: timeout, gate: gate, closed: new(atomic.Bool), log: log}
+		return &host{transport: t, parent: parent, timeout: timeout, gate: gate, procs: procs, closed: new(atomic.Bool), log: log}
 	}
 }
 
@@ -134,6 +141,8 @@ func (h *host) Receive(c *actor.Context) {
 		for _, cmd := range q {
 			h.do(c, cmd)
 		}
+	case hostBackendPanicked:
+		panic("backend panicked: " + m.reason) // supervision restarts the host
 	case hostBackendDied:
 		// Let supervision restart us: the restarted host reopens the
 		// backend, resuming its session where the backend can.
@@ -144,11 +153,7 @@ func (h *host) Receive(c *actor.Context) {
 			h.cancelOpen() // an Open still running is abandoned: it closes what it opened
 		}
 		if h.sess != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-			if err := h.sess.Close(ctx); err != nil {
-				h.log.Warn("closing backend session", "err", err)
-			}
-			cancel()
+			h.close(c)
 			h.sess = nil
 		}
 	case TStartTurn, TAnswer, TInterrupt, TSteer, TSetModel, TSetPosture:
@@ -167,6 +172,11 @@ func (h *host) open(c *actor.Context) {
 	h.opening = true
 	engine, self, parent, closed, gate := c.Engine(), c.PID(), h.parent, h.closed, h.gate
 	spec := *h.spec
+	if h.procs != nil {
+		// the host keeps the group: it kills it if the backend will not close
+		h.group = h.procs()
+		spec.Procs = h.group
+	}
 	sink := func(turn int, ev messages.Event) {
 		if gate != nil {
 			gate.wait() // backpressure: the store is behind
@@ -197,6 +207,45 @@ func (h *host) open(c *actor.Context) {
 	}()
 }
 
+// hostAbandoned tells the session that its backend session did not close
+// in time and was abandoned, its process groups killed.
+type hostAbandoned struct {
+	wait   time.Duration
+	killed int
+}
+
+// closeGrace is how long past the backend's own close deadline the host
+// waits before it abandons the close.
+const closeGrace = time.Second
+
+// close closes the backend session on a goroutine of its own, waiting a
+// bounded time: a backend that ignores its context cannot hold the host's
+// stop (nor, through hollywood's unbounded child stop, the session's and the
+// registry's). One that has not closed by then is abandoned: its process
+// groups are killed and the session is told (an event and a metric).
+func (h *host) close(c *actor.Context) {
+	sess, timeout, log := h.sess, h.timeout, h.log
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		done <- sess.Close(ctx)
+	}()
+	wait := timeout + closeGrace
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Warn("closing backend session", "err", err)
+		}
+	case <-t.C:
+		killed := h.group.Kill()
+		log.Warn("the backend session did not close in time: abandoned, its process groups killed", "wait", wait, "killed", killed)
+		c.Send(h.parent, hostAbandoned{wait: wait, killed: killed})
+	}
+}
+
 func (h *host) failQueued(c *actor.Context, err error) {
 	// the cause (a missing binary, a refused flag) is what the driver needs
 	for _, cmd := range h.queue {
@@ -207,45 +256,67 @@ func (h *host) failQueued(c *actor.Context, err error) {
 	h.queue = nil
 }
 
+// do runs a backend command off the host's Receive, after the commands
+// before it (one chain per host, so their order holds): a backend call that
+// ignores its context can delay the commands after it, never the host's
+// stop. A panic in the backend fails the host, as it would in Receive.
 func (h *host) do(c *actor.Context, cmd any) {
-	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+	prev, done := h.last, make(chan struct{})
+	h.last = done
+	sess, timeout, engine, self, parent := h.sess, h.timeout, c.Engine(), c.PID(), h.parent
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				engine.Send(self, hostBackendPanicked{reason: fmt.Sprint(p)})
+			}
+		}()
+		turn, err := runCommand(sess, timeout, cmd)
+		if err != nil {
+			engine.Send(parent, transportCmdFailed{turn: turn, err: fmt.Errorf("%T: %w", cmd, err)})
+		}
+	}()
+}
+
+// runCommand carries out one command on the backend session.
+func runCommand(sess transports.Session, timeout time.Duration, cmd any) (turn int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var err error
-	turn := 0
 	switch m := cmd.(type) {
 	case TStartTurn:
 		turn = m.Turn
-		err = h.sess.StartTurn(ctx, m.Turn, m.Input)
+		err = sess.StartTurn(ctx, m.Turn, m.Input)
 	case TAnswer:
-		err = h.sess.Answer(ctx, m.ClarificationID, m.Decision, m.Reason)
+		err = sess.Answer(ctx, m.ClarificationID, m.Decision, m.Reason)
 	case TInterrupt:
-		if i, ok := h.sess.(transports.Interrupter); ok {
+		if i, ok := sess.(transports.Interrupter); ok {
 			err = i.Interrupt(ctx)
 		} else {
 			err = messages.Errorf(messages.CodeUnsupported, messages.OpInterrupt, "backend cannot interrupt")
 		}
 	case TSteer:
-		if s, ok := h.sess.(transports.Steerer); ok {
+		if s, ok := sess.(transports.Steerer); ok {
 			err = s.Steer(ctx, m.Text)
 		} else {
 			err = messages.Errorf(messages.CodeUnsupported, messages.OpGuide, "backend cannot steer")
 		}
 	case TSetModel:
-		if s, ok := h.sess.(transports.ModelSetter); ok {
+		if s, ok := sess.(transports.ModelSetter); ok {
 			err = s.SetModel(ctx, m.Model, m.Effort)
 		} else {
 			err = messages.Errorf(messages.CodeUnsupported, messages.OpGuide, "backend cannot switch model")
 		}
 	case TSetPosture:
-		if s, ok := h.sess.(transports.PostureSetter); ok {
+		if s, ok := sess.(transports.PostureSetter); ok {
 			err = s.SetPosture(ctx, m.Posture)
 		} else {
 			err = messages.Errorf(messages.CodeUnsupported, messages.OpSetPosture, "backend cannot change posture live")
 		}
 	}
-	if err != nil {
-		c.Send(h.parent, transportCmdFailed{turn: turn, err: fmt.Errorf("%T: %w", cmd, err)})
-	}
+	return turn, err
 }
 
 // ---- diff capture ----

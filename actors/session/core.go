@@ -890,6 +890,15 @@ func (c *Core) Supervised(now time.Time, child, text string) {
 	}
 }
 
+// Abandoned records that child did not stop in time and was abandoned: a
+// supervision event, written during a release too (it precedes `released`);
+// once released, there is nothing left to write it to.
+func (c *Core) Abandoned(now time.Time, child, text string) {
+	if c.phase != PhaseReleased {
+		c.emit(now, c.turn, messages.Event{Type: messages.EvSupervision, Child: child, Text: text})
+	}
+}
+
 // BeginRelease starts releasing the session and returns the verdict: the
 // driver's when given, else inferred. A waiting reader is answered. It is
 // idempotent: a second call returns the first verdict.
