@@ -115,7 +115,7 @@ type registry struct {
 	// injectSession is each session's Options.Inject
 	inject        func(msg any)
 	injectSession func(sessionID string, msg any)
-	diffDeadline  time.Duration // session.Options.DiffDeadline; 0: its default
+	diffDeadline  time.Duration                      // session.Options.DiffDeadline; 0: its default
 	procs         func(sessionID string) *proc.Group // the backends' process groups; nil: none
 }
 
