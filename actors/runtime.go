@@ -349,6 +349,23 @@ func (r *Runtime) Start(ctx context.Context, scope string, op messages.Start) (r
 	return await(ctx, messages.OpStart, ch)
 }
 
+// sessionOp is the one path of the ops a session answers (answer, guide,
+// set-posture, interrupt, stop): the runtime must be open and op valid; the
+// session op that mk builds around a fresh reply channel is routed, and its
+// one answer awaited (ctx ending first is a timeout).
+func sessionOp[T any](ctx context.Context, r *Runtime, name, scope, sid string, op interface{ Validate() error }, mk func(chan<- session.Result[T]) session.Op) (T, error) {
+	var zero T
+	if err := r.check(name); err != nil {
+		return zero, err
+	}
+	if err := op.Validate(); err != nil {
+		return zero, err
+	}
+	ch := make(chan session.Result[T], 1)
+	r.route(scope, sid, mk(ch))
+	return await(ctx, name, ch)
+}
+
 func (r *Runtime) route(scope, sid string, op session.Op) {
 	r.engine.Send(r.registry, regOp{scope: scope, sessionID: sid, op: op})
 }
@@ -414,29 +431,17 @@ func (r *Runtime) Answer(ctx context.Context, scope string, op messages.Answer) 
 			r.metrics.answers.WithLabelValues(fmt.Sprint(op.Decision.Allows())).Inc()
 		}
 	}()
-	if err := r.check(messages.OpAnswer); err != nil {
-		return res, err
-	}
-	if err := op.Validate(); err != nil {
-		return res, err
-	}
-	ch := make(chan session.Result[messages.AnswerResult], 1)
-	r.route(scope, op.SessionID, session.OpAnswer{Op: op, Reply: ch})
-	return await(ctx, messages.OpAnswer, ch)
+	return sessionOp(ctx, r, messages.OpAnswer, scope, op.SessionID, &op, func(ch chan<- session.Result[messages.AnswerResult]) session.Op {
+		return session.OpAnswer{Op: op, Reply: ch}
+	})
 }
 
 // Guide sends guidance (steer, queue or interrupt).
 func (r *Runtime) Guide(ctx context.Context, scope string, op messages.Guide) (res messages.OKResult, err error) {
 	defer func() { r.count(messages.OpGuide, err) }()
-	if err := r.check(messages.OpGuide); err != nil {
-		return res, err
-	}
-	if err := op.Validate(); err != nil {
-		return res, err
-	}
-	ch := make(chan session.Result[messages.OKResult], 1)
-	r.route(scope, op.SessionID, session.OpGuide{Op: op, Reply: ch})
-	return await(ctx, messages.OpGuide, ch)
+	return sessionOp(ctx, r, messages.OpGuide, scope, op.SessionID, &op, func(ch chan<- session.Result[messages.OKResult]) session.Op {
+		return session.OpGuide{Op: op, Reply: ch}
+	})
 }
 
 // SetPosture changes the session's posture; above its ceiling is
@@ -451,44 +456,26 @@ func (r *Runtime) SetPosture(ctx context.Context, scope string, op messages.SetP
 			logRejection(r.log, messages.OpSetPosture, err)
 		}
 	}()
-	if err := r.check(messages.OpSetPosture); err != nil {
-		return res, err
-	}
-	if err := op.Validate(); err != nil {
-		return res, err
-	}
-	ch := make(chan session.Result[messages.SetPostureResult], 1)
-	r.route(scope, op.SessionID, session.OpSetPosture{Op: op, Reply: ch})
-	return await(ctx, messages.OpSetPosture, ch)
+	return sessionOp(ctx, r, messages.OpSetPosture, scope, op.SessionID, &op, func(ch chan<- session.Result[messages.SetPostureResult]) session.Op {
+		return session.OpSetPosture{Op: op, Reply: ch}
+	})
 }
 
 // Interrupt aborts the running turn; it ends `interrupted`.
 func (r *Runtime) Interrupt(ctx context.Context, scope string, op messages.Interrupt) (res messages.OKResult, err error) {
 	defer func() { r.count(messages.OpInterrupt, err) }()
-	if err := r.check(messages.OpInterrupt); err != nil {
-		return res, err
-	}
-	if err := op.Validate(); err != nil {
-		return res, err
-	}
-	ch := make(chan session.Result[messages.OKResult], 1)
-	r.route(scope, op.SessionID, session.OpInterrupt{Reply: ch})
-	return await(ctx, messages.OpInterrupt, ch)
+	return sessionOp(ctx, r, messages.OpInterrupt, scope, op.SessionID, &op, func(ch chan<- session.Result[messages.OKResult]) session.Op {
+		return session.OpInterrupt{Reply: ch}
+	})
 }
 
 // Stop releases the session with an optional verdict. It is idempotent:
 // stopping a released session of this scope returns alreadyStopped.
 func (r *Runtime) Stop(ctx context.Context, scope string, op messages.Stop) (res messages.StopResult, err error) {
 	defer func() { r.count(messages.OpStop, err) }()
-	if err := r.check(messages.OpStop); err != nil {
-		return res, err
-	}
-	if err := op.Validate(); err != nil {
-		return res, err
-	}
-	ch := make(chan session.Result[messages.StopResult], 1)
-	r.route(scope, op.SessionID, session.OpRelease{Reason: messages.ReleaseExplicit, Outcome: op.Outcome, Note: op.Note, Reply: ch})
-	return await(ctx, messages.OpStop, ch)
+	return sessionOp(ctx, r, messages.OpStop, scope, op.SessionID, &op, func(ch chan<- session.Result[messages.StopResult]) session.Op {
+		return session.OpRelease{Reason: messages.ReleaseExplicit, Outcome: op.Outcome, Note: op.Note, Reply: ch}
+	})
 }
 
 // Resume revives an ended, failed or orphaned session under its own id
