@@ -120,18 +120,14 @@ type Actor struct {
 	sup  *supervise.Supervisor
 
 	created     bool
-	releasing   bool
-	releasedSeq uint64
 	stopWaiters []chan<- Result[messages.StopResult]
 	reason      messages.ReleaseReason
 	lifetime    *time.Timer
 	deadline    *time.Timer
-	done        bool
 	doneMsg     Done
 	// stoppedByCaller: the release was begun by a stop op (its caller is
 	// the one answered alreadyStopped=false).
 	stoppedByCaller bool
-	stopsAnswered   bool
 	stall           *time.Timer
 	stallGen        int
 	diffTimer       *time.Timer
@@ -150,8 +146,7 @@ type Actor struct {
 	fallback        *persistWriter // used when the persist child is gone for good
 	// parked are op answers waiting for the events their op emitted to be
 	// durable: an op's ok is an acknowledgement too.
-	parked    []parkedReply
-	abandoned bool
+	parked []parkedReply
 	// crashAnswered: a panic was recovered and every held caller answered
 	crashAnswered bool
 	// sentSpec is the last backend spec sent to the host
@@ -203,20 +198,17 @@ func (a *Actor) crashed(f supervise.ChildFailed) {
 	}
 	a.crashAnswered = true
 	cause := f.Reason
-	if !a.created && !a.done && a.o.StartReply != nil {
+	if !a.created && a.core != nil && a.core.Life() == LifeRunning && a.o.StartReply != nil {
 		a.o.StartReply <- Result[messages.StartResult]{Err: FailedError(messages.OpStart, cause)}
 	}
 	for tok, ch := range a.pendingReads {
 		ch <- Result[messages.TurnResult]{Err: FailedError(messages.OpReadTurn, cause)}
 		delete(a.pendingReads, tok)
 	}
-	if !a.stopsAnswered {
-		for _, w := range a.stopWaiters {
-			w <- Result[messages.StopResult]{Err: FailedError(messages.OpStop, cause)}
-		}
-		a.stopWaiters = nil
-		a.stopsAnswered = true
+	for _, w := range a.stopWaiters {
+		w <- Result[messages.StopResult]{Err: FailedError(messages.OpStop, cause)}
 	}
+	a.stopWaiters = nil
 	for _, p := range a.parked {
 		p.send(FailedError("session", cause))
 	}
@@ -350,18 +342,11 @@ func (a *Actor) Receive(c *actor.Context) {
 	case persistRetry:
 		a.retryArmed = false
 	case childrenStopped:
-		a.releasedSeq = a.core.FinishRelease(now)
+		a.core.ChildrenStopped(now)
 	case releaseDeadline:
-		a.abandon(c)
+		a.core.ReleaseDeadline()
 	case persistStopped:
-		// The registry stops this actor when it hears Done: one poisoner
-		// only, since a second pill to a stopping actor is never answered
-		// (hollywood waits on it forever). Done goes before the stop
-		// replies, so whatever a stop caller does next reaches a registry
-		// that already knows the session is released.
-		c.Send(a.o.Registry, a.doneMsg)
-		a.answerStops()
-		return
+		a.core.PersistStopped()
 	}
 	a.flush(c)
 }
@@ -389,14 +374,44 @@ func (a *Actor) releaseParked() {
 	a.parked = kept
 }
 
-// abandon gives up on a shutdown release whose released event the store
-// did not take in time: the record stays live on disk for the boot sweep
-// (orphaned), and nobody is told it was released.
-func (a *Actor) abandon(c *actor.Context) {
-	if a.done {
-		return
+// lifeEffects carries out the core's steps of the session's end.
+func (a *Actor) lifeEffects(c *actor.Context, effs []LifeEffect) {
+	for _, e := range effs {
+		switch e {
+		case StopWorkers:
+			a.sup.StopChildren(c, []string{ChildTransport, ChildDiff}, childrenStopped{})
+		case StopPersist:
+			if a.deadline != nil {
+				a.deadline.Stop()
+			}
+			if a.core.ReleaseAbandoned() {
+				a.abandonParked()
+				a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Reason: a.reason, Outcome: a.core.Outcome(), Abandoned: true}
+			} else {
+				if a.o.Hooks.Released != nil {
+					a.o.Hooks.Released(a.core.Record(), a.reason)
+				}
+				a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Reason: a.reason, Outcome: a.core.Outcome()}
+			}
+			a.sup.StopChildren(c, []string{ChildPersist}, persistStopped{})
+		case StopEverything:
+			a.sup.StopAll(c, persistStopped{})
+		case ReportDone:
+			// The registry stops this actor when it hears Done: one poisoner
+			// only, since a second pill to a stopping actor is never answered
+			// (hollywood waits on it forever). Done goes before the stop
+			// replies, so whatever a stop caller does next reaches a registry
+			// that already knows the session is released.
+			c.Send(a.o.Registry, a.doneMsg)
+			a.answerStops()
+		}
 	}
-	a.abandoned, a.done = true, true
+}
+
+// abandonParked answers the ops parked on events that will never be
+// durable: a shutdown release was abandoned, the record is left live on disk
+// for the boot sweep (orphaned), and nobody is told it was released.
+func (a *Actor) abandonParked() {
 	a.log().Warn("session: the store did not take the released event before the shutdown deadline; the record is left for the boot sweep",
 		"session", a.o.Spec.SessionID, "held", len(a.core.Unpersisted(0)))
 	err := messages.Errorf(messages.CodeUnavailable, messages.OpStop,
@@ -405,8 +420,6 @@ func (a *Actor) abandon(c *actor.Context) {
 		p.send(err)
 	}
 	a.parked = nil
-	a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Reason: a.reason, Outcome: a.core.Outcome(), Abandoned: true}
-	a.sup.StopChildren(c, []string{ChildPersist}, persistStopped{})
 }
 
 func (a *Actor) start(c *actor.Context, now time.Time) {
@@ -449,21 +462,21 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 			a.persistInflight = false
 			a.pump(c)
 		}
-		if ev.Child == ChildDiff && diffLostBy(ev) && !a.releasing {
+		if ev.Child == ChildDiff && diffLostBy(ev) && !a.core.Life().Releasing() {
 			// whatever diff capture was working on died with it (a late
 			// answer of the old instance goes to a PID nobody reads)
 			a.core.DiffLost(a.now(), a.core.Turn(), fmt.Sprintf("diff capture %s (%s)", ev.Kind, firstNonEmpty(ev.Cause, ev.Reason)))
 			a.flush(c)
 		}
 		if ev.Kind == supervise.EventAbandoned {
-			a.core.Abandoned(a.now(), ev.Child, fmt.Sprintf("%s did not stop within its shutdown timeout: abandoned", ev.Child))
+			a.core.ChildAbandoned(a.now(), ev.Child, fmt.Sprintf("%s did not stop within its shutdown timeout: abandoned", ev.Child))
 			a.flush(c)
 		}
 		if ev.Child == ChildTransport && ev.Kind == supervise.EventRestarted {
 			// the new host gets the spec before the commands held for it
 			a.sendHostSpec(c, true)
 		}
-		if ev.Kind != supervise.EventFailed || a.releasing {
+		if ev.Kind != supervise.EventFailed || a.core.Life().Releasing() {
 			return
 		}
 		t := a.now()
@@ -506,7 +519,7 @@ func (a *Actor) hostSpec() transports.SessionSpec {
 // sendHostSpec sends the host the current spec when it changed since the
 // last one sent (always, when force: a new host has none).
 func (a *Actor) sendHostSpec(c *actor.Context, force bool) {
-	if a.sup == nil || a.releasing {
+	if a.sup == nil || a.core.Life().Releasing() {
 		return
 	}
 	spec := a.hostSpec()
@@ -535,7 +548,7 @@ func diffLostBy(ev supervise.Event) bool {
 // session's log (while it is still being written) and the supervision hook,
 // which the runtime counts.
 func (a *Actor) abandonedChild(now time.Time, child, text string) {
-	a.core.Abandoned(now, child, text)
+	a.core.ChildAbandoned(now, child, text)
 	if a.o.Hooks.Supervision != nil {
 		a.o.Hooks.Supervision(supervise.Event{Kind: supervise.EventAbandoned, Child: child, Reason: text})
 	}
@@ -582,7 +595,7 @@ func (a *Actor) send(c *actor.Context, child string, msg any) {
 // pump sends the next persist request when none is in flight: every held
 // event (up to a chunk) and the latest record.
 func (a *Actor) pump(c *actor.Context) {
-	if a.persistInflight || a.retryArmed || !a.created || a.abandoned {
+	if a.persistInflight || a.retryArmed || !a.created || a.core.Life() >= LifeStoppingPersist {
 		return
 	}
 	evs := a.core.Unpersisted(persistChunk)
@@ -625,8 +638,7 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 		if m.createErr != nil {
 			a.o.StartReply <- Result[messages.StartResult]{Err: messages.AsError(messages.OpStart, m.createErr)}
 			a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Err: m.createErr}
-			a.done = true
-			a.sup.StopAll(c, persistStopped{})
+			a.core.CreateFailed()
 			return
 		}
 		a.created = true
@@ -650,11 +662,8 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 	} else {
 		a.retryIn = 0
 	}
-	if a.core.StoreGaveUp() && !a.releasing {
+	if a.core.StoreGaveUp() && !a.core.Life().Releasing() {
 		a.beginRelease(c, messages.ReleaseStore, "", "", "the store kept failing: "+messages.AsError("persist", m.err).Message, nil)
-	}
-	if a.releasedSeq > 0 && a.core.DurableSeq() >= a.releasedSeq && !a.done {
-		a.finish(c)
 	}
 }
 
@@ -695,6 +704,7 @@ func (a *Actor) flush(c *actor.Context) {
 	a.releaseParked()
 	a.pump(c)
 	a.gate.set(len(a.core.Unpersisted(0)))
+	a.lifeEffects(c, out.Life)
 	// last: callers are answered and the next write is on its way even if
 	// an observer fails
 	if a.o.Hooks.Event != nil {
@@ -708,19 +718,18 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 	if reply != nil {
 		a.stopWaiters = append(a.stopWaiters, reply)
 	}
-	if a.stopsAnswered {
+	if a.core.Life() == LifeDone {
 		a.answerStops() // released already: stop is idempotent
 		return
 	}
-	if reason == messages.ReleaseShutdown && a.deadline == nil && !a.done {
+	if reason == messages.ReleaseShutdown && a.deadline == nil && a.core.Life() < LifeStoppingPersist {
 		// only a shutdown may abandon a release, and then never call it released
 		engine, self := c.Engine(), c.PID()
 		a.deadline = time.AfterFunc(2*a.o.ShutdownTimeout, func() { engine.Send(self, releaseDeadline{}) })
 	}
-	if a.releasing {
+	if a.core.Life().Releasing() {
 		return
 	}
-	a.releasing = true
 	a.gate.close()
 	a.stoppedByCaller = reply != nil
 	a.reason = reason
@@ -728,8 +737,7 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 		a.lifetime.Stop()
 	}
 	a.core.BeginRelease(a.now(), reason, outcome, note, why)
-	a.flush(c)
-	a.sup.StopChildren(c, []string{ChildTransport, ChildDiff}, childrenStopped{})
+	a.flush(c) // StopWorkers
 }
 
 // answerStops answers every stop caller: the first alreadyStopped=false
@@ -737,7 +745,7 @@ func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, ou
 func (a *Actor) answerStops() {
 	outcome := a.core.Outcome()
 	for i, w := range a.stopWaiters {
-		if a.abandoned {
+		if a.core.ReleaseAbandoned() {
 			w <- Result[messages.StopResult]{Err: messages.Errorf(messages.CodeUnavailable, messages.OpStop,
 				"the runtime shut down before the session's release was durable; its record will be marked orphaned")}
 			continue
@@ -746,23 +754,4 @@ func (a *Actor) answerStops() {
 		w <- Result[messages.StopResult]{Val: messages.StopResult{OK: true, AlreadyStopped: !first, Outcome: outcome}}
 	}
 	a.stopWaiters = nil
-	a.stopsAnswered = true
-}
-
-// finish stops persist; then (persistStopped) the registry is told and the
-// stop callers answered, and the registry stops the session actor itself.
-func (a *Actor) finish(c *actor.Context) {
-	if a.done {
-		return
-	}
-	a.done = true
-	if a.deadline != nil {
-		a.deadline.Stop()
-	}
-	outcome := a.core.Outcome()
-	if a.o.Hooks.Released != nil {
-		a.o.Hooks.Released(a.core.Record(), a.reason)
-	}
-	a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Reason: a.reason, Outcome: outcome}
-	a.sup.StopChildren(c, []string{ChildPersist}, persistStopped{})
 }

@@ -112,11 +112,13 @@ type Output struct {
 	Diff      []any
 	Replies   []Reply
 	Durable   []messages.PersistedEvent
+	// Life are the steps of the session's end to carry out, in order.
+	Life []LifeEffect
 }
 
 func (o *Output) Empty() bool {
 	return len(o.Events) == 0 && o.Meta == nil && len(o.Transport) == 0 && len(o.Diff) == 0 && len(o.Replies) == 0 &&
-		len(o.Durable) == 0
+		len(o.Durable) == 0 && len(o.Life) == 0
 }
 
 // DefaultStoreGiveUp is how many failed store writes in a row make a
@@ -197,6 +199,11 @@ type Core struct {
 	adopted       bool            // continues an earlier record (resume)
 	tally         *learning.Tally // the evidence an inferred verdict needs
 
+	// the release protocol (lifecycle.go)
+	life             Lifecycle
+	releasedSeq      uint64
+	abandonedRelease bool
+
 	out Output
 }
 
@@ -213,7 +220,7 @@ type turnEnd struct {
 // New builds the core for a fresh session and its initial record. lastSeq is
 // the highest seq already in the store for this id (0 for a new session).
 func New(spec Spec, now time.Time, lastSeq uint64) *Core {
-	c := &Core{spec: spec, phase: PhaseStarting, seq: lastSeq, durableSeq: lastSeq, giveUp: DefaultStoreGiveUp,
+	c := &Core{spec: spec, phase: PhaseStarting, life: LifeRunning, seq: lastSeq, durableSeq: lastSeq, giveUp: DefaultStoreGiveUp,
 		tally: learning.NewTally(spec.Descriptor.EditToolNames, spec.Posture)}
 	c.rec = messages.SessionRecord{
 		SessionID:    spec.SessionID,
@@ -683,6 +690,7 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 		c.persistWarns, c.storeFails, c.storeErr = 0, 0, nil
 	}
 	c.deliver()
+	c.releasedDurable()
 }
 
 // ReadTurn registers a reader. It returns an error at once when the read
@@ -890,10 +898,10 @@ func (c *Core) Supervised(now time.Time, child, text string) {
 	}
 }
 
-// Abandoned records that child did not stop in time and was abandoned: a
+// ChildAbandoned records that child did not stop in time and was abandoned: a
 // supervision event, written during a release too (it precedes `released`);
 // once released, there is nothing left to write it to.
-func (c *Core) Abandoned(now time.Time, child, text string) {
+func (c *Core) ChildAbandoned(now time.Time, child, text string) {
 	if c.phase != PhaseReleased {
 		c.emit(now, c.turn, messages.Event{Type: messages.EvSupervision, Child: child, Text: text})
 	}
@@ -928,6 +936,9 @@ func (c *Core) BeginRelease(now time.Time, reason messages.ReleaseReason, outcom
 	}
 	c.dropPending()
 	c.phase = PhaseReleasing
+	if c.life == LifeRunning {
+		c.lifeTo(LifeStoppingChildren, StopWorkers)
+	}
 	return outcome
 }
 

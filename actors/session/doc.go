@@ -3,13 +3,20 @@
 // pending clarification, queued guidance, the round-history diet, which
 // result a reader gets and when, what to persist — and the thin hollywood
 // actor shell that carries out its effects with three supervised children:
-// the transport host (drives the backend), diff capture and persist.
+// the transport host (drives the backend), diff capture and persist. The
+// session's end (Lifecycle: running, stopping children, persisting
+// released, stopping persist, done) is decided in the core too; the shell
+// carries out its LifeEffects. The host gets its backend spec as immutable
+// snapshots by message, runs backend calls off its Receive, and abandons
+// (and kills) a backend that will not close; every diff-capture stage has a
+// deadline. A panic in the session answers every caller it holds (Spawn).
 //
 // Concurrency: Core is single-threaded and does no I/O; the actor owns it.
 // Blocking work (backend I/O, git, the store) runs in the children or in
 // goroutines that send messages back, never in the session's Receive.
 //
 // Testing: core_test.go drives Core with table tests and scripted scenarios
-// (testdata/*.txt, regenerated with -rewrite); actor tests run under
-// testing/synctest.
+// (testdata/*.txt, regenerated with -rewrite), lifecycle_test.go the
+// lifecycle table; actor tests run under testing/synctest. Options.Inject
+// lets tests inject faults into the actor.
 package session
