@@ -114,7 +114,7 @@ type registry struct {
 	// inject, when set, sees every message first (tests inject panics);
 	// injectSession is each session's Options.Inject
 	inject        func(msg any)
-	injectSession func(sessionID string, msg any)
+	injectSession func(sessionID, actor string, msg any)
 	diffDeadline  time.Duration                      // session.Options.DiffDeadline; 0: its default
 	procs         func(sessionID string) *proc.Group // the backends' process groups; nil: none
 }
@@ -267,7 +267,7 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		opts.Procs = func() *proc.Group { return procs(sid) }
 	}
 	if inj, sid := r.injectSession, spec.SessionID; inj != nil {
-		opts.Inject = func(msg any) { inj(sid, msg) }
+		opts.Inject = func(who string, msg any) { inj(sid, who, msg) }
 	}
 	pid := session.Spawn(c, opts)
 	r.live[spec.SessionID] = liveEntry{pid: pid, scope: spec.OwnerScope}

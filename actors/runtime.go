@@ -56,7 +56,7 @@ type options struct {
 
 	// tests: see every registry (session) message first, and may panic
 	injectRegistry func(msg any)
-	injectSession  func(sessionID string, msg any)
+	injectSession  func(sessionID, actor string, msg any)
 	diffDeadline   time.Duration // tests: session.Options.DiffDeadline
 }
 

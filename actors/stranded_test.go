@@ -23,6 +23,18 @@ func withRegistryFault(f func(msg any)) Option {
 }
 
 func withSessionFault(f func(sessionID string, msg any)) Option {
+	return func(o *options) {
+		o.injectSession = func(sid, actor string, msg any) {
+			if actor == "session" {
+				f(sid, msg)
+			}
+		}
+	}
+}
+
+// withActorFault sees the messages of every session actor and its
+// children (actor is "session" or the child's name).
+func withActorFault(f func(sessionID, actor string, msg any)) Option {
 	return func(o *options) { o.injectSession = f }
 }
 

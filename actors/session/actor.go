@@ -88,9 +88,10 @@ type Options struct {
 	// diff): past it the turn goes on without (a warning and the tool-event
 	// fallback diff). 0: DefaultDiffDeadline(ShutdownTimeout).
 	DiffDeadline time.Duration
-	// Inject, when set, sees every message of the session actor first, on
-	// its goroutine (fault injection in tests: it may panic).
-	Inject func(msg any)
+	// Inject, when set, sees every message of the session actor (actor
+	// "session") and of its children (actor: the child's name) first, on
+	// that actor's goroutine (fault injection in tests: it may panic).
+	Inject func(actor string, msg any)
 }
 
 type (
@@ -149,6 +150,8 @@ type Actor struct {
 	parked []parkedReply
 	// crashAnswered: a panic was recovered and every held caller answered
 	crashAnswered bool
+	// current is the message being handled: if it panics, crashed answers it
+	current any
 	// sentSpec is the last backend spec sent to the host
 	sentSpec *transports.SessionSpec
 	initReq  persistReq // the create or adopt request, sent again if persist dies with it
@@ -198,6 +201,13 @@ func (a *Actor) crashed(f supervise.ChildFailed) {
 	}
 	a.crashAnswered = true
 	cause := f.Reason
+	defer func() {
+		if op, ok := a.current.(Op); ok {
+			// last, the op the session panicked on: answered already when
+			// it was held above (or before the panic), so never block
+			failNoWait(op, FailedError("session", cause))
+		}
+	}()
 	if !a.created && a.core != nil && a.core.Life() == LifeRunning && a.o.StartReply != nil {
 		a.o.StartReply <- Result[messages.StartResult]{Err: FailedError(messages.OpStart, cause)}
 	}
@@ -231,8 +241,9 @@ func (a *Actor) now() time.Time {
 
 // Receive is the shell: no blocking work happens here.
 func (a *Actor) Receive(c *actor.Context) {
+	a.current = c.Message()
 	if a.o.Inject != nil {
-		a.o.Inject(c.Message())
+		a.o.Inject("session", c.Message())
 	}
 	if a.sup != nil {
 		if handled, esc := a.sup.Handle(c, c.Message()); handled {
@@ -445,6 +456,11 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 		{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: 2*timeout + closeGrace,
 			Producer: newHost(a.o.Transport, self, timeout, a.gate, a.o.Procs, a.log())},
 	}
+	if inj := a.o.Inject; inj != nil {
+		for i := range specs {
+			specs[i].Producer = injecting(specs[i].Name, specs[i].Producer, inj)
+		}
+	}
 	a.sup = supervise.New(specs, a.o.Policy)
 	a.sup.OnEvent = func(ev supervise.Event) {
 		if a.o.Hooks.Supervision != nil {
@@ -505,6 +521,25 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 		engine := c.Engine()
 		a.lifetime = time.AfterFunc(a.o.Lifetime, func() { engine.Send(self, lifetimeDue{}) })
 	}
+}
+
+// injecting wraps a child's producer so that inject sees its messages first.
+func injecting(name string, p actor.Producer, inject func(string, any)) actor.Producer {
+	return func() actor.Receiver {
+		r := p()
+		return injected{Receiver: r, name: name, inject: inject}
+	}
+}
+
+type injected struct {
+	actor.Receiver
+	name   string
+	inject func(string, any)
+}
+
+func (i injected) Receive(c *actor.Context) {
+	i.inject(i.name, c.Message())
+	i.Receiver.Receive(c)
 }
 
 // hostSpec is the backend spec as of now, built on the session's goroutine:

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -58,8 +58,40 @@ type backendExited struct{ reason string }
 func (b backendExited) String() string { return "backend exited: " + b.reason }
 
 type hostOpened struct {
-	sess transports.Session
-	err  error
+	owner *owned // the instance that opened it: a bounced one is not ours
+	sess  transports.Session
+	err   error
+}
+
+// owned is the backend session one host instance opened, shared with its
+// Open goroutine: whatever happens to the hostOpened message (lost to a
+// panic, bounced to the next generation), the instance's stop closes what it
+// opened, and an Open that finishes after the stop closes it itself.
+type owned struct {
+	mu     sync.Mutex
+	sess   transports.Session
+	closed bool
+}
+
+// take records s as opened; false when the host has stopped already.
+func (o *owned) take(s transports.Session) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return false
+	}
+	o.sess = s
+	return true
+}
+
+// stop marks the host stopped and returns what it opened.
+func (o *owned) stop() transports.Session {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	s := o.sess
+	o.sess = nil
+	return s
 }
 
 type hostBackendDied struct{ reason string }
@@ -111,13 +143,13 @@ type host struct {
 	last       chan struct{}      // closed when the last command given to the backend is done
 	group      *proc.Group        // the current Open's
 	queue      []any
-	closed     *atomic.Bool
+	owned      *owned // the backend session this instance opened
 	log        *slog.Logger
 }
 
 func newHost(t transports.Transport, parent *actor.PID, timeout time.Duration, gate *pressure, procs func() *proc.Group, log *slog.Logger) actor.Producer {
 	return func() actor.Receiver {
-		return &host{transport: t, parent: parent, timeout: timeout, gate: gate, procs: procs, closed: new(atomic.Bool), log: log}
+		return &host{transport: t, parent: parent, timeout: timeout, gate: gate, procs: procs, owned: &owned{}, log: log}
 	}
 }
 
@@ -130,6 +162,9 @@ func (h *host) Receive(c *actor.Context) {
 			h.open(c)
 		}
 	case hostOpened:
+		if m.owner != h.owned {
+			return // an earlier instance's, bounced here: that instance's stop closed it
+		}
 		h.opening = false
 		if m.err != nil {
 			h.failQueued(c, m.err)
@@ -148,14 +183,13 @@ func (h *host) Receive(c *actor.Context) {
 		// backend, resuming its session where the backend can.
 		panic(backendExited{reason: m.reason})
 	case actor.Stopped:
-		h.closed.Store(true)
 		if h.cancelOpen != nil {
 			h.cancelOpen() // an Open still running is abandoned: it closes what it opened
 		}
-		if h.sess != nil {
-			h.close(c)
-			h.sess = nil
+		if s := h.owned.stop(); s != nil {
+			h.close(c, s)
 		}
+		h.sess = nil
 	case TStartTurn, TAnswer, TInterrupt, TSteer, TSetModel, TSetPosture:
 		if h.sess == nil {
 			h.queue = append(h.queue, m)
@@ -170,7 +204,7 @@ func (h *host) Receive(c *actor.Context) {
 
 func (h *host) open(c *actor.Context) {
 	h.opening = true
-	engine, self, parent, closed, gate := c.Engine(), c.PID(), h.parent, h.closed, h.gate
+	engine, self, parent, own, gate := c.Engine(), c.PID(), h.parent, h.owned, h.gate
 	spec := *h.spec
 	if h.procs != nil {
 		// the host keeps the group: it kills it if the backend will not close
@@ -196,14 +230,14 @@ func (h *host) open(c *actor.Context) {
 	go func() {
 		defer cancel()
 		s, err := t.Open(ctx, spec, sink)
-		if err == nil && closed.Load() {
+		if err == nil && !own.take(s) {
 			// the host stopped while we were opening: nobody will close it
 			cctx, ccancel := context.WithTimeout(context.Background(), timeout)
 			_ = s.Close(cctx)
 			ccancel()
 			return
 		}
-		engine.Send(self, hostOpened{sess: s, err: err})
+		engine.Send(self, hostOpened{owner: own, sess: s, err: err})
 	}()
 }
 
@@ -223,8 +257,8 @@ const closeGrace = time.Second
 // stop (nor, through hollywood's unbounded child stop, the session's and the
 // registry's). One that has not closed by then is abandoned: its process
 // groups are killed and the session is told (an event and a metric).
-func (h *host) close(c *actor.Context) {
-	sess, timeout, log := h.sess, h.timeout, h.log
+func (h *host) close(c *actor.Context, sess transports.Session) {
+	timeout, log := h.timeout, h.log
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -95,3 +95,34 @@ type (
 		Abandoned bool
 	}
 )
+
+// failNoWait answers op with err unless it holds an answer already (every
+// reply channel has room for exactly one): for an op whose handling was cut
+// short by a panic, answered or not.
+func failNoWait(op Op, err error) {
+	switch o := op.(type) {
+	case OpReadTurn:
+		trySend(o.Reply, Result[messages.TurnResult]{Err: err})
+	case OpCancelRead:
+		trySend(o.Reply, Result[bool]{Err: err})
+	case OpAnswer:
+		trySend(o.Reply, Result[messages.AnswerResult]{Err: err})
+	case OpGuide:
+		trySend(o.Reply, Result[messages.OKResult]{Err: err})
+	case OpSetPosture:
+		trySend(o.Reply, Result[messages.SetPostureResult]{Err: err})
+	case OpInterrupt:
+		trySend(o.Reply, Result[messages.OKResult]{Err: err})
+	case OpRelease:
+		if o.Reply != nil {
+			trySend(o.Reply, Result[messages.StopResult]{Err: err})
+		}
+	}
+}
+
+func trySend[T any](ch chan<- Result[T], r Result[T]) {
+	select {
+	case ch <- r:
+	default:
+	}
+}
