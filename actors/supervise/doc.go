@@ -22,7 +22,8 @@
 //     reports them (ChildFailed to the parent, or RecoverOptions.OnFailure
 //     for a top-level actor), and then bounces the failed instance's later
 //     messages (Undelivered) so that only the panicking message is lost.
-//     Spawn spawns a top-level actor with it; every spawn also gets
+//     Spawn spawns a top-level actor with it, SpawnChild a child that no
+//     Supervisor manages (the registry's sessions); every spawn also gets
 //     actor.WithMaxRestarts(-1) as a backstop and a small inbox
 //     (DefaultInboxSize; never 0, which makes hollywood's senders panic).
 //   - Supervisor: the children of one parent, declared as ChildSpecs
