@@ -246,3 +246,20 @@ func TestReadResultOfAGoneCallerGoesBackToTheQueue(t *testing.T) {
 	assert.Equal(t, messages.KindTurnComplete, r.Kind)
 	assert.Contains(t, r.Text, "only result")
 }
+
+// A session that panics as it starts (before its core exists) still
+// answers its start, failed.
+func TestSessionPanicInStartedAnswersTheStart(t *testing.T) {
+	cfg := testConfig(t)
+	var armed atomic.Bool
+	armed.Store(true)
+	rt := newRuntime(t, cfg, slowTurns(), withSessionFault(func(_ string, msg any) {
+		if fmt.Sprintf("%T", msg) == "actor.Started" && armed.CompareAndSwap(true, false) {
+			panic("injected fault in Started")
+		}
+	}))
+	ctx := ctxT(t)
+	_, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
+	assert.Contains(t, err.Error(), "injected fault in Started")
+}

@@ -208,7 +208,7 @@ func (a *Actor) crashed(f supervise.ChildFailed) {
 			failNoWait(op, FailedError("session", cause))
 		}
 	}()
-	if !a.created && a.core != nil && a.core.Life() == LifeRunning && a.o.StartReply != nil {
+	if !a.created && (a.core == nil || a.core.Life() == LifeRunning) && a.o.StartReply != nil {
 		a.o.StartReply <- Result[messages.StartResult]{Err: FailedError(messages.OpStart, cause)}
 	}
 	for tok, ch := range a.pendingReads {
