@@ -107,8 +107,9 @@ type (
 )
 
 // DefaultDiffDeadline is the diff-capture deadline per stage for a session
-// whose children get shutdown: past diff capture's own timeout (4*shutdown),
-// with room to spare.
+// whose children's shutdown timeout is shutdown: past diff capture's own
+// timeout (4*shutdown), with a minute to spare, so it fires only when diff
+// capture can no longer answer at all.
 func DefaultDiffDeadline(shutdown time.Duration) time.Duration {
 	return 4*shutdown + time.Minute
 }
