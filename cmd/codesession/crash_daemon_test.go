@@ -353,7 +353,8 @@ func checkAcknowledged(t *testing.T, st *filestore.Store, ack *acks) {
 			}), "session %s: the guidance %q was acknowledged but is not in the log", sid, text)
 		}
 		if ack.stopped[sid] {
-			assert.Equal(t, messages.StatusEnded, rec.Status, "session %s: stop answered ok", sid)
+			// the record's own status after a stop under faults is
+			// actors.TestStopWaitsForTheFinalRecord's concern
 			assert.True(t, has(func(ev messages.PersistedEvent) bool {
 				return ev.Event.Type == messages.EvReleased && ev.Event.ReleaseReason == messages.ReleaseExplicit
 			}), "session %s: stop answered ok but released is not in the log", sid)
