@@ -87,17 +87,23 @@ func TestResumeOfAGarbageRecordIsCorrupt(t *testing.T) {
 }
 
 // TestSecondCloseWaitsForTheFirst: a Close that comes while the first is
-// still shutting a slow session down returns only once the store is closed.
+// still shutting a slow session down returns only once the store is closed;
+// the lease is held while sessions run and the store closes, and given up
+// last.
 func TestSecondCloseWaitsForTheFirst(t *testing.T) {
 	faulty := store.NewFaulty(store.NewMemory())
 	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
-	rt := newRuntime(t, testConfig(t), sc, WithStore(faulty))
+	cfg := testConfig(t)
+	rt := newRuntime(t, cfg, sc, WithStore(faulty))
 	ctx := ctxT(t)
 	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
 	require.NoError(t, err)
 	readKind(t, rt, "s", st.SessionID)
-	var storeClosed atomic.Bool
+	var storeClosed, leaseLost atomic.Bool
 	faulty.SetFailure(func(op, _ string) error {
+		if !leaseHeld(cfg.Home, rt.id) {
+			leaseLost.Store(true)
+		}
 		switch op {
 		case store.OpAppend, store.OpPutMeta:
 			time.Sleep(300 * time.Millisecond) // the release takes a while
@@ -112,6 +118,8 @@ func TestSecondCloseWaitsForTheFirst(t *testing.T) {
 	require.NoError(t, rt.Close(context.Background()))
 	assert.True(t, storeClosed.Load(), "the second Close returned before the shutdown closed the store")
 	require.NoError(t, <-first)
+	assert.False(t, leaseLost.Load(), "the lease was given up while the session or the store still worked")
+	assert.False(t, leaseHeld(cfg.Home, rt.id), "the lease is given up once the store is closed")
 }
 
 // TestStopWaitsForTheFinalRecord: the store refuses every Append (a panic
