@@ -486,3 +486,51 @@ func readFeed(res *http.Response, ack *acks) {
 		}
 	}
 }
+
+// TestCorruptStoreThroughTheDaemon: a meta.json that does not parse and an
+// event log with a corrupt middle line are said as corrupt by GET and by
+// resume alike (a garbage record used to be a 500 on GET and not_found on
+// resume), and the daemon never appends to the corrupt log.
+func TestCorruptStoreThroughTheDaemon(t *testing.T) {
+	home := t.TempDir()
+	scenario := writeScenario(t, `{"fallback": {"steps": [{"text": "a"}, {"text": "b"}, {"text": "c"}]}}`)
+	ctx := context.Background()
+	stopped := func(addr string) (string, *daemonClient) {
+		cl, err := (&clientFlags{addr: addr, home: home}).client("corrupt", func(string) string { return "" })
+		require.NoError(t, err)
+		var st messages.StartResult
+		require.NoError(t, cl.do(ctx, http.MethodPost, "/api/code-sessions", map[string]any{"backend": "script", "brief": "go", "cwd": t.TempDir()}, &st))
+		var r messages.TurnResult
+		require.NoError(t, cl.do(ctx, http.MethodPost, "/api/code-sessions/"+st.SessionID+"/read-turn", map[string]any{}, &r))
+		require.NoError(t, cl.do(ctx, http.MethodPost, "/api/code-sessions/"+st.SessionID+"/stop", map[string]any{}, nil))
+		return st.SessionID, cl
+	}
+	addr, _, stop := inProcessDaemon(t, home, scenario)
+	badRecord, _ := stopped(addr)
+	badLog, _ := stopped(addr)
+	require.Equal(t, exitOK, stop())
+
+	require.NoError(t, os.WriteFile(filestore.MetaPath(home, badRecord), []byte(`{"sessionId": "cs_`), 0o600))
+	logPath := filestore.EventsPath(home, badLog)
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(data), "\n")
+	require.Greater(t, len(lines), 4)
+	lines[2] = "{not json\n"
+	corrupted := strings.Join(lines, "")
+	require.NoError(t, os.WriteFile(logPath, []byte(corrupted), 0o600))
+
+	addr, _, stop = inProcessDaemon(t, home, scenario)
+	cl, err := (&clientFlags{addr: addr, home: home}).client("corrupt", func(string) string { return "" })
+	require.NoError(t, err)
+	for _, sid := range []string{badRecord, badLog} {
+		err := cl.do(ctx, http.MethodGet, "/api/code-sessions/"+sid, nil, &json.RawMessage{})
+		assert.Equal(t, messages.CodeCorrupt, messages.ErrorCode(err), "GET %s: %v", sid, err)
+		err = cl.do(ctx, http.MethodPost, "/api/code-sessions/"+sid+"/resume", map[string]any{}, nil)
+		assert.Equal(t, messages.CodeCorrupt, messages.ErrorCode(err), "resume %s: %v", sid, err)
+	}
+	require.Equal(t, exitOK, stop())
+	after, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Equal(t, corrupted, string(after), "the corrupt log was neither appended to nor cut")
+}
