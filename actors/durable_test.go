@@ -178,3 +178,39 @@ func TestStopWaitsForTheFinalRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestFullDiskOpsSayUnavailableWithTheCause: while the disk stays full (and
+// the session has not given up), ops answer a typed, retryable unavailable
+// error that names the cause; once there is room, the same op succeeds and
+// nothing held was lost.
+func TestFullDiskOpsSayUnavailableWithTheCause(t *testing.T) {
+	faulty := store.NewFaulty(store.NewMemory())
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
+	rt := newRuntime(t, testConfig(t), sc, WithStore(faulty), WithPersistLimits(0, 1<<30))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	readKind(t, rt, "s", st.SessionID)
+	faulty.NoSpace(1 << 30)
+	guided := make(chan error, 1)
+	go func() {
+		_, err := rt.Guide(context.Background(), "s", messages.Guide{SessionID: st.SessionID, Text: "more"})
+		guided <- err
+	}()
+	var rerr error
+	require.Eventually(t, func() bool {
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, rerr = rt.ReadTurn(short, "s", messages.ReadTurn{SessionID: st.SessionID})
+		return messages.IsCode(rerr, messages.CodeUnavailable)
+	}, time.Minute, 20*time.Millisecond, "read-turn never said unavailable: %v", rerr)
+	var e *messages.Error
+	require.ErrorAs(t, rerr, &e)
+	assert.True(t, e.Retryable)
+	assert.Contains(t, e.Message, "no space left on device", "the cause is named")
+	faulty.NoSpace(0)
+	require.NoError(t, <-guided, "the guide's events are durable once there is room")
+	r, err := rt.ReadTurn(ctx, "s", messages.ReadTurn{SessionID: st.SessionID})
+	require.NoError(t, err)
+	assert.Equal(t, messages.KindTurnComplete, r.Kind)
+}
