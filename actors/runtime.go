@@ -84,8 +84,9 @@ func WithDiffCapture(f diffcapture.Factory) Option { return func(o *options) { o
 // WithClock sets the clock that stamps events and records.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// WithEventListener sees every event of every session as it is emitted, on
-// the session's goroutine: it must not block (the live-event seam).
+// WithEventListener sees every event of every session once it is durable
+// (an event it is handed survives a crash), on the session's goroutine: it
+// must not block (the live-event seam).
 func WithEventListener(f func(sessionID string, ev messages.PersistedEvent)) Option {
 	return func(o *options) { o.onEvent = f }
 }

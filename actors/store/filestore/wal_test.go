@@ -1,6 +1,7 @@
 package filestore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -229,4 +230,35 @@ func TestReadEventsIndex(t *testing.T) {
 			require.Equal(t, want[after:end], storetest.NormalizeEvents(got), "after %d limit %d", after, limit)
 		}
 	}
+}
+
+// TestReadEventsStartsAtTheIndex: a read of the tail starts at the index
+// entry before it, never at line 1. The file's first lines are damaged
+// behind the store's back (two lines merged into one, which shifts every
+// line number after them): a read that decoded from line 1 would find the
+// wrong seq on every later line; one that starts at the index reads the
+// tail as it is.
+func TestReadEventsStartsAtTheIndex(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := open(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	all := storetest.NewEvents(1, 300)
+	require.NoError(t, st.Append(ctx, rec.SessionID, all))
+	_, err := st.ReadEvents(ctx, rec.SessionID, 0, 1) // the log is scanned and indexed
+	require.NoError(t, err)
+
+	path := logPath(home, rec.SessionID)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	first := bytes.IndexByte(data, '\n')
+	data[first] = ' ' // lines 1 and 2 become one line; the size is unchanged
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+
+	got, err := st.ReadEvents(ctx, rec.SessionID, 200, 0)
+	require.NoError(t, err, "a read past the first index entry never touches line 1")
+	require.Equal(t, storetest.NormalizeEvents(all[200:]), storetest.NormalizeEvents(got))
+	_, err = st.ReadEvents(ctx, rec.SessionID, 0, 0)
+	storetest.RequireCode(t, err, messages.CodeCorrupt, "the damage is there for a read from line 1")
 }
