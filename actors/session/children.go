@@ -462,6 +462,7 @@ type persistWriter struct {
 // panic inside the store is an error like any other.
 func (w *persistWriter) write(req persistReq) (ack persistAck) {
 	ack.metaSent = req.meta
+	ack.metaFailed = req.meta != nil // until PutMeta took it
 	defer func() {
 		if p := recover(); p != nil {
 			w.synced = false
@@ -526,7 +527,9 @@ func (w *persistWriter) write(req persistReq) (ack persistAck) {
 	}
 	if req.meta != nil {
 		if err := w.store.PutMeta(ctx, *req.meta); err != nil {
-			ack.err, ack.metaFailed = err, true
+			ack.err = err
+		} else {
+			ack.metaFailed = false
 		}
 	}
 	return ack
