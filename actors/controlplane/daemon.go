@@ -97,6 +97,14 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 	}
 	bridge.Attach(rt.Store())
 	so := o.Server
+	if err := scopesFromConfig(&so, o.Config); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = rt.Close(ctx)
+		_ = bridge.Close(ctx)
+		st.Close()
+		return nil, err
+	}
 	so.Runtime, so.Bridge, so.Gatherer, so.Metrics, so.Token, so.Logger = rt, bridge, reg, reg, o.Token, log
 	var mcpH interface{ Close() }
 	if !o.MCP.Disable && so.MCP == nil {

@@ -21,7 +21,12 @@ const routeHealthz = "GET /healthz"
 //	POST /api/code-sessions/{id}/stop               {outcome?, note?}
 //	POST /api/code-sessions/{id}/resume             {brief?}
 //	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
+//	GET  /api/scope                                 the token's scope and its constraints
+//	PUT  /api/scope                                 {maxPosture?, maxRounds?, allowedTools?, backends?} (admin tokens)
 //	POST|GET|DELETE /mcp                            the code_session tool over MCP streamable HTTP (when Options.MCP)
+//
+// Every request runs under the owner scope of its token (scopes.go): it
+// sees, and its ops reach, only that scope's sessions.
 //
 // The web console (package web) checks its own session cookie: GET / is
 // the page (or the login form), GET /ui/{file} its assets, POST /ui/login
@@ -42,6 +47,8 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "POST /api/code-sessions/{id}/stop", false, s.stop)
 	s.handle(mux, "POST /api/code-sessions/{id}/resume", false, s.resume)
 	s.handle(mux, "GET /api/events", false, s.events)
+	s.handle(mux, "GET /api/scope", false, s.getScope)
+	s.handle(mux, "PUT /api/scope", false, s.setScope)
 	s.handle(mux, "GET /{$}", true, s.web.Page)
 	s.handle(mux, "GET /ui/{file...}", true, s.web.Asset)
 	s.handle(mux, "POST /ui/login", true, s.web.Login)

@@ -31,6 +31,9 @@ type Spec struct {
 	ResumeExternalID   string
 	// Runtime is the id of the runtime driving the session.
 	Runtime string
+	// Worktree is the session's own git worktree (Cwd is inside it), when
+	// it is isolated; it goes on the record.
+	Worktree *messages.Worktree
 }
 
 // Phase is where a session is in its lifecycle.
@@ -220,6 +223,7 @@ func New(spec Spec, now time.Time, lastSeq uint64) *Core {
 		UpdatedAt:    now,
 		Runs:         []messages.Run{{StartedAt: now, ExternalSessionID: spec.ResumeExternalID, OwnerScopeID: spec.OwnerScope, Runtime: spec.Runtime}},
 		Version:      messages.RecordVersion,
+		Worktree:     spec.Worktree,
 	}
 	return c
 }
