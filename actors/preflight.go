@@ -25,6 +25,14 @@ type binaryFinder interface {
 func preflight(t transports.Transport, spec transports.SessionSpec) error {
 	const op = messages.OpStart
 	id := t.Descriptor().ID
+	// a wrapper (containment) hides its backend's abilities: ask the backend
+	for {
+		w, ok := t.(interface{ Unwrap() transports.Transport })
+		if !ok {
+			break
+		}
+		t = w.Unwrap()
+	}
 	if b, ok := t.(binaryFinder); ok {
 		bin, err := b.Binary(spec.Env)
 		if err != nil {

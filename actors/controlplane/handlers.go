@@ -158,6 +158,13 @@ func (s *Server) attachLaunch(t transports.Transport) AttachLaunch {
 	env := s.rt.BackendEnv()
 	var l AttachLaunch
 	l.Home = env["HOME"]
+	for { // the containment wrapper hides its backend's Binary
+		w, ok := t.(interface{ Unwrap() transports.Transport })
+		if !ok {
+			break
+		}
+		t = w.Unwrap()
+	}
 	if b, ok := t.(interface {
 		Binary(env []string) (string, error)
 	}); ok {

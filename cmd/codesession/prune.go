@@ -40,7 +40,7 @@ func (f *pruneFlags) flagSet() *pflag.FlagSet {
 func pruneCommand() command {
 	return command{
 		name:    "prune",
-		summary: "remove ended, failed and orphaned sessions older than a age: records, event logs, worktrees",
+		summary: "remove ended, failed and orphaned sessions older than an age: records, event logs, worktrees",
 		usage:   "prune --older-than D [--dry-run] [--home DIR]",
 		flags:   func() *pflag.FlagSet { return (&pruneFlags{}).flagSet() },
 		parse:   func(args []string) (runner, error) { return parsePruneFlags(args) },
