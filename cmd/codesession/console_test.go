@@ -181,6 +181,19 @@ func TestScopedTokensThroughTheConsole(t *testing.T) {
 
 	r = cli("ls", "-o", "id")
 	assert.Equal(t, "", r.stdout, "the default token owns neither")
+
+	r = as("alice", "scope", "--set", "--max-posture", "plan")
+	assert.Equal(t, exitUsage, r.code, "alice's token is not an admin")
+	assert.Contains(t, r.stderr, "not an admin token")
+	r = as("bob", "scope", "--set", "--max-posture", "plan", "--backend", "script")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "max posture    plan")
+	r = as("bob", "start", "--cwd", cwd, "--max-posture", "acceptEdits", "hello")
+	assert.Equal(t, exitUsage, r.code, "the lowered ceiling holds")
+	r = as("bob", "scope")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "scope bob (admin token")
+	assert.Contains(t, r.stdout, "backends       script")
 }
 
 // TestPruneRemovesOldSessionsAndWorktrees (issue 14, problem 9): prune

@@ -111,7 +111,7 @@ func commands() []command {
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(),
 		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
-		pruneCommand(), configCommand(), completionCommand(), versionCommand(), helpCommand()}
+		scopeCommand(), pruneCommand(), configCommand(), completionCommand(), versionCommand(), helpCommand()}
 }
 
 // nearestCommand is the command whose name is within two edits of name
