@@ -73,8 +73,22 @@ func completionSpecs() []completionSpec {
 	return out
 }
 
-// postureFlag reports whether a flag takes a posture.
-func postureFlag(f *pflag.Flag) bool { return f.Name == "posture" || f.Name == "max-posture" }
+// What a flag takes after it.
+const (
+	argNone    = iota // a bool switch
+	argValue          // any value
+	argPosture        // one of the postures
+)
+
+func flagArg(f *pflag.Flag) int {
+	switch {
+	case f.Name == "posture" || f.Name == "max-posture":
+		return argPosture
+	case f.Value.Type() == "bool":
+		return argNone
+	}
+	return argValue
+}
 
 var postureWords = strings.Join([]string{string(messages.PosturePlan), string(messages.PostureDefault),
 	string(messages.PostureAcceptEdits), string(messages.PostureFull)}, " ")
@@ -154,10 +168,10 @@ _codesession() {
 		fmt.Fprintf(w, "\t%s)\n\t\t_arguments -s", sp.name)
 		for _, f := range sp.flags {
 			arg := ""
-			switch {
-			case postureFlag(f):
+			switch flagArg(f) {
+			case argPosture:
 				arg = ":posture:(" + postureWords + ")"
-			case f.Value.Type() != "bool":
+			case argValue:
 				arg = ":" + f.Name + ":"
 			}
 			fmt.Fprintf(w, " \\\n\t\t\t'--%s[%s]%s'", f.Name, zshQuote(f.Usage), arg)
@@ -184,10 +198,10 @@ func writeFishCompletion(w io.Writer, specs []completionSpec) {
 		cond := "__fish_seen_subcommand_from " + sp.name
 		for _, f := range sp.flags {
 			extra := ""
-			switch {
-			case postureFlag(f):
+			switch flagArg(f) {
+			case argPosture:
 				extra = " -x -a '" + postureWords + "'"
-			case f.Value.Type() != "bool":
+			case argValue:
 				extra = " -r"
 			}
 			fmt.Fprintf(w, "complete -c codesession -n '%s' -l %s -d '%s'%s\n", cond, f.Name, fishQuote(f.Usage), extra)
