@@ -1,6 +1,10 @@
 package controlplane
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/codesession/codesession/messages"
+)
 
 const routeHealthz = "GET /healthz"
 
@@ -55,6 +59,11 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "POST /ui/logout", true, s.web.Logout)
 	if s.o.MCP != nil {
 		s.handle(mux, "/mcp", false, func(w http.ResponseWriter, r *http.Request) error {
+			if s.scopeOf(r) != s.o.Scope {
+				// the MCP host drives the default scope's sessions: another
+				// scope's token must not reach them through it
+				return messages.Errorf(messages.CodeUnauthorized, "mcp", "/mcp serves the default token's scope only")
+			}
 			s.o.MCP.ServeHTTP(w, r)
 			return nil
 		})

@@ -147,3 +147,16 @@ func TestReadWhilePendingReturnsTheQuestion(t *testing.T) {
 	f.ok("GET", "/api/code-sessions/"+st.SessionID, nil, &v)
 	assert.NotEqual(t, messages.StatusWaiting, v.Record.Status)
 }
+
+// TestMCPIsTheDefaultScopes: a scoped token cannot reach the default
+// scope's sessions through /mcp.
+func TestMCPIsTheDefaultScopes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tok")
+	require.NoError(t, os.WriteFile(p, []byte("scoped-token-0123456789\n"), 0o600))
+	f := newFixture(t, func(o *DaemonOptions) {
+		o.Config.Daemon.Scopes = []config.Scope{{Name: "x", TokenFile: p}}
+	})
+	r := f.as("scoped-token-0123456789").call("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+	assert.Equal(t, http.StatusUnauthorized, r.status)
+	assert.NotEqual(t, http.StatusUnauthorized, f.call("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`).status)
+}
