@@ -47,6 +47,9 @@ func resolveStart(op messages.Start, cons messages.ScopeConstraints, cfg *config
 			return spec, nil, err
 		}
 	}
+	if err := preflight(t, transports.SessionSpec{Cwd: op.Cwd, Env: cfg.EnvList()}); err != nil {
+		return spec, nil, err
+	}
 
 	maxPosture := op.MaxPosture
 	if cons.MaxPosture != "" {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,10 @@ type (
 		scope string
 		op    messages.Start
 		reply chan<- session.Result[messages.StartResult]
+		// sessionID and worktree are set when the session was isolated
+		// before its start (isolate.go): the id names its branch.
+		sessionID string
+		worktree  *messages.Worktree
 	}
 	// regOp routes a session op; the session answers the op's own channel.
 	regOp struct {
@@ -245,7 +250,8 @@ func (r *registry) start(c *actor.Context, m regStart) {
 		m.reply <- session.Result[messages.StartResult]{Err: err}
 		return
 	}
-	spec.SessionID = messages.NewSessionID()
+	spec.SessionID = cmp.Or(m.sessionID, messages.NewSessionID())
+	spec.Worktree = m.worktree
 	spec.OwnerScope = m.scope
 	spec.Runtime = r.runtimeID
 	r.spawn(c, spec, t, m.reply, nil, 0)

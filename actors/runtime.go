@@ -345,9 +345,20 @@ func (r *Runtime) Start(ctx context.Context, scope string, op messages.Start) (r
 		return res, err
 	}
 	op.Cwd = cwd
+	iso, err := r.prepareStart(ctx, &op) // isolate.go
+	if err != nil {
+		return res, err
+	}
 	ch := make(chan session.Result[messages.StartResult], 1)
-	r.engine.Send(r.registry, regStart{scope: scope, op: op, reply: ch})
-	return await(ctx, messages.OpStart, ch)
+	r.engine.Send(r.registry, regStart{scope: scope, op: op, reply: ch, sessionID: iso.sessionID, worktree: iso.worktree})
+	res, err = await(ctx, messages.OpStart, ch)
+	if err != nil && !messages.IsCode(err, messages.CodeTimeout) {
+		iso.undo() // refused: no session will use it
+	}
+	if err == nil {
+		res.Worktree, res.Warnings = iso.worktree, iso.warnings
+	}
+	return res, err
 }
 
 // sessionOp is the one path of the ops a session answers (answer, guide,

@@ -63,6 +63,8 @@ type Config struct {
 	Supervision Supervision `json:"supervision"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"logLevel"`
+	// LogFormat is text (key=value lines) or json (one object a line).
+	LogFormat string `json:"logFormat,omitempty"`
 	// Learning configures the learning loop's lesson distiller.
 	Learning Learning `json:"learning"`
 	// TurnTimeout is the per-turn wall clock of every backend, enforced by
@@ -70,7 +72,53 @@ type Config struct {
 	TurnTimeout Duration `json:"turnTimeout"`
 	// Backends holds per-backend settings, by backend id.
 	Backends map[string]BackendConfig `json:"backends,omitempty"`
+	// Isolate is the default isolation of a session in a git repository:
+	// "" or "none" (the session works in its cwd), or "worktree" (its own
+	// git worktree and branch under <home>/worktrees).
+	Isolate string `json:"isolate,omitempty"`
+	// Daemon configures `codesession serve`: the scopes of its tokens.
+	Daemon Daemon `json:"daemon"`
 }
+
+// Daemon configures the control plane's bearer tokens and their scopes.
+// Every request runs under the owner scope of the token it carries; a
+// token sees and drives only its own scope's sessions.
+type Daemon struct {
+	// MaxPosture is the posture ceiling of the default token's scope
+	// (<home>/token, scope "daemon"); default acceptEdits.
+	MaxPosture messages.Posture `json:"maxPosture"`
+	// Scopes are further tokens, each with its own scope and constraints.
+	Scopes []Scope `json:"scopes,omitempty"`
+}
+
+// Scope is one bearer token's owner scope and its constraints.
+type Scope struct {
+	// Name is the owner scope's id: unique, and not "daemon".
+	Name string `json:"name"`
+	// TokenFile holds the token (one line); it must be mode 0600.
+	TokenFile string `json:"tokenFile"`
+	// Admin lets the token read and set its own scope's constraints over
+	// HTTP (GET and PUT /api/scope).
+	Admin bool `json:"admin,omitempty"`
+	// MaxPosture caps every session's ceiling; empty caps at
+	// Daemon.MaxPosture.
+	MaxPosture messages.Posture `json:"maxPosture,omitempty"`
+	// MaxRounds caps every session's rounds; 0 leaves the default.
+	MaxRounds int `json:"maxRounds,omitempty"`
+	// AllowedTools, when set, is intersected with a start's tools.
+	AllowedTools []string `json:"allowedTools,omitempty"`
+	// Backends, when set, are the only backends the scope may start.
+	Backends []string `json:"backends,omitempty"`
+}
+
+// DefaultScope is the owner scope of the daemon's default token.
+const DefaultScope = "daemon"
+
+// Isolation modes.
+const (
+	IsolateNone     = "none"
+	IsolateWorktree = "worktree"
+)
 
 // BackendConfig is one backend's settings.
 type BackendConfig struct {
@@ -119,6 +167,7 @@ func Default() Config {
 		LogLevel:    "info",
 		Learning:    Learning{Distill: true, DistillAt: "04:00"},
 		TurnTimeout: Duration(30 * time.Minute),
+		Daemon:      Daemon{MaxPosture: messages.PostureAcceptEdits},
 	}
 }
 
@@ -194,6 +243,17 @@ func (c *Config) Validate() error {
 			bad("backends."+id+".turnTimeout", "must not be negative")
 		}
 	}
+	switch c.Isolate {
+	case "", IsolateNone, IsolateWorktree:
+	default:
+		bad("isolate", "want none or worktree, got %q", c.Isolate)
+	}
+	c.validateDaemon(bad)
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		bad("logFormat", "want text or json, got %q", c.LogFormat)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -251,10 +311,15 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_LIFETIME":        func(c *Config, v string) error { return setDuration(&c.SessionLifetime, v) },
 	"CODESESSION_STALL_AFTER":     func(c *Config, v string) error { return setDuration(&c.StallAfter, v) },
 	"CODESESSION_LOG_LEVEL":       func(c *Config, v string) error { c.LogLevel = v; return nil },
+	"CODESESSION_LOG_FORMAT":      func(c *Config, v string) error { c.LogFormat = v; return nil },
 	"CODESESSION_SUPERVISION_MAX": func(c *Config, v string) error { return setInt(&c.Supervision.MaxRestarts, v) },
 	"CODESESSION_LESSONS":         func(c *Config, v string) error { return setBool(&c.Learning.Distill, v) },
 	"CODESESSION_LESSONS_MODEL":   func(c *Config, v string) error { c.Learning.Model = v; return nil },
 	"CODESESSION_TURN_TIMEOUT":    func(c *Config, v string) error { return setDuration(&c.TurnTimeout, v) },
+	"CODESESSION_ISOLATE":         func(c *Config, v string) error { c.Isolate = v; return nil },
+	"CODESESSION_DAEMON_MAX_POSTURE": func(c *Config, v string) error {
+		return setPosture(&c.Daemon.MaxPosture, v)
+	},
 }
 
 // EnvNames lists the CODESESSION_* variables that config reads.
@@ -343,4 +408,37 @@ func setDuration(dst *Duration, v string) error {
 	}
 	*dst = Duration(d)
 	return nil
+}
+
+// validateDaemon checks the daemon's scopes: unique names other than the
+// default scope's, a token file each, valid constraints.
+func (c *Config) validateDaemon(bad func(field, format string, args ...any)) {
+	if !c.Daemon.MaxPosture.Valid() {
+		bad("daemon.maxPosture", "unknown posture %q", c.Daemon.MaxPosture)
+	}
+	seen := map[string]bool{}
+	for i, sc := range c.Daemon.Scopes {
+		f := fmt.Sprintf("daemon.scopes[%d]", i)
+		switch {
+		case sc.Name == "":
+			bad(f+".name", "required")
+		case sc.Name == DefaultScope:
+			bad(f+".name", "%q is the default token's scope", DefaultScope)
+		case seen[sc.Name]:
+			bad(f+".name", "%q appears twice", sc.Name)
+		}
+		seen[sc.Name] = true
+		if sc.TokenFile == "" {
+			bad(f+".tokenFile", "required")
+		}
+		if sc.MaxPosture != "" && !sc.MaxPosture.Valid() {
+			bad(f+".maxPosture", "unknown posture %q", sc.MaxPosture)
+		}
+		if sc.MaxRounds < 0 {
+			bad(f+".maxRounds", "must not be negative")
+		}
+		if sc.AllowedTools != nil && len(sc.AllowedTools) == 0 {
+			bad(f+".allowedTools", "explicitly empty: omit it to allow every tool")
+		}
+	}
 }

@@ -144,11 +144,15 @@ const (
 	StatusEnded    Status = "ended"
 	StatusFailed   Status = "failed"
 	StatusOrphaned Status = "orphaned"
+	// StatusWaiting is a running session whose turn waits for an answer to
+	// a clarification. It is derived when a record is read (from the
+	// unanswered clarification events), never written by the session.
+	StatusWaiting Status = "waiting"
 )
 
 func (s Status) Valid() bool {
 	switch s {
-	case StatusRunning, StatusIdle, StatusEnded, StatusFailed, StatusOrphaned:
+	case StatusRunning, StatusIdle, StatusEnded, StatusFailed, StatusOrphaned, StatusWaiting:
 		return true
 	}
 	return false
@@ -156,7 +160,7 @@ func (s Status) Valid() bool {
 func (s Status) String() string { return string(s) }
 
 // Live reports whether a record in this status belongs to a live session.
-func (s Status) Live() bool { return s == StatusRunning || s == StatusIdle }
+func (s Status) Live() bool { return s == StatusRunning || s == StatusIdle || s == StatusWaiting }
 
 // TurnKind is the closed read-turn union's discriminator.
 type TurnKind string

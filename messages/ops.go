@@ -47,7 +47,19 @@ type Start struct {
 	AppendSystemPrompt string   `json:"appendSystemPrompt,omitempty" msgpack:"appendSystemPrompt,omitempty"`
 	ResumeSessionID    string   `json:"resumeSessionId,omitempty" msgpack:"resumeSessionId,omitempty"`
 	TaskTags           []string `json:"taskTags,omitempty" msgpack:"taskTags,omitempty"`
+	// Isolate is "" or IsolateNone (work in Cwd), or IsolateWorktree (a git
+	// worktree of its own on branch codesession/<short id>).
+	Isolate string `json:"isolate,omitempty" msgpack:"isolate,omitempty"`
+	// Exclusive refuses the start while another live session works in the
+	// same directory (conflict); without it the start only warns.
+	Exclusive bool `json:"exclusive,omitempty" msgpack:"exclusive,omitempty"`
 }
+
+// Isolation modes of Start.Isolate.
+const (
+	IsolateNone     = "none"
+	IsolateWorktree = "worktree"
+)
 
 func (s *Start) Validate() error {
 	const op = OpStart
@@ -104,6 +116,11 @@ func (s *Start) Validate() error {
 	if s.ResumeSessionID != "" && strings.ContainsAny(s.ResumeSessionID, "\x00\n") {
 		return FieldError(op, "resumeSessionId", "malformed")
 	}
+	switch s.Isolate {
+	case "", IsolateNone, IsolateWorktree:
+	default:
+		return FieldError(op, "isolate", "unknown isolation %q (want none or worktree)", s.Isolate)
+	}
 	if len(s.TaskTags) > MaxTags {
 		return FieldError(op, "taskTags", "more than %d tags", MaxTags)
 	}
@@ -124,6 +141,11 @@ type StartResult struct {
 	MaxRounds  int     `json:"maxRounds" msgpack:"maxRounds"`
 	Model      string  `json:"model,omitempty" msgpack:"model,omitempty"`
 	Effort     Effort  `json:"effort,omitempty" msgpack:"effort,omitempty"`
+	// Worktree is the session's own git worktree, when it is isolated.
+	Worktree *Worktree `json:"worktree,omitempty" msgpack:"worktree,omitempty"`
+	// Warnings say what the start went on despite (another live session
+	// in the same directory).
+	Warnings []string `json:"warnings,omitempty" msgpack:"warnings,omitempty"`
 }
 
 // ReadTurn blocks until the session's next read-turn result.

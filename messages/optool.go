@@ -116,6 +116,8 @@ var fieldDocs = map[string]string{
 	"appendSystemPrompt": "text appended to the agent's system prompt",
 	"resumeSessionId":    "the backend's own session id to resume",
 	"taskTags":           "a few short tags on the kind of work, kept with the outcome for learning",
+	"isolate":            "worktree: the session works in a git worktree of its own (branch codesession/<short id>), so its diffs and changes stay apart from the checkout and other sessions; none (default): it works in cwd",
+	"exclusive":          "refuse the start while another live session works in the same directory (otherwise that is only a warning)",
 	"sessionId":          "the session, as start returned it (cs_ and 64 hex digits)",
 	"includeDiff":        "put the full unified diff in the turn's turnDiff (the file list and summary are always there)",
 	"timeoutMs":          "how long read-turn may block; when nothing came it answers timeout and the session goes on: read again",

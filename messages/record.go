@@ -43,6 +43,23 @@ type SessionRecord struct {
 	Outcome       Outcome   `json:"outcome,omitempty" msgpack:"outcome,omitempty"`
 	OutcomeNote   string    `json:"outcomeNote,omitempty" msgpack:"outcomeNote,omitempty"`
 	Version       int       `json:"version" msgpack:"version"`
+	// Worktree is set when the session works in its own git worktree
+	// (Start.Isolate worktree); Cwd is then inside it.
+	Worktree *Worktree `json:"worktree,omitempty" msgpack:"worktree,omitempty"`
+}
+
+// Worktree is a session's isolation: a git worktree of the user's
+// repository on a branch of its own, so its changes (and its diffs) never
+// mix with the user's checkout or another session's until merged.
+type Worktree struct {
+	// Path is the worktree's root, under <home>/worktrees.
+	Path string `json:"path" msgpack:"path"`
+	// Branch is codesession/<short id>.
+	Branch string `json:"branch" msgpack:"branch"`
+	// Repo is the root of the repository it was added to (the user's
+	// checkout); Base the commit it started from.
+	Repo string `json:"repo" msgpack:"repo"`
+	Base string `json:"base" msgpack:"base"`
 }
 
 // Validate checks the fields a store relies on.
@@ -79,6 +96,10 @@ func (r SessionRecord) Clone() SessionRecord {
 	r.AllowedTools = append([]string(nil), r.AllowedTools...)
 	r.TaskTags = append([]string(nil), r.TaskTags...)
 	r.Runs = append([]Run(nil), r.Runs...)
+	if r.Worktree != nil {
+		w := *r.Worktree
+		r.Worktree = &w
+	}
 	return r
 }
 

@@ -68,6 +68,9 @@ func RenderAttachFor(t *messages.ExternalAttach, rec messages.SessionRecord, l A
 	return v
 }
 
+// ShellQuote quotes s for a POSIX shell (as is when it needs no quotes).
+func ShellQuote(s string) string { return shellQuote(s) }
+
 func shellQuote(s string) string {
 	if s != "" && plainArg(s) {
 		return s

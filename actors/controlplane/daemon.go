@@ -96,29 +96,31 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 		return nil, err
 	}
 	bridge.Attach(rt.Store())
-	so := o.Server
-	so.Runtime, so.Bridge, so.Gatherer, so.Metrics, so.Token, so.Logger = rt, bridge, reg, reg, o.Token, log
-	var mcpH interface{ Close() }
-	if !o.MCP.Disable && so.MCP == nil {
-		h, err := newMCPHandler(rt, o.Config, so.Scope, o.MCP, log)
-		if err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = rt.Close(ctx)
-			_ = bridge.Close(ctx)
-			st.Close()
-			return nil, err
-		}
-		so.MCP, mcpH = h, h
-	}
-	srv, err := NewServer(so)
-	if err != nil {
+	// abandon undoes a start that failed after the runtime was up
+	abandon := func(err error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = rt.Close(ctx)
 		_ = bridge.Close(ctx)
 		st.Close()
-		return nil, err
+		return err
+	}
+	so := o.Server
+	if err := scopesFromConfig(&so, o.Config); err != nil {
+		return nil, abandon(err)
+	}
+	so.Runtime, so.Bridge, so.Gatherer, so.Metrics, so.Token, so.Logger = rt, bridge, reg, reg, o.Token, log
+	var mcpH interface{ Close() }
+	if !o.MCP.Disable && so.MCP == nil {
+		h, err := newMCPHandler(rt, o.Config, so.Scope, o.MCP, log)
+		if err != nil {
+			return nil, abandon(err)
+		}
+		so.MCP, mcpH = h, h
+	}
+	srv, err := NewServer(so)
+	if err != nil {
+		return nil, abandon(err)
 	}
 	return &Daemon{log: log, rt: rt, st: st, bridge: bridge, srv: srv, reg: reg, mcp: mcpH}, nil
 }

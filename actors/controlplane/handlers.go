@@ -34,7 +34,7 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listBackends(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.ListBackends(ctx, s.o.Scope)
+	res, err := s.rt.ListBackends(ctx, s.scopeOf(r))
 	if err != nil {
 		return err
 	}
@@ -52,9 +52,16 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	recs, err := s.store().List(r.Context())
+	all, err := s.store().List(r.Context())
 	if err != nil {
 		return err
+	}
+	scope := s.scopeOf(r)
+	var recs []messages.SessionRecord
+	for _, rec := range all {
+		if s.scopes.visible(scope, rec) {
+			recs = append(recs, s.withWaiting(r.Context(), rec))
+		}
 	}
 	if limit > 0 && len(recs) > limit {
 		recs = recs[:limit]
@@ -76,9 +83,17 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) error {
 	if op.Cwd != "" && !filepath.IsAbs(op.Cwd) {
 		return messages.FieldError(messages.OpStart, "cwd", "must be an absolute path (it is the daemon's, not the caller's, file system)")
 	}
+	scope := s.scopeOf(r)
+	if op.Backend != "" {
+		if err := s.checkBackend(scope, messages.OpStart, op.Backend); err != nil {
+			return err
+		}
+	} else if bs := s.scopes.get(scope).backends; len(bs) > 0 {
+		op.Backend = bs[0] // an omitted backend is the scope's first
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Start(ctx, s.o.Scope, op)
+	res, err := s.rt.Start(ctx, scope, op)
 	if err != nil {
 		if messages.IsCode(err, messages.CodeNotFound) {
 			// an unknown backend is a bad request, not a missing resource
@@ -130,7 +145,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if evs == nil {
 		evs = []messages.PersistedEvent{}
 	}
-	v := sessionView{Record: rec, Events: evs, LastSeq: last}
+	v := sessionView{Record: s.withWaiting(ctx, rec), Events: evs, LastSeq: last}
 	if t, err := s.rt.Backends().Get(rec.BackendID); err == nil {
 		v.ExternalAttach = RenderAttachFor(t.Descriptor().ExternalAttach, rec, s.attachLaunch(t))
 	}
@@ -143,6 +158,13 @@ func (s *Server) attachLaunch(t transports.Transport) AttachLaunch {
 	env := s.rt.BackendEnv()
 	var l AttachLaunch
 	l.Home = env["HOME"]
+	for { // the containment wrapper hides its backend's Binary
+		w, ok := t.(interface{ Unwrap() transports.Transport })
+		if !ok {
+			break
+		}
+		t = w.Unwrap()
+	}
 	if b, ok := t.(interface {
 		Binary(env []string) (string, error)
 	}); ok {
@@ -186,7 +208,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
-	res, err := s.rt.ReadTurn(ctx, s.o.Scope, messages.ReadTurn{SessionID: sid, IncludeDiff: req.IncludeDiff})
+	res, err := s.readOrPending(ctx, s.scopeOf(r), messages.ReadTurn{SessionID: sid, IncludeDiff: req.IncludeDiff})
 	if err != nil {
 		if messages.IsCode(err, messages.CodeTimeout) && r.Context().Err() == nil {
 			return &messages.Error{Code: messages.CodeTimeout, Op: op, Retryable: true,
@@ -215,7 +237,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Answer(ctx, s.o.Scope, messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID,
+	res, err := s.rt.Answer(ctx, s.scopeOf(r), messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID,
 		Decision: req.Decision, Reason: req.Reason, Note: req.Note})
 	if err != nil {
 		return s.sessionErr(r.Context(), sid, err)
@@ -243,7 +265,7 @@ func (s *Server) guidance(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Guide(ctx, s.o.Scope, messages.Guide{SessionID: sid, Text: req.Text, Mode: req.Mode,
+	res, err := s.rt.Guide(ctx, s.scopeOf(r), messages.Guide{SessionID: sid, Text: req.Text, Mode: req.Mode,
 		Source: messages.SourceUser, Model: req.Model, Effort: req.Effort})
 	if err != nil {
 		return s.sessionErr(r.Context(), sid, err)
@@ -266,7 +288,7 @@ func (s *Server) posture(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.SetPosture(ctx, s.o.Scope, messages.SetPosture{SessionID: sid, Posture: req.Posture})
+	res, err := s.rt.SetPosture(ctx, s.scopeOf(r), messages.SetPosture{SessionID: sid, Posture: req.Posture})
 	if err != nil {
 		return s.sessionErr(r.Context(), sid, err)
 	}
@@ -284,7 +306,7 @@ func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Interrupt(ctx, s.o.Scope, messages.Interrupt{SessionID: sid})
+	res, err := s.rt.Interrupt(ctx, s.scopeOf(r), messages.Interrupt{SessionID: sid})
 	if err != nil {
 		return s.sessionErr(r.Context(), sid, err)
 	}
@@ -307,7 +329,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Stop(ctx, s.o.Scope, messages.Stop{SessionID: sid, Outcome: req.Outcome, Note: req.Note})
+	res, err := s.rt.Stop(ctx, s.scopeOf(r), messages.Stop{SessionID: sid, Outcome: req.Outcome, Note: req.Note})
 	if err != nil {
 		return s.sessionErr(r.Context(), sid, err)
 	}
@@ -330,9 +352,13 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	scope := s.scopeOf(r)
+	if err := s.checkResume(r.Context(), scope, sid); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Resume(ctx, s.o.Scope, messages.Resume{SessionID: sid, Brief: req.Brief, Takeover: true})
+	res, err := s.rt.Resume(ctx, scope, messages.Resume{SessionID: sid, Brief: req.Brief, Takeover: true})
 	if err != nil {
 		return err
 	}
@@ -371,7 +397,15 @@ func (s *Server) pathSessionID(r *http.Request, op string) (string, error) {
 // whole id is taken as it is, and a prefix (messages.SessionIDPrefixOf)
 // must name exactly one stored session.
 func (s *Server) resolveSessionID(ctx context.Context, id, op string) (string, error) {
+	scope := requestScope(ctx)
+	if scope == "" {
+		scope = s.o.Scope
+	}
 	if messages.ValidSessionID(id) {
+		rec, err := s.store().GetMeta(ctx, id)
+		if err == nil && !s.scopes.visible(scope, rec) {
+			return "", messages.Errorf(messages.CodeNotFound, op, "no session %s", id) // another scope's: not ours to confirm
+		}
 		return id, nil
 	}
 	prefix, ok := messages.SessionIDPrefixOf(id)
@@ -384,7 +418,7 @@ func (s *Server) resolveSessionID(ctx context.Context, id, op string) (string, e
 	}
 	var found []string
 	for _, rec := range recs {
-		if strings.HasPrefix(rec.SessionID, prefix) {
+		if strings.HasPrefix(rec.SessionID, prefix) && s.scopes.visible(scope, rec) {
 			found = append(found, rec.SessionID)
 		}
 	}

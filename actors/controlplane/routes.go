@@ -1,6 +1,10 @@
 package controlplane
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/codesession/codesession/messages"
+)
 
 const routeHealthz = "GET /healthz"
 
@@ -21,7 +25,12 @@ const routeHealthz = "GET /healthz"
 //	POST /api/code-sessions/{id}/stop               {outcome?, note?}
 //	POST /api/code-sessions/{id}/resume             {brief?}
 //	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
+//	GET  /api/scope                                 the token's scope and its constraints
+//	PUT  /api/scope                                 {maxPosture?, maxRounds?, allowedTools?, backends?} (admin tokens)
 //	POST|GET|DELETE /mcp                            the code_session tool over MCP streamable HTTP (when Options.MCP)
+//
+// Every request runs under the owner scope of its token (scopes.go): it
+// sees, and its ops reach, only that scope's sessions.
 //
 // The web console (package web) checks its own session cookie: GET / is
 // the page (or the login form), GET /ui/{file} its assets, POST /ui/login
@@ -42,12 +51,19 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "POST /api/code-sessions/{id}/stop", false, s.stop)
 	s.handle(mux, "POST /api/code-sessions/{id}/resume", false, s.resume)
 	s.handle(mux, "GET /api/events", false, s.events)
+	s.handle(mux, "GET /api/scope", false, s.getScope)
+	s.handle(mux, "PUT /api/scope", false, s.setScope)
 	s.handle(mux, "GET /{$}", true, s.web.Page)
 	s.handle(mux, "GET /ui/{file...}", true, s.web.Asset)
 	s.handle(mux, "POST /ui/login", true, s.web.Login)
 	s.handle(mux, "POST /ui/logout", true, s.web.Logout)
 	if s.o.MCP != nil {
 		s.handle(mux, "/mcp", false, func(w http.ResponseWriter, r *http.Request) error {
+			if s.scopeOf(r) != s.o.Scope {
+				// the MCP host drives the default scope's sessions: another
+				// scope's token must not reach them through it
+				return messages.Errorf(messages.CodeUnauthorized, "mcp", "/mcp serves the default token's scope only")
+			}
 			s.o.MCP.ServeHTTP(w, r)
 			return nil
 		})

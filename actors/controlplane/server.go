@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,9 +52,12 @@ type Options struct {
 	// Token is the bearer token every route but /healthz requires; empty
 	// disables authentication (tests only).
 	Token string
-	// Scope is the owner scope of the sessions the server drives
-	// (default DefaultScope).
-	Scope        string
+	// Scope is the owner scope of the default token's requests (default
+	// DefaultScope); DefaultConstraints are its constraints.
+	Scope              string
+	DefaultConstraints messages.ScopeConstraints
+	// Scopes are further tokens, each with its own scope (scopes.go).
+	Scopes       []ScopeToken
 	Logger       *slog.Logger
 	MaxBodyBytes int64
 	// ReadTurnWait is the default long-poll wait.
@@ -77,6 +81,7 @@ type Server struct {
 	metrics  http.Handler
 	handler  http.Handler
 	draining atomic.Bool
+	scopes   *scopes
 	// web is the browser console; its session cookie is the API's second
 	// credential (see package web).
 	web *web.Console
@@ -114,6 +119,14 @@ func NewServer(o Options) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{o: o, rt: o.Runtime, bridge: o.Bridge, log: log, m: newServerMetrics(o.Metrics)}
+	sc, err := newScopes(o)
+	if err != nil {
+		return nil, err
+	}
+	s.scopes = sc
+	if err := sc.register(s); err != nil {
+		return nil, err
+	}
 	s.web = web.New(web.Options{Token: o.Token})
 	if o.Gatherer != nil {
 		s.metrics = promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}})
@@ -156,12 +169,19 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, open bool, h handler
 			s.m.request(route, rec.code())
 		}()
 		var err error
+		scope := s.scopes.authenticate(r)
+		if scope == "" && s.web.Authorized(r) {
+			scope = s.o.Scope // the browser console logs in with the default token
+		}
 		switch {
 		case s.draining.Load() && pattern != routeHealthz:
 			err = errDraining
-		case !open && !authorized(r, s.o.Token) && !s.web.Authorized(r):
+		case !open && scope == "":
 			err = errUnauthorized
 		default:
+			if scope != "" {
+				r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, scope))
+			}
 			err = h(rec, r)
 		}
 		if err != nil {

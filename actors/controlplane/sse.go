@@ -168,6 +168,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if s.stallLive != nil {
 		s.stallLive()
 	}
+	scope, seen := s.scopeOf(r), map[string]bool{}
 	hb := time.NewTicker(s.o.Heartbeat)
 	defer hb.Stop()
 	for {
@@ -176,6 +177,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if !ok {
 				_ = st.reconnect(sub.reason)
 				return nil
+			}
+			if sid == "" && !s.feedVisible(ctx, scope, seen, it.sid) {
+				continue // another scope's session
 			}
 			if err := st.live(ctx, it); err != nil {
 				st.abandon(ctx, err)

@@ -59,7 +59,10 @@ func LoadOrCreateToken(home string) (token string, created bool, err error) {
 // ReadToken reads an existing token file (the CLI's side). It refuses a
 // file that group or others may read.
 func ReadToken(home string) (string, error) {
-	path := TokenPath(home)
+	return readTokenAt(TokenPath(home))
+}
+
+func readTokenAt(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("token: %w", err)

@@ -35,6 +35,10 @@ type Spec struct {
 	// AdoptWarnings say what the resuming scope's constraints clamped; an
 	// adopted session records each as a warning event.
 	AdoptWarnings []string
+
+	// Worktree is the session's own git worktree (Cwd is inside it), when
+	// it is isolated; it goes on the record.
+	Worktree *messages.Worktree
 }
 
 // Phase is where a session is in its lifecycle.
@@ -239,6 +243,7 @@ func New(spec Spec, now time.Time, lastSeq uint64) *Core {
 		UpdatedAt:    now,
 		Runs:         []messages.Run{{StartedAt: now, ExternalSessionID: spec.ResumeExternalID, OwnerScopeID: spec.OwnerScope, Runtime: spec.Runtime}},
 		Version:      messages.RecordVersion,
+		Worktree:     spec.Worktree,
 	}
 	return c
 }

@@ -92,7 +92,8 @@ type Policy struct {
 
 // DefaultPolicy is one-for-one, 3 restarts per child within 30s, backoff
 // 250ms doubling to 30s with ±25% jitter, reset after 60s of uptime
-// (reference/hollywood.md §3.3).
+// (where hollywood's own restart sleeps a fixed delay on the actor's
+// goroutine).
 func DefaultPolicy() Policy {
 	return Policy{
 		Strategy:  OneForOne,

@@ -89,7 +89,7 @@ type instance struct {
 type instanceKey struct{}
 
 // Recover returns the middleware that keeps panics away from hollywood's
-// restart path (reference/hollywood.md §0.1: exceeding MaxRestarts crashes the
+// restart path (in hollywood v1.0.5, exceeding MaxRestarts crashes the
 // process). Install one per spawn, outermost; Spawn and Supervisor do that for
 // you and also set actor.WithMaxRestarts(-1) as a backstop.
 //

@@ -488,8 +488,8 @@ func (s *Supervisor) Handle(c *actor.Context, msg any) (handled bool, esc *Escal
 // skipped.
 //
 // An abandoned instance stays in hollywood's children map of the parent: if
-// the parent is later poisoned, hollywood waits for it without a timeout
-// (reference/hollywood.md B12). Whoever owns the blocking resource (the
+// the parent is later poisoned, hollywood v1.0.5 waits for it without a
+// timeout. Whoever owns the blocking resource (the
 // transport's process group) must be killed to release it.
 func (s *Supervisor) StopChildren(c *actor.Context, names []string, done any) {
 	s.stops = append(s.stops, &stopSeq{names: append([]string(nil), names...), done: done})

@@ -67,7 +67,7 @@ func (c *backendsCmd) exec(ctx context.Context, s *streams) error {
 		return err
 	}
 	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel)
+		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat)
 	}
 	// Listing reads no records: a memory store keeps this command from
 	// opening the home (and from sweeping other processes' live sessions

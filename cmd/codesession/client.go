@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/actors/controlplane/client"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -42,8 +42,11 @@ func (c *clientFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&c.cacert, "cacert", "", "PEM file of the CA that signed the daemon's TLS certificate")
 }
 
-// daemonClient talks to the control plane: JSON envelopes in and out.
+// daemonClient is the console's handle on the daemon: the client package
+// (actors/controlplane/client) for every op, and the parts tail's SSE
+// reader uses directly.
 type daemonClient struct {
+	*client.Client
 	base  string // scheme://host:port, no trailing slash
 	token string
 	hc    *http.Client
@@ -108,7 +111,12 @@ func (c *clientFlags) client(cmd string, getenv func(string) string) (*daemonCli
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &daemonClient{base: base, token: tok, hc: &http.Client{Transport: tr}}, nil
+	hc := &http.Client{Transport: tr}
+	cl, err := client.New(base, tok, client.WithHTTPClient(hc))
+	if err != nil {
+		return nil, usagef(cmd, "--addr %q: %v", addr, err)
+	}
+	return &daemonClient{Client: cl, base: base, token: tok, hc: hc}, nil
 }
 
 func firstNonEmpty(vals ...string) string {
@@ -120,66 +128,10 @@ func firstNonEmpty(vals ...string) string {
 	return ""
 }
 
-// unreachable says the daemon could not be reached at all.
-type unreachable struct {
-	base string
-	err  error
-}
-
-func (e *unreachable) Error() string {
-	return fmt.Sprintf("cannot reach the daemon at %s: %v (is 'codesession serve' running there?)", e.base, e.err)
-}
-func (e *unreachable) Unwrap() error { return e.err }
-
-// do sends one request and decodes the envelope: data into out, or the
-// error as a *messages.Error.
+// do sends one request through the client package: data into out, or
+// the daemon's error as a *messages.Error.
 func (c *daemonClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	res, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return &unreachable{base: c.base, err: err}
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
-	if err != nil {
-		return &unreachable{base: c.base, err: err}
-	}
-	var env struct {
-		OK    bool            `json:"ok"`
-		Data  json.RawMessage `json:"data"`
-		Error *messages.Error `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("the daemon at %s answered %s with something that is not its JSON envelope", c.base, res.Status)
-	}
-	if !env.OK {
-		if env.Error == nil {
-			return fmt.Errorf("the daemon answered %s without an error", res.Status)
-		}
-		return env.Error
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(env.Data, out)
+	return c.Do(ctx, method, path, body, out)
 }
 
 // remoteErr names the op an error came from and makes a request refused

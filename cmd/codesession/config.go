@@ -49,7 +49,7 @@ func parseEnv(cmd string, kvs []string) (map[string]string, error) {
 // load builds the command's Config: defaults, the file, CODESESSION_*
 // variables, then these flags, then Validate. Every problem is a usage
 // error (exit 2) that names the file, variable or field.
-func (c *configFlags) load(cmd string, getenv func(string) string) (config.Config, error) {
+func (c *configFlags) load(cmd string, getenv func(string) string, flags ...func(*config.Config)) (config.Config, error) {
 	home := c.home
 	if home != "" {
 		abs, err := filepath.Abs(home)
@@ -79,6 +79,9 @@ func (c *configFlags) load(cmd string, getenv func(string) string) (config.Confi
 			cfg.Env = map[string]string{}
 		}
 		cfg.Env[k] = c.env[k]
+	}
+	for _, f := range flags {
+		f(&cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, &usageError{cmd: cmd, err: fieldErrors(err)}

@@ -58,7 +58,8 @@ func startServe(t *testing.T, home string, procEnv []string, backendEnv ...strin
 		args = append(args, "--env", kv)
 	}
 	cmd := exec.Command(binary(t), args...)
-	cmd.Env = append(append(os.Environ(), "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG="), procEnv...)
+	cmd.Env = append(append(os.Environ(), "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG=",
+		"CODESESSION_DAEMON_MAX_POSTURE=full"), procEnv...) // these tests start at full
 	p := &daemonProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = p.stderr, p.stderr
 	require.NoError(t, cmd.Start())

@@ -136,7 +136,7 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 		return err
 	}
 	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel)
+		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat)
 	}
 	repo, err := mkTemp("codesession-demo-repo-")
 	if err != nil {

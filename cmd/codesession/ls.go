@@ -149,23 +149,28 @@ func (c *lsCmd) exec(ctx context.Context, s *streams) error {
 	wide := c.output == "wide"
 	tw := tabwriter.NewWriter(s.stdout, 0, 0, 2, ' ', 0)
 	if wide {
-		fmt.Fprintln(tw, "ID\tBACKEND\tMODEL\tSTATUS\tPOSTURE\tROUNDS\tCOST\tAGE\tCWD")
+		fmt.Fprintln(tw, "ID\tBACKEND\tMODEL\tSTATUS\tPOSTURE\tROUNDS\tCOST\tAGE\tCWD\tBRANCH")
 	} else {
 		fmt.Fprintln(tw, "ID\tBACKEND\tMODEL\tSTATUS\tROUNDS\tCOST\tAGE")
 	}
-	total := 0.0
+	total, isolated := 0.0, 0
 	for _, r := range res.Sessions {
+		branch, mark := "-", ""
+		if r.Worktree != nil {
+			branch, mark = r.Worktree.Branch, "*"
+			isolated++
+		}
 		total += r.CostUSD
 		rounds := fmt.Sprint(r.RoundsElapsed)
 		if r.MaxRounds > 0 {
 			rounds += fmt.Sprintf("/%d", r.MaxRounds)
 		}
 		if wide {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.SessionID, r.BackendID, orDash(r.Model), r.Status,
-				r.Posture, rounds, cost(r.CostUSD), age(now, r.CreatedAt), r.Cwd)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.SessionID, r.BackendID, orDash(r.Model), r.Status,
+				r.Posture, rounds, cost(r.CostUSD), age(now, r.CreatedAt), r.Cwd, branch)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short[r.SessionID], oneLine(r.BackendID, 12), oneLine(orDash(r.Model), 24),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short[r.SessionID]+mark, oneLine(r.BackendID, 12), oneLine(orDash(r.Model), 24),
 			r.Status, rounds, cost(r.CostUSD), age(now, r.CreatedAt))
 	}
 	if err := tw.Flush(); err != nil {
@@ -176,5 +181,8 @@ func (c *lsCmd) exec(ctx context.Context, s *streams) error {
 		noun = "session"
 	}
 	_, err = fmt.Fprintf(s.stdout, "%d %s, %s in all\n", len(res.Sessions), noun, cost(total))
+	if isolated > 0 && !wide {
+		fmt.Fprintln(s.stdout, "* works in a git worktree of its own (-o wide shows the branch)")
+	}
 	return err
 }

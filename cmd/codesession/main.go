@@ -55,10 +55,15 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	installLogger = func(w io.Writer, level string) {
+	installLogger = func(w io.Writer, level, format string) {
 		var l slog.Level
 		_ = l.UnmarshalText([]byte(level)) // config.Validate has checked it
-		slog.SetDefault(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})))
+		opts := &slog.HandlerOptions{Level: l}
+		if format == "json" {
+			slog.SetDefault(slog.New(slog.NewJSONHandler(w, opts)))
+			return
+		}
+		slog.SetDefault(slog.New(slog.NewTextHandler(w, opts)))
 	}
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -67,7 +72,7 @@ func main() {
 
 // installLogger, when set, routes the runtime's slog output once the config
 // is known. Only main sets it: the default logger is process-wide.
-var installLogger func(w io.Writer, level string)
+var installLogger func(w io.Writer, level, format string)
 
 // Exit codes.
 const (
@@ -105,7 +110,8 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(),
-		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(), versionCommand(), helpCommand()}
+		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
+		scopeCommand(), pruneCommand(), configCommand(), completionCommand(), versionCommand(), helpCommand()}
 }
 
 // nearestCommand is the command whose name is within two edits of name
@@ -258,8 +264,11 @@ func report(s *streams, cmd string, err error) int {
 	if cmd != "" {
 		prefix += " " + cmd
 	}
-	for _, line := range strings.Split(err.Error(), "\n") {
+	for _, line := range strings.Split(humanMessage(err), "\n") {
 		fmt.Fprintf(s.stderr, "%s: %s\n", prefix, line)
+	}
+	if h := hintFor(cmd, err); h != "" {
+		fmt.Fprintf(s.stderr, "hint: %s\n", h)
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -274,15 +283,20 @@ func report(s *streams, cmd string, err error) int {
 
 // rejected turns a start refused for what the user asked (a bad field, an
 // unknown backend, a posture above its ceiling, an unsupported option) into
-// a usage error; other errors pass through.
+// a usage error; other errors pass through. A not_found (no such session)
+// is not a usage error: exit 1, with no "Try: --help".
 func rejected(cmd string, err error) error {
 	var me *messages.Error
 	if errors.As(err, &me) && me.Field == transports.FieldFounderCredentials {
 		return err // not a usage error: the daemon's environment, exit 20
 	}
 	switch messages.ErrorCode(err) {
-	case messages.CodeInvalid, messages.CodeNotFound, messages.CodeCeilingExceeded, messages.CodeUnsupported:
+	case messages.CodeInvalid, messages.CodeCeilingExceeded, messages.CodeUnsupported:
 		return &usageError{cmd: cmd, err: err}
+	case messages.CodeNotFound:
+		if errors.As(err, &me) && me.Op == messages.OpStart {
+			return &usageError{cmd: cmd, err: err} // no session yet: the backend it names is unknown
+		}
 	}
 	return err
 }

@@ -113,7 +113,7 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 		return err
 	}
 	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel) // stdout is the protocol's
+		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat) // stdout is the protocol's
 	}
 	limits := messages.ScopeConstraints{MaxPosture: messages.Posture(c.maxPosture), MaxRounds: c.maxRounds, Backend: c.pin}
 	if limits.MaxPosture == "" {

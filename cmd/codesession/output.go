@@ -62,6 +62,12 @@ func (p *jsonPrinter) line(v any) {
 
 func (p *jsonPrinter) started(st messages.StartResult, d messages.Descriptor) {
 	p.note("session %s started on backend %s%s", st.SessionID, st.Backend, scriptedLabel(d))
+	for _, w := range st.Warnings {
+		p.note("warning: %s", w)
+	}
+	if st.Worktree != nil {
+		p.note("worktree %s (branch %s)", st.Worktree.Path, st.Worktree.Branch)
+	}
 }
 func (p *jsonPrinter) result(r messages.TurnResult)       { p.line(r) }
 func (p *jsonPrinter) answered(messages.Decision, string) {}
@@ -82,8 +88,9 @@ func scriptedLabel(d messages.Descriptor) string {
 // textPrinter writes a human-readable account.
 type textPrinter struct {
 	w     io.Writer
-	cwd   string // paths inside it are shown relative
-	color bool   // colour unified diffs
+	wt    *messages.Worktree // the session's, when isolated: said again at stop
+	cwd   string             // paths inside it are shown relative
+	color bool               // colour unified diffs
 }
 
 func (p *textPrinter) printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
@@ -96,6 +103,7 @@ func (p *textPrinter) started(st messages.StartResult, d messages.Descriptor) {
 		name = d.DisplayName
 	}
 	p.printf("session %s started\n", st.SessionID)
+	p.wt = st.Worktree
 	p.printf("  backend   %s%s\n", name, scriptedLabel(d))
 	p.printf("  posture   %s (ceiling %s)\n", st.Posture, st.MaxPosture)
 	rounds := "unlimited"
@@ -105,6 +113,10 @@ func (p *textPrinter) started(st messages.StartResult, d messages.Descriptor) {
 	p.printf("  rounds    at most %s\n", rounds)
 	if st.Model != "" || st.Effort != "" {
 		p.printf("  model     %s %s\n", orDash(st.Model), st.Effort)
+	}
+	writeWorktree(p.w, st.Worktree)
+	for _, w := range st.Warnings {
+		p.printf("  warning   %s\n", w)
 	}
 }
 
@@ -202,6 +214,7 @@ func (p *textPrinter) stopped(sid string, res messages.StopResult) {
 		already = " (it had already stopped)"
 	}
 	p.printf("stopped session %s: outcome %s%s\n", sid, orDash(string(res.Outcome)), already)
+	writeWorktreeAtStop(p.w, p.wt)
 }
 
 func (p *textPrinter) indent(text string) {
@@ -249,7 +262,7 @@ func compactJSON(raw json.RawMessage, max int) string {
 	if len(raw) == 0 {
 		return "{}"
 	}
-	return oneLine(string(raw), max)
+	return oneLine(plainJSON(raw), max)
 }
 
 // oneLine folds s onto one line and cuts it at max bytes (at a rune

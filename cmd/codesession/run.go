@@ -37,6 +37,8 @@ type runFlags struct {
 	answer                      string
 	guides                      []string
 	timeout                     time.Duration
+	isolate                     string
+	exclusive                   bool
 }
 
 func (f *runFlags) flagSet() *pflag.FlagSet {
@@ -48,6 +50,7 @@ func (f *runFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.model, "model", "", "the agent's model (a concrete name, or cheap, standard or frontier)")
 	fs.StringVar(&f.effort, "effort", "", "reasoning effort: low, medium, high or max")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "at most this many turns (default: the config's defaultMaxRounds)")
+	addIsolationFlags(fs, &f.isolate, &f.exclusive)
 	addEnv(fs, &f.env)
 	f.cfg.addHome(fs)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line: each read-turn result, then the stopped line")
@@ -84,7 +87,11 @@ func parseRunFlags(args []string) (*runCmd, error) {
 		return nil, usagef(cmd, "want one BRIEF argument, got %d: quote the brief", fs.NArg())
 	}
 	c := &runCmd{cfg: f.cfg, json: f.json, guides: f.guides, timeout: f.timeout}
-	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds}
+	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds,
+		Isolate: f.isolate, Exclusive: f.exclusive}
+	if err := checkIsolate(cmd, f.isolate); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(c.start.Brief) == "" {
 		return nil, usagef(cmd, "the BRIEF is empty")
 	}
@@ -136,7 +143,7 @@ func (c *runCmd) exec(ctx context.Context, s *streams) error {
 		return err
 	}
 	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel)
+		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat)
 	}
 	op := c.start
 	if op.Cwd, err = workDir(cmd, op.Cwd); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/config"
 )
 
 // serveCmd runs the daemon: the runtime with the HTTP control plane and the
@@ -23,6 +25,8 @@ type serveCmd struct {
 	tlsCert, tlsKey string
 	insecureRemote  bool
 	shutdownTimeout time.Duration
+	logLevel        string
+	logFormat       string
 }
 
 type serveFlags struct {
@@ -32,6 +36,8 @@ type serveFlags struct {
 	tlsCert, tlsKey string
 	insecureRemote  bool
 	shutdownTimeout time.Duration
+	logLevel        string
+	logFormat       string
 }
 
 func (f *serveFlags) flagSet() *pflag.FlagSet {
@@ -41,6 +47,8 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the TLS certificate's private key (PEM)")
 	fs.BoolVar(&f.insecureRemote, "insecure-remote", false, "allow a non-loopback --addr without TLS (the token then crosses the network in clear)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
+	fs.StringVar(&f.logFormat, "log-format", "", "text or json, one object a line (default: the config's logFormat)")
 	addEnv(fs, &f.env)
 	f.cfg.addHome(fs)
 	f.cfg.addConfig(fs)
@@ -74,7 +82,7 @@ func parseServeFlags(args []string) (*serveCmd, error) {
 		return nil, usagef(cmd, "--shutdown-timeout must be positive")
 	}
 	c := &serveCmd{cfg: f.cfg, addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey,
-		insecureRemote: f.insecureRemote, shutdownTimeout: f.shutdownTimeout}
+		insecureRemote: f.insecureRemote, shutdownTimeout: f.shutdownTimeout, logLevel: f.logLevel, logFormat: f.logFormat}
 	var err error
 	if c.cfg.env, err = parseEnv(cmd, f.env); err != nil {
 		return nil, err
@@ -101,12 +109,15 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 	if !loopbackHost(host) && c.tlsCert == "" && !c.insecureRemote {
 		return usagef(cmd, "--addr %q is not a loopback address: serve TLS (--tls-cert, --tls-key) or pass --insecure-remote", addr)
 	}
-	cfg, err := c.cfg.load(cmd, s.getenv)
+	cfg, err := c.cfg.load(cmd, s.getenv, func(cfg *config.Config) {
+		cfg.LogLevel = cmp.Or(c.logLevel, cfg.LogLevel)
+		cfg.LogFormat = cmp.Or(c.logFormat, cfg.LogFormat)
+	})
 	if err != nil {
 		return err
 	}
 	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel)
+		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat)
 	}
 	var tlsCfg *tls.Config
 	if c.tlsCert != "" {

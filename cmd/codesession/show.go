@@ -115,6 +115,7 @@ func writeRecord(s *streams, d sessionDetail, now time.Time) {
 	}
 	fmt.Fprintf(w, "  rounds    %s   cost %s\n", rounds, cost(r.CostUSD))
 	fmt.Fprintf(w, "  cwd       %s\n", r.Cwd)
+	writeWorktree(w, r.Worktree)
 	fmt.Fprintf(w, "  brief     %s\n", oneLine(r.TaskBrief, 160))
 	if len(r.TaskTags) > 0 {
 		fmt.Fprintf(w, "  tags      %s\n", strings.Join(r.TaskTags, ", "))

@@ -26,6 +26,8 @@ type startFlags struct {
 	allowedTools, tags          []string
 	appendSystemPrompt          string
 	json                        bool
+	isolate                     string
+	exclusive                   bool
 }
 
 func (f *startFlags) flagSet() *pflag.FlagSet {
@@ -40,6 +42,7 @@ func (f *startFlags) flagSet() *pflag.FlagSet {
 	fs.StringArrayVar(&f.allowedTools, "allowed-tool", nil, "a tool the agent may use (repeatable; default: the backend's own set)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "a task tag for the learning record (repeatable)")
 	fs.StringVar(&f.appendSystemPrompt, "append-system-prompt", "", "text appended to the agent's system prompt")
+	addIsolationFlags(fs, &f.isolate, &f.exclusive)
 	fs.BoolVar(&f.json, "json", false, "print the start result as one JSON object")
 	f.client.add(fs)
 	return fs
@@ -67,7 +70,8 @@ func parseStartFlags(args []string) (*startCmd, error) {
 	}
 	c := &startCmd{client: f.client, json: f.json}
 	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds,
-		AllowedTools: f.allowedTools, TaskTags: f.tags, AppendSystemPrompt: f.appendSystemPrompt}
+		AllowedTools: f.allowedTools, TaskTags: f.tags, AppendSystemPrompt: f.appendSystemPrompt,
+		Isolate: f.isolate, Exclusive: f.exclusive}
 	if strings.TrimSpace(c.start.Brief) == "" {
 		return nil, usagef(cmd, "the BRIEF is empty")
 	}
@@ -103,6 +107,9 @@ func (c *startCmd) exec(ctx context.Context, s *streams) error {
 	if err := dc.do(ctx, "POST", "/api/code-sessions", op, &st); err != nil {
 		return remoteErr(cmd, "start", err)
 	}
+	for _, w := range st.Warnings {
+		fmt.Fprintf(s.stderr, "codesession start: warning: %s\n", w)
+	}
 	if c.json {
 		return writeJSON(s.stdout, st)
 	}
@@ -117,6 +124,7 @@ func (c *startCmd) exec(ctx context.Context, s *streams) error {
 	if st.Model != "" || st.Effort != "" {
 		fmt.Fprintf(s.stdout, "  model     %s %s\n", orDash(st.Model), st.Effort)
 	}
+	writeWorktree(s.stdout, st.Worktree)
 	fmt.Fprintf(s.stdout, "next: codesession read %s\n", st.SessionID)
 	return nil
 }

@@ -76,6 +76,13 @@ func (c *stopCmd) exec(ctx context.Context, s *streams) error {
 	if c.json {
 		return writeJSON(s.stdout, res)
 	}
-	(&textPrinter{w: s.stdout}).stopped(c.sid, res)
+	p := &textPrinter{w: s.stdout}
+	var v struct {
+		Record messages.SessionRecord `json:"record"`
+	}
+	if dc.do(ctx, "GET", "/api/code-sessions/"+c.sid+"?limit=1", nil, &v) == nil {
+		p.wt = v.Record.Worktree // where the work is, said at stop
+	}
+	p.stopped(c.sid, res)
 	return nil
 }

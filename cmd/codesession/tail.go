@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/actors/controlplane/client"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -148,7 +149,7 @@ func (c *tailCmd) followFeed(ctx context.Context, dc *daemonClient, s *streams) 
 			from = lastID
 		}
 		why := "the stream ended"
-		var ur *unreachable
+		var ur *client.UnreachableError
 		switch {
 		case errors.As(err, &ur):
 			why = "the daemon at " + dc.base + " is unreachable"
@@ -189,7 +190,7 @@ func (c *tailCmd) stream(ctx context.Context, dc *daemonClient, s *streams, last
 	}
 	res, err := dc.hc.Do(req)
 	if err != nil {
-		return false, &unreachable{base: dc.base, err: err}
+		return false, &client.UnreachableError{Base: dc.base, Err: err}
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {

@@ -8,7 +8,7 @@ import { Feed, Pending, displayStatus } from './feed.js';
 
 const POSTURES = ['plan', 'default', 'acceptEdits', 'full'];
 const EFFORTS = ['low', 'medium', 'high', 'max'];
-const LIVE = (s) => s === 'running' || s === 'idle';
+const LIVE = (s) => s === 'running' || s === 'idle' || s === 'waiting'; // waiting: the API's running-with-a-question
 const TWO_DRIVERS = 'The session is still live: attaching from a terminal now means two drivers on one session. Stop it (or let it end) before you resume it by hand.';
 
 // window.codesession is what the browser tests read: the current view and
