@@ -70,6 +70,10 @@ type Config struct {
 	TurnTimeout Duration `json:"turnTimeout"`
 	// Backends holds per-backend settings, by backend id.
 	Backends map[string]BackendConfig `json:"backends,omitempty"`
+	// WarmPool is how many initialized agent processes a backend that can
+	// (claude-code) keeps ready per (binary, cwd, environment, start-only
+	// settings) for the next start; 0 disables it.
+	WarmPool int `json:"warmPool"`
 }
 
 // BackendConfig is one backend's settings.
@@ -119,6 +123,7 @@ func Default() Config {
 		LogLevel:    "info",
 		Learning:    Learning{Distill: true, DistillAt: "04:00"},
 		TurnTimeout: Duration(30 * time.Minute),
+		WarmPool:    1,
 	}
 }
 
@@ -180,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TurnTimeout < 0 {
 		bad("turnTimeout", "must not be negative")
+	}
+	if c.WarmPool < 0 || c.WarmPool > 16 {
+		bad("warmPool", "want 0 (off) to 16, got %d", c.WarmPool)
 	}
 	for id, b := range c.Backends {
 		if id == "" {
@@ -255,6 +263,7 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_LESSONS":         func(c *Config, v string) error { return setBool(&c.Learning.Distill, v) },
 	"CODESESSION_LESSONS_MODEL":   func(c *Config, v string) error { c.Learning.Model = v; return nil },
 	"CODESESSION_TURN_TIMEOUT":    func(c *Config, v string) error { return setDuration(&c.TurnTimeout, v) },
+	"CODESESSION_WARM_POOL":       func(c *Config, v string) error { return setInt(&c.WarmPool, v) },
 }
 
 // EnvNames lists the CODESESSION_* variables that config reads.
