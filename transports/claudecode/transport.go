@@ -65,7 +65,7 @@ type Transport struct {
 	deadlines      InterruptDeadlines
 	env            []string
 	trace          func(readAt time.Time, ev messages.Event)
-	booting        chan struct{} // a slot per CLI in its initialize handshake
+	booting        chan struct{}                      // a slot per CLI in its initialize handshake
 	pool           *warmpool.Pool[warmKey, *warmProc] // nil: no warm pool (pool.go)
 }
 
