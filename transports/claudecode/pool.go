@@ -108,6 +108,14 @@ func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
 	return t.pool.Idle(t.warmKey(spec, bin))
 }
 
+// WarmReady is how many pooled processes are ready, for any start.
+func (t *Transport) WarmReady() int {
+	if t.pool == nil {
+		return 0
+	}
+	return t.pool.IdleTotal()
+}
+
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 	env := buildEnv(os.Environ(), spec, t.env)
 	sorted := append([]string(nil), env...)

@@ -114,6 +114,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
 	tr.DrainWarm(kit)
 	assert.Equal(t, 0, tr.WarmIdle(specB))
+	assert.Equal(t, 0, tr.WarmReady())
 	for p := range refilled {
 		if p == pgid {
 			assert.True(t, groupAlive(p), "draining the pool leaves an adopted session alone")

@@ -86,6 +86,17 @@ func (p *Pool[K, V]) Idle(k K) int {
 	return len(p.idle[k])
 }
 
+// IdleTotal is how many idle items every key holds together.
+func (p *Pool[K, V]) IdleTotal() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, vs := range p.idle {
+		n += len(vs)
+	}
+	return n
+}
+
 // Refill boots items of key k in the background until it has Size idle or
 // booting ones. boot gets a context that Drain cancels; an item that comes
 // back after its key was drained is discarded, and a failed boot is
