@@ -82,8 +82,9 @@ func scriptedLabel(d messages.Descriptor) string {
 // textPrinter writes a human-readable account.
 type textPrinter struct {
 	w     io.Writer
-	cwd   string // paths inside it are shown relative
-	color bool   // colour unified diffs
+	cwd   string    // paths inside it are shown relative
+	color bool      // colour unified diffs
+	live  *liveText // the text streamed as it is written (live.go); nil: none
 }
 
 func (p *textPrinter) printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
@@ -109,6 +110,7 @@ func (p *textPrinter) started(st messages.StartResult, d messages.Descriptor) {
 }
 
 func (p *textPrinter) result(r messages.TurnResult) {
+	p.live.flush()
 	head := fmt.Sprintf("== turn %d: %s", r.Turn, r.Kind)
 	switch r.Kind {
 	case messages.KindTurnComplete:
