@@ -142,6 +142,7 @@ func (c *runCmd) exec(ctx context.Context, s *streams) error {
 	if op.Cwd, err = workDir(cmd, op.Cwd); err != nil {
 		return err
 	}
+	cfg.WarmPool = 0 // one session per process: a warm pool would boot a CLI only to kill it
 	var live *liveText
 	var opts []actors.Option
 	if !c.json {

@@ -129,9 +129,9 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 		tools: tools, appendPrompt: spec.AppendSystemPrompt, namedModel: spec.Model != ""}
 }
 
-// adoptWarm hands the start a pooled process when one fits, and refills
-// the key either way (once the start has its process, so the boot never
-// competes with its own). ok is false when the start must boot its own.
+// adoptWarm hands the start a pooled process when one fits; refill boots
+// the key's replacement (the caller runs it once the session's first turn
+// is over, so the boot competes with neither the start nor that turn). ok is false when the start must boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws gate.Workspace) (s *session, refill func(), ok bool) {
 	if t.pool == nil || t.pool.Size() == 0 || spec.ResumeExternalID != "" {
 		return nil, func() {}, false
@@ -153,6 +153,26 @@ func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, 
 		}
 		w.discard() // a process that could not take the settings: try the next, else boot
 	}
+}
+
+// RefillDelay bounds how long the pool waits for a session's first turn to
+// end before it boots the session's replacement anyway.
+const RefillDelay = 30 * time.Second
+
+// refillAfterFirstTurn refills the pool once s's first turn has ended (or
+// s closed, or RefillDelay passed): on two cores a node boot beside the
+// first turn made that turn three times slower.
+func refillAfterFirstTurn(s *session, refill func()) {
+	go func() {
+		t := time.NewTimer(RefillDelay)
+		defer t.Stop()
+		select {
+		case <-s.firstEnd:
+		case <-s.stop:
+		case <-t.C:
+		}
+		refill()
+	}()
 }
 
 // bootWarm starts and initializes a process for the pool, under a group of

@@ -84,6 +84,10 @@ type session struct {
 	// pool's): closed once every goroutine of the session is done.
 	ownGroup     *prockit.Group
 	ownGroupOnce sync.Once
+	// firstEnd is closed when a turn first ends: the warm pool refills
+	// after it, so a boot never competes with the session's first turn.
+	firstEnd     chan struct{}
+	firstEndOnce sync.Once
 }
 
 // proc is one claude process.
@@ -118,6 +122,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 			gate: func(tool string, input json.RawMessage) error { return gateCheck(ws, tool, input) }}),
 		pending:  map[string]pendingCtl{},
 		turnDone: map[int]chan struct{}{},
+		firstEnd: make(chan struct{}),
 	}
 }
 
@@ -408,6 +413,9 @@ func (s *session) apply(eff effects, readAt time.Time) {
 	}
 	for _, te := range eff.events {
 		s.push(queuedEvent{turn: te.turn, ev: te.ev, readAt: readAt})
+		if te.ev.Type == messages.EvTurnEnd {
+			s.firstEndOnce.Do(func() { close(s.firstEnd) })
+		}
 	}
 	if eff.settle {
 		turn := s.core.turn

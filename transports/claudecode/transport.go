@@ -246,7 +246,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin, ws)
 	if ok {
-		refill()
+		refillAfterFirstTurn(warm, refill)
 		return warm, nil
 	}
 	ext := spec.ResumeExternalID
@@ -257,7 +257,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
-	refill()
+	refillAfterFirstTurn(s, refill)
 	return s, nil
 }
 
