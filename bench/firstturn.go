@@ -197,6 +197,17 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	defer stop(ctx, b, sid)
+	// the same turns without diff capture, to tell its share
+	nodiff, _, err := f.runtime("later-nodiff", 0, false)
+	if err != nil {
+		return err
+	}
+	defer nodiff.close()
+	sidND, err := startToFirstTurn(ctx, nodiff, f.cwd, "warm up")
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	defer stop(ctx, nodiff, sidND)
 	cli, err := startBareClaude(ctx, f.bin, f.cwd, f.env, filepath.Join(f.dir, "bare-home"), true)
 	if err != nil {
 		return err
@@ -207,18 +218,12 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	var later, bareLater, perm, barePerm latencies
+	var later, laterND, bareLater, perm, barePerm latencies
 	diffs := 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
 		t0 := time.Now()
-		if _, err := b.rt.Guide(octx, scope, messages.Guide{SessionID: sid, Text: fmt.Sprintf("later %d", i)}); err != nil {
-			return err
-		}
-		r, err := b.rt.ReadTurn(octx, scope, messages.ReadTurn{SessionID: sid})
-		if err == nil {
-			err = expectKind(r, messages.KindTurnComplete)
-		}
+		r, err := guideAndRead(octx, b, sid, fmt.Sprintf("later %d", i), messages.KindTurnComplete)
 		if err != nil {
 			return fmt.Errorf("later turn %d: %w", i, err)
 		}
@@ -226,6 +231,11 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		if r.TurnDiff != nil && r.TurnDiff.Source == messages.DiffGit {
 			diffs++
 		}
+		t0 = time.Now()
+		if _, err := guideAndRead(octx, nodiff, sidND, fmt.Sprintf("later %d", i), messages.KindTurnComplete); err != nil {
+			return fmt.Errorf("later turn without diff capture %d: %w", i, err)
+		}
+		laterND.since(t0)
 		d, err := cli.turn(fmt.Sprintf("bare later %d", i))
 		if err != nil {
 			return fmt.Errorf("bare later turn %d: %w", i, err)
@@ -235,13 +245,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		// a permission turn: the agent writes a file, the runtime asks
 		target := filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i))
 		t0 = time.Now()
-		if _, err := b.rt.Guide(octx, scope, messages.Guide{SessionID: sid, Text: "TOOL:WRITE " + target + " runtime"}); err != nil {
-			return err
-		}
-		r, err = b.rt.ReadTurn(octx, scope, messages.ReadTurn{SessionID: sid})
-		if err == nil {
-			err = expectKind(r, messages.KindClarification)
-		}
+		r, err = guideAndRead(octx, b, sid, "TOOL:WRITE "+target+" runtime", messages.KindClarification)
 		if err != nil {
 			return fmt.Errorf("permission turn %d: %w", i, err)
 		}
@@ -264,10 +268,24 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	}
 	f.res.check("later turns diffed by git", diffs == f.rounds, "%d of %d later turns came with a git diff", diffs, f.rounds)
 	f.res.check("bare permission turns asked", cli.asked == f.rounds, "the bare CLI asked can_use_tool %d times in %d permission turns", cli.asked, f.rounds)
-	l, bl, pm, bp := later.summary(), bareLater.summary(), perm.summary(), barePerm.summary()
+	l, nd, bl, pm, bp := later.summary(), laterND.summary(), bareLater.summary(), perm.summary(), barePerm.summary()
 	f.res.vs("later turn, diff capture on, p50", ms(l.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
+	f.res.vs("later turn, diff capture off, p50", ms(nd.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
 	f.res.vs("permission turn p50", ms(pm.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
 	return nil
+}
+
+// guideAndRead queues text as the next turn and reads its result, which
+// must be of kind want.
+func guideAndRead(ctx context.Context, b *benchRuntime, sid, text string, want messages.TurnKind) (messages.TurnResult, error) {
+	if _, err := b.rt.Guide(ctx, scope, messages.Guide{SessionID: sid, Text: text}); err != nil {
+		return messages.TurnResult{}, err
+	}
+	r, err := b.rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
+	if err == nil {
+		err = expectKind(r, want)
+	}
+	return r, err
 }
 
 func stop(ctx context.Context, b *benchRuntime, sid string) {
