@@ -46,8 +46,10 @@ func (c *countingGit) take(t *testing.T) []string {
 }
 
 // The git runs of a turn: discovery (rev-parse, config) once per session,
-// then one status at Begin and at Finish, the scratch index and one diff.
-// Before the cache and the merged runs a one-file turn took 11.
+// then one status at Begin and at Finish, the scratch index and one diff
+// (plus the baseline's hashes and tree when the tree was dirty at Begin).
+// Before the cache, the merged runs and the pathspec diff a one-file turn
+// took 11.
 func TestGitRunsPerTurn(t *testing.T) {
 	r := newRepo(t)
 	r.write("a.txt", "a\n")
@@ -59,7 +61,7 @@ func TestGitRunsPerTurn(t *testing.T) {
 	require.Empty(t, d.Warning)
 	require.Len(t, d.Files, 1)
 	first := cg.take(t)
-	assert.Equal(t, []string{"rev-parse", "config", "status", "status", "update-index", "write-tree", "update-index", "diff-index"}, first)
+	assert.Equal(t, []string{"rev-parse", "config", "status", "status", "update-index", "diff-index"}, first)
 
 	for turn := 2; turn <= 3; turn++ {
 		r.commitAll("between turns") // a clean start: nothing to hash at Begin
@@ -70,8 +72,8 @@ func TestGitRunsPerTurn(t *testing.T) {
 		assert.Equal(t, "M", d.Files[0].Status)
 		assert.Contains(t, d.UnifiedDiff, "+turn "+string(rune('0'+turn)))
 		runs := cg.take(t)
-		assert.Equal(t, []string{"status", "status", "update-index", "write-tree", "update-index", "diff-index"}, runs,
-			"turn %d: discovery is cached, so a turn is two statuses, the scratch index and one diff", turn)
+		assert.Equal(t, []string{"status", "status", "update-index", "diff-index"}, runs,
+			"turn %d: discovery is cached and the tree was clean, so a turn is two statuses, the scratch index and one diff against HEAD", turn)
 	}
 
 	// a turn that changes nothing: the two statuses only
@@ -82,8 +84,8 @@ func TestGitRunsPerTurn(t *testing.T) {
 	assert.Empty(t, d.Files)
 	assert.Equal(t, []string{"status", "status"}, cg.take(t))
 
-	// a file dirty at Begin is hashed into the scratch index then: one
-	// more run
+	// a file dirty at Begin is hashed into the scratch index then, and the
+	// diff runs against a tree of the baseline: two more runs
 	r.write("a.txt", "dirty before\n")
 	d = capture(t, g, func() { r.write("a.txt", "dirty before\nand the turn\n") })
 	require.Empty(t, d.Warning)

@@ -13,14 +13,16 @@
 // into the repository, and GIT_OPTIONAL_LOCKS=0 keeps its index unlocked).
 // Finish lists the paths that can differ (one status again while HEAD has
 // not moved; after a mid-turn commit diff-index against the start commit and
-// ls-files --others; and the paths status reported at Begin), writes a tree
-// of their baseline content from the scratch index, brings the scratch index
-// to their content now, and diffs the two in one run (diff-index --cached -M
-// -z, raw and numstat records, then the patch, of which only the patch is
-// capped). Where the repository is and the overrides of its filter drivers
-// are found once per session (rev-parse, config) and kept while the
-// repository's config files are unchanged (cache.go), so a turn on a clean
-// tree runs six git processes (two statuses, the scratch index, one diff)
+// ls-files --others; and the paths status reported at Begin), brings a
+// scratch index to their content now and diffs it in one run (diff-index
+// --cached -M -z: raw and numstat records, then the patch, of which only
+// the patch is capped) against the baseline: with a clean tree at Begin
+// that is the start commit, limited to the candidates by pathspec; else a
+// tree of their baseline content written from the scratch index. Where the
+// repository is and the overrides of its filter drivers are found once
+// per session (rev-parse, config) and kept while the repository's config
+// files are unchanged (cache.go), so a turn on a clean tree runs four git
+// processes (two statuses, the scratch index, one diff)
 // where it ran eleven: commits made during
 // the turn are folded in, files already dirty at Begin show only this turn's
 // change, new untracked files are additions, and renames are found across

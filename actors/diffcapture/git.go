@@ -388,15 +388,23 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 		return messages.TurnDiff{}, err
 	}
 	s := r.scratch(b.dir, b.repo.objects)
-	if len(startEntries) > 0 {
-		if _, err := s.input(ctx, startEntries, "update-index", "-z", "--index-info"); err != nil {
-			return messages.TurnDiff{}, err
+	// With a clean tree at Begin the baseline of every candidate is its
+	// content at the start commit: the diff runs against that commit,
+	// limited to the candidates by pathspec (literal: GIT_LITERAL_PATHSPECS),
+	// and no baseline tree is built. Else (or with more candidates than a
+	// command line should carry) a tree of the baseline is written.
+	baseTree, limit := start, len(b.known) == 0 && pathBytes(cand) <= maxPathspecBytes
+	if !limit {
+		if len(startEntries) > 0 {
+			if _, err := s.input(ctx, startEntries, "update-index", "-z", "--index-info"); err != nil {
+				return messages.TurnDiff{}, err
+			}
 		}
-	}
-	baseTree := b.repo.emptyTree
-	if len(startEntries) > 0 || slices.ContainsFunc(cand, func(p string) bool { return b.known[p] }) {
-		if baseTree, err = writeTree(ctx, s); err != nil {
-			return messages.TurnDiff{}, err
+		baseTree = b.repo.emptyTree
+		if len(startEntries) > 0 || slices.ContainsFunc(cand, func(p string) bool { return b.known[p] }) {
+			if baseTree, err = writeTree(ctx, s); err != nil {
+				return messages.TurnDiff{}, err
+			}
 		}
 	}
 	// now bring every candidate to its content in the work tree: files
@@ -405,7 +413,9 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	slices.Sort(cand)
 	var update []string
 	for _, p := range cand {
-		if indexable(filepath.Join(b.repo.top, filepath.FromSlash(p))) || inIndex[p] {
+		// (with the pathspec diff the scratch index starts empty: nothing
+		// to remove from it)
+		if indexable(filepath.Join(b.repo.top, filepath.FromSlash(p))) || (inIndex[p] && !limit) {
 			update = append(update, p)
 		}
 	}
@@ -418,8 +428,12 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	// baseline tree
 	// one run says the files (raw and numstat records, NUL-terminated) and
 	// the patch after them; only the patch is capped
-	head, patch, cutOff, err := s.headedRun(ctx, g.maxBytes+1, "diff-index", "-z", "--raw", "--numstat", "-p", "--no-color",
-		"--submodule=short", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", baseTree)
+	args := []string{"diff-index", "-z", "--raw", "--numstat", "-p", "--no-color",
+		"--submodule=short", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", baseTree}
+	if limit {
+		args = append(append(args, "--"), cand...)
+	}
+	head, patch, cutOff, err := s.headedRun(ctx, g.maxBytes+1, args...)
 	if err != nil {
 		return messages.TurnDiff{}, err
 	}
@@ -431,6 +445,18 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
 	}
 	return gitDiff(files, patch, cutOff, g.maxBytes, g.maxFiles), nil
+}
+
+// maxPathspecBytes bounds the candidates a diff takes on its command line
+// (far below ARG_MAX); more take the baseline-tree way.
+const maxPathspecBytes = 64 << 10
+
+func pathBytes(paths []string) int {
+	n := 0
+	for _, p := range paths {
+		n += len(p) + 1
+	}
+	return n
 }
 
 func writeTree(ctx context.Context, s *runner) (string, error) {
