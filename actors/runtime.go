@@ -136,6 +136,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	log := o.logger
 	if o.backends == nil {
 		o.backends = DefaultBackends()
+		sizeWarmPools(o.backends, cfg.WarmPool)
 	}
 	if o.capture == nil {
 		o.capture = diffcapture.GitFactory
@@ -623,6 +624,7 @@ func (r *Runtime) shutdown() {
 	if cerr := r.store.Close(); err == nil {
 		err = cerr
 	}
+	drainWarmPools(r.backends, r.kit)
 	r.kit.Close()
 	r.lease.release()
 	r.closeErr = err

@@ -89,6 +89,9 @@ type Options struct {
 	// DiffFiles is the size of the repository the diff capture hook
 	// generates.
 	DiffFiles int
+	// FirstTurnRounds is how many times the firstturn suite measures each
+	// figure on each side (DefaultFirstTurnRounds when 0).
+	FirstTurnRounds int
 	// ClaudeBin is the pinned claude binary for the claude-code hook
 	// (`codesession bench` passes $CODESESSION_CLAUDE_BIN); empty skips
 	// the hook.

@@ -78,6 +78,11 @@ type Config struct {
 	Isolate string `json:"isolate,omitempty"`
 	// Daemon configures `codesession serve`: the scopes of its tokens.
 	Daemon Daemon `json:"daemon"`
+
+	// WarmPool is how many initialized agent processes a backend that can
+	// (claude-code) keeps ready per (binary, cwd, environment, start-only
+	// settings) for the next start; 0 disables it.
+	WarmPool int `json:"warmPool"`
 }
 
 // Daemon configures the control plane's bearer tokens and their scopes.
@@ -168,6 +173,8 @@ func Default() Config {
 		Learning:    Learning{Distill: true, DistillAt: "04:00"},
 		TurnTimeout: Duration(30 * time.Minute),
 		Daemon:      Daemon{MaxPosture: messages.PostureAcceptEdits},
+
+		WarmPool: 1,
 	}
 }
 
@@ -229,6 +236,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TurnTimeout < 0 {
 		bad("turnTimeout", "must not be negative")
+	}
+	if c.WarmPool < 0 || c.WarmPool > 16 {
+		bad("warmPool", "want 0 (off) to 16, got %d", c.WarmPool)
 	}
 	for id, b := range c.Backends {
 		if id == "" {
@@ -320,6 +330,8 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_DAEMON_MAX_POSTURE": func(c *Config, v string) error {
 		return setPosture(&c.Daemon.MaxPosture, v)
 	},
+
+	"CODESESSION_WARM_POOL": func(c *Config, v string) error { return setInt(&c.WarmPool, v) },
 }
 
 // EnvNames lists the CODESESSION_* variables that config reads.

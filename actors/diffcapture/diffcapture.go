@@ -6,16 +6,24 @@
 // Git (NewGit, GitFactory: the runtime's default) is the capture: when the
 // working directory is inside a git work tree at Begin, the turn's diff is
 // the work tree at Finish against the work tree at Begin. Begin records HEAD
-// and `git status --porcelain=v2 -z -uall` and hashes the content of every
+// and the paths of one `git status --porcelain=v2 -z --branch -uall` and hashes the content of every
 // path status reported (dirty, staged, unmerged, untracked) into a scratch
 // index whose objects live in a private temporary directory (the
 // repository's objects are read through the alternates; nothing is written
 // into the repository, and GIT_OPTIONAL_LOCKS=0 keeps its index unlocked).
-// Finish lists the paths that can differ (diff-index against the start
-// commit, ls-files --others, and the paths status reported at Begin), writes
-// a tree of their baseline content from the scratch index, brings the
-// scratch index to their content now, and diffs the two (diff-index --cached
-// -M, raw and numstat, then the patch): commits made during
+// Finish lists the paths that can differ (one status again while HEAD has
+// not moved; after a mid-turn commit diff-index against the start commit and
+// ls-files --others; and the paths status reported at Begin), brings a
+// scratch index to their content now and diffs it in one run (diff-index
+// --cached -M -z: raw and numstat records, then the patch, of which only
+// the patch is capped) against the baseline: with a clean tree at Begin
+// that is the start commit, limited to the candidates by pathspec; else a
+// tree of their baseline content written from the scratch index. Where the
+// repository is and the overrides of its filter drivers are found once
+// per session (rev-parse, config) and kept while the repository's config
+// files are unchanged (cache.go), so a turn on a clean tree runs four git
+// processes (two statuses, the scratch index, one diff)
+// where it ran eleven: commits made during
 // the turn are folded in, files already dirty at Begin show only this turn's
 // change, new untracked files are additions, and renames are found across
 // tracked and untracked files alike. The result is capped: the unified diff
@@ -33,15 +41,17 @@
 // none for every turn.
 //
 // Concurrency: a Capturer is used by one actor, one call at a time, from a
-// goroutine the actor owns (captures run git and take time); Git keeps its
-// state in the Baseline and is safe for concurrent use. Capture problems
+// goroutine the actor owns (captures run git and take time); Git keeps a
+// turn's state in the Baseline, its per-session cache under a mutex, and is
+// safe for concurrent use. Capture problems
 // never fail a turn: Begin never returns an error from Git (a failed
 // baseline rides in the Baseline), and Finish turns any problem, a panic
 // included, into source none with the problem in TurnDiff.Warning.
 //
 // Testing: the tests build real temporary repositories (HOME is a temporary
 // directory; user.name and user.email are set per repository) and drive
-// Begin, a turn's edits and Finish; BenchmarkCapture and BenchmarkBareGit
+// Begin, a turn's edits and Finish; TestGitRunsPerTurn counts the git runs
+// of each kind of turn through a logging wrapper; BenchmarkCapture and BenchmarkBareGit
 // time the capture against the bare git commands of seed 000 §6 on a
 // generated 10,000-file repository in the same run.
 package diffcapture

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -43,8 +44,10 @@ func WithMaxFiles(n int) Option { return func(g *Git) { g.maxFiles = n } }
 
 // Git is the capture of seed 000 §6 for one working directory: git when the
 // directory is inside a work tree at the turn's start, else the tool-event
-// fallback. It keeps no state between calls (all of it is in the Baseline),
-// so it is safe for concurrent use.
+// fallback. A turn's state is all in its Baseline; between turns it keeps
+// only what a session does not change (where the repository is, and the
+// overrides of its filter drivers), checked against the repository's
+// config files at every use (cache.go). It is safe for concurrent use.
 type Git struct {
 	cwd      string
 	bin      string
@@ -52,6 +55,9 @@ type Git struct {
 	maxBytes int
 	maxFiles int
 	env      []string
+
+	mu     sync.Mutex
+	cached *discovered // nil until a Begin found a work tree
 }
 
 // NewGit returns the capture for cwd. It does no I/O: whether cwd is a work
@@ -81,8 +87,11 @@ const (
 // repo is where a work tree's git lives.
 type repo struct {
 	top       string // the top of the work tree
+	common    string // the repository's common directory (its config)
+	gitDir    string // this work tree's git directory (config.worktree)
 	objects   string // the repository's object directory
 	emptyTree string // the empty tree in the repository's object format
+	includes  bool   // its config includes other files: never cached
 }
 
 // gitBaseline is the state of the work tree at a turn's start: HEAD, and the
@@ -129,25 +138,25 @@ func (g *Git) Begin(ctx context.Context) (b Baseline, _ error) {
 }
 
 func (g *Git) begin(ctx context.Context) (*gitBaseline, error) {
-	r, rp, head, why, err := g.discover(ctx)
+	d, why, err := g.repository(ctx)
 	if err != nil {
 		return &gitBaseline{}, err
 	}
 	if why != "" {
 		return &gitBaseline{kind: kindFallback, why: why}, nil
 	}
-	b := &gitBaseline{kind: kindGit, repo: rp, head: head, known: map[string]bool{}}
-	// (HEAD comes from rev-parse: --branch would add most of the time of
-	// the work-tree scan itself)
-	out, err := r.output(ctx, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
-		"--ignore-submodules=dirty")
+	r, rp := d.runner(), d.rp
+	// HEAD comes from the same status run (--branch; --no-ahead-behind so an
+	// upstream costs nothing)
+	out, err := r.output(ctx, statusArgs...)
 	if err != nil {
-		return b, err
+		return &gitBaseline{}, err
 	}
 	st, err := parseStatusV2(out)
 	if err != nil {
-		return b, err
+		return &gitBaseline{}, err
 	}
+	b := &gitBaseline{kind: kindGit, repo: rp, head: st.head, known: map[string]bool{}}
 	var present []string
 	for _, p := range st.paths {
 		if _, dup := b.known[p]; dup {
@@ -184,7 +193,7 @@ func (g *Git) discover(ctx context.Context) (r *runner, rp repo, head, why strin
 		return nil, repo{}, "", "git is not available", nil
 	}
 	r = &runner{bin: bin, dir: g.cwd, env: g.env}
-	out, err := r.output(ctx, "rev-parse", "--show-toplevel", "--git-common-dir", "--show-object-format", "--verify", "-q", "HEAD")
+	out, err := r.output(ctx, "rev-parse", "--show-toplevel", "--git-common-dir", "--show-object-format", "--absolute-git-dir", "--verify", "-q", "HEAD")
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if err != nil {
 		var ge *gitError
@@ -194,7 +203,7 @@ func (g *Git) discover(ctx context.Context) (r *runner, rp repo, head, why strin
 			return nil, repo{}, "", "", err
 		case strings.Contains(ge.stderr, "not a git repository") || strings.Contains(ge.stderr, "must be run in a work tree"):
 			return nil, repo{}, "", "not a git work tree", nil
-		case errors.As(err, &ee) && ee.ExitCode() == 1 && len(lines) == 3:
+		case errors.As(err, &ee) && ee.ExitCode() == 1 && len(lines) == 4:
 			// --verify -q failed quietly: HEAD names no commit yet (unborn)
 		default:
 			if _, statErr := os.Stat(g.cwd); statErr != nil {
@@ -203,16 +212,17 @@ func (g *Git) discover(ctx context.Context) (r *runner, rp repo, head, why strin
 			return nil, repo{}, "", "", err
 		}
 	}
-	if len(lines) < 3 || lines[0] == "" {
+	if len(lines) < 4 || lines[0] == "" {
 		return nil, repo{}, "", "not a git work tree", nil
 	}
-	if len(lines) > 3 {
-		head = lines[3]
+	if len(lines) > 4 {
+		head = lines[4]
 	}
-	rp = repo{top: lines[0], objects: lines[1]}
+	rp = repo{top: lines[0], objects: lines[1], gitDir: lines[3]}
 	if !filepath.IsAbs(rp.objects) {
 		rp.objects = filepath.Join(g.cwd, rp.objects)
 	}
+	rp.common = rp.objects
 	rp.objects = filepath.Join(rp.objects, "objects")
 	switch lines[2] {
 	case "sha1":
@@ -223,7 +233,7 @@ func (g *Git) discover(ctx context.Context) (r *runner, rp repo, head, why strin
 		return nil, repo{}, "", "", fmt.Errorf("unknown object format %q", lines[2])
 	}
 	r.dir = rp.top
-	if r.filters, err = r.filterOverrides(ctx); err != nil {
+	if r.filters, rp.includes, err = r.filterOverrides(ctx); err != nil {
 		return nil, repo{}, "", "", err
 	}
 	return r, rp, head, "", nil
@@ -307,34 +317,40 @@ func (g *Git) Finish(ctx context.Context, base Baseline, editPaths []string) (d 
 }
 
 func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, error) {
-	bin, err := exec.LookPath(g.bin)
-	if err != nil {
-		return messages.TurnDiff{}, fmt.Errorf("git is no longer available: %w", err)
-	}
-	r := &runner{bin: bin, dir: b.repo.top, env: g.env}
-	if r.filters, err = r.filterOverrides(ctx); err != nil {
+	d, why, err := g.repository(ctx)
+	switch {
+	case err != nil:
 		return messages.TurnDiff{}, err
+	case why != "":
+		return messages.TurnDiff{}, fmt.Errorf("git: the work tree is gone (%s)", why)
+	case d.rp.top != b.repo.top || d.rp.objects != b.repo.objects:
+		return messages.TurnDiff{}, fmt.Errorf("git: the work tree moved during the turn (%s, was %s)", d.rp.top, b.repo.top)
 	}
+	r := d.runner()
 	start := b.head
 	if start == "" {
 		start = b.repo.emptyTree
 	}
 	// the paths that may differ between the baseline and now: those the
 	// work tree (through the index) changed against the start commit,
-	// those untracked now, and those status reported at Begin
-	out, err := r.output(ctx, "diff-index", "--raw", "-z", "--no-renames", "--ignore-submodules=dirty", start)
+	// those untracked now, and those status reported at Begin. One status
+	// says it while HEAD has not moved; after a mid-turn commit (or with
+	// unmerged paths, whose status lines name stages, not HEAD) diff-index
+	// and ls-files say it against the start commit.
+	out, err := r.output(ctx, statusArgs...)
 	if err != nil {
 		return messages.TurnDiff{}, err
 	}
-	changed, _, err := parseRaw(fields(out), 0)
+	st, err := parseStatusV2(out)
 	if err != nil {
 		return messages.TurnDiff{}, err
 	}
-	out, err = r.output(ctx, "ls-files", "-z", "--others", "--exclude-standard")
-	if err != nil {
-		return messages.TurnDiff{}, err
+	changed, untracked := st.changed, st.untracked
+	if st.head != b.head || st.unmerged {
+		if changed, untracked, err = changedSince(ctx, r, start); err != nil {
+			return messages.TurnDiff{}, err
+		}
 	}
-	untracked := fields(out)
 
 	inIndex := map[string]bool{} // what the scratch index holds
 	cand := make([]string, 0, len(b.known)+len(changed)+len(untracked))
@@ -372,15 +388,23 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 		return messages.TurnDiff{}, err
 	}
 	s := r.scratch(b.dir, b.repo.objects)
-	if len(startEntries) > 0 {
-		if _, err := s.input(ctx, startEntries, "update-index", "-z", "--index-info"); err != nil {
-			return messages.TurnDiff{}, err
+	// With a clean tree at Begin the baseline of every candidate is its
+	// content at the start commit: the diff runs against that commit,
+	// limited to the candidates by pathspec (literal: GIT_LITERAL_PATHSPECS),
+	// and no baseline tree is built. Else (or with more candidates than a
+	// command line should carry) a tree of the baseline is written.
+	baseTree, limit := start, len(b.known) == 0 && pathBytes(cand) <= maxPathspecBytes
+	if !limit {
+		if len(startEntries) > 0 {
+			if _, err := s.input(ctx, startEntries, "update-index", "-z", "--index-info"); err != nil {
+				return messages.TurnDiff{}, err
+			}
 		}
-	}
-	baseTree := b.repo.emptyTree
-	if len(startEntries) > 0 || slices.ContainsFunc(cand, func(p string) bool { return b.known[p] }) {
-		if baseTree, err = writeTree(ctx, s); err != nil {
-			return messages.TurnDiff{}, err
+		baseTree = b.repo.emptyTree
+		if len(startEntries) > 0 || slices.ContainsFunc(cand, func(p string) bool { return b.known[p] }) {
+			if baseTree, err = writeTree(ctx, s); err != nil {
+				return messages.TurnDiff{}, err
+			}
 		}
 	}
 	// now bring every candidate to its content in the work tree: files
@@ -389,7 +413,9 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	slices.Sort(cand)
 	var update []string
 	for _, p := range cand {
-		if indexable(filepath.Join(b.repo.top, filepath.FromSlash(p))) || inIndex[p] {
+		// (with the pathspec diff the scratch index starts empty: nothing
+		// to remove from it)
+		if indexable(filepath.Join(b.repo.top, filepath.FromSlash(p))) || (inIndex[p] && !limit) {
 			update = append(update, p)
 		}
 	}
@@ -400,24 +426,37 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	}
 	// the scratch index now holds the end state: diff it against the
 	// baseline tree
-	diffOpts := []string{"--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", baseTree}
-	out, err = s.output(ctx, append([]string{"diff-index", "-z", "--raw", "--numstat"}, diffOpts...)...)
+	// one run says the files (raw and numstat records, NUL-terminated) and
+	// the patch after them; only the patch is capped
+	args := []string{"diff-index", "-z", "--raw", "--numstat", "-p", "--no-color",
+		"--submodule=short", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", baseTree}
+	if limit {
+		args = append(append(args, "--"), cand...)
+	}
+	head, patch, cutOff, err := s.headedRun(ctx, g.maxBytes+1, args...)
 	if err != nil {
 		return messages.TurnDiff{}, err
 	}
-	files, err := parseRawNumstat(out)
+	files, err := parseRawNumstat(head)
 	if err != nil {
 		return messages.TurnDiff{}, err
 	}
 	if len(files) == 0 {
 		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
 	}
-	patch, cutOff, err := s.run(ctx, nil, g.maxBytes+1,
-		append([]string{"diff-index", "-p", "--no-color", "--submodule=short"}, diffOpts...)...)
-	if err != nil {
-		return messages.TurnDiff{}, err
-	}
 	return gitDiff(files, patch, cutOff, g.maxBytes, g.maxFiles), nil
+}
+
+// maxPathspecBytes bounds the candidates a diff takes on its command line
+// (far below ARG_MAX); more take the baseline-tree way.
+const maxPathspecBytes = 64 << 10
+
+func pathBytes(paths []string) int {
+	n := 0
+	for _, p := range paths {
+		n += len(p) + 1
+	}
+	return n
 }
 
 func writeTree(ctx context.Context, s *runner) (string, error) {

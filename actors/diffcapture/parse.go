@@ -28,6 +28,14 @@ func fields(out []byte) []string {
 // relative to the top of the work tree.
 type statusV2 struct {
 	paths []string
+	// with --branch: HEAD ("" while unborn)
+	head string
+	// changed are the ordinary changed entries ("1" records) with HEAD's
+	// mode and object as the source; untracked the "?" records; unmerged
+	// says a "u" record came (its stages say nothing of HEAD)
+	changed   []rawEntry
+	untracked []string
+	unmerged  bool
 }
 
 func parseStatusV2(out []byte) (statusV2, error) {
@@ -40,12 +48,17 @@ func parseStatusV2(out []byte) (statusV2, error) {
 		}
 		switch rec[0] {
 		case '#': // headers (--branch, --show-stash)
+			if oid, ok := strings.CutPrefix(rec, "# branch.oid "); ok && oid != "(initial)" {
+				st.head = oid
+			}
 		case '1': // 1 XY sub mH mI mW hH hI path
 			p, err := nthField(rec, 8)
 			if err != nil {
 				return st, err
 			}
 			st.paths = append(st.paths, p)
+			f := strings.SplitN(rec, " ", 9)
+			st.changed = append(st.changed, rawEntry{srcMode: f[3], srcOID: f[6], status: 'M', src: p})
 		case '2': // 2 XY sub mH mI mW hH hI Xscore path NUL origPath
 			p, err := nthField(rec, 9)
 			if err != nil {
@@ -62,11 +75,15 @@ func parseStatusV2(out []byte) (statusV2, error) {
 				return st, err
 			}
 			st.paths = append(st.paths, p)
+			st.unmerged = true
 		case '?', '!':
 			if len(rec) < 3 {
 				return st, fmt.Errorf("git status: short record %q", rec)
 			}
 			st.paths = append(st.paths, rec[2:])
+			if rec[0] == '?' {
+				st.untracked = append(st.untracked, rec[2:])
+			}
 		default:
 			return st, fmt.Errorf("git status: unknown record %q", cut(rec, 40))
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -131,21 +132,13 @@ func (r *runner) command(ctx context.Context, args []string) *exec.Cmd {
 // output stops at limit bytes and capped says so (git is then ended, which
 // is not an error).
 func (r *runner) run(ctx context.Context, stdin []byte, limit int, args ...string) (out []byte, capped bool, err error) {
-	cmd := r.command(ctx, args)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr capWriter
-	stderr.max = stderrKeep
-	cmd.Stderr = &stderr
 	var stdout bytes.Buffer
 	cw := capWriter{max: limit}
+	var w io.Writer = &stdout
 	if limit > 0 {
-		cmd.Stdout = &cw
-	} else {
-		cmd.Stdout = &stdout
+		w = &cw
 	}
-	err = cmd.Run()
+	err = r.runWith(ctx, stdin, w, args...)
 	if limit > 0 {
 		out, capped = cw.buf.Bytes(), cw.hit
 		if capped {
@@ -154,13 +147,27 @@ func (r *runner) run(ctx context.Context, stdin []byte, limit int, args ...strin
 	} else {
 		out = stdout.Bytes()
 	}
-	if err != nil {
+	return out, false, err
+}
+
+// runWith runs git args with stdin (nil: none), its stdout going to w; a
+// failure is a *gitError with the start of what git said.
+func (r *runner) runWith(ctx context.Context, stdin []byte, w io.Writer, args ...string) error {
+	cmd := r.command(ctx, args)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr capWriter
+	stderr.max = stderrKeep
+	cmd.Stderr = &stderr
+	cmd.Stdout = w
+	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return out, false, &gitError{cmd: args[0], err: err, stderr: strings.TrimSpace(stderr.buf.String())}
+		return &gitError{cmd: args[0], err: err, stderr: strings.TrimSpace(stderr.buf.String())}
 	}
-	return out, false, nil
+	return nil
 }
 
 // output runs git args and returns its whole stdout.
@@ -218,21 +225,24 @@ func quoteAlternate(p string) string {
 // returns -c arguments that switch off every filter driver it defines, so
 // status, diff-index and update-index never run a clean or process filter
 // the repository names. A driver name git's -c syntax cannot carry is a
-// problem, not a risk to take.
-func (r *runner) filterOverrides(ctx context.Context) ([]string, error) {
+// problem, not a risk to take. includes says the configuration includes
+// other files (include.path, includeIf), which a cache cannot watch.
+func (r *runner) filterOverrides(ctx context.Context) (args []string, includes bool, err error) {
 	out, err := r.output(ctx, "config", "--list", "--name-only", "-z")
 	if err != nil {
 		var ge *gitError
 		// exit 1 with no output: no configuration at all
 		if errors.As(err, &ge) && len(out) == 0 && ge.stderr == "" {
-			return nil, nil
+			return nil, false, nil
 		}
-		return nil, err
+		return nil, false, err
 	}
 	seen := map[string]bool{}
-	var args []string
 	for key := range bytes.SplitSeq(out, []byte{0}) {
 		k := string(key)
+		if strings.HasPrefix(strings.ToLower(k), "include.") || strings.HasPrefix(strings.ToLower(k), "includeif.") {
+			includes = true
+		}
 		rest, ok := strings.CutPrefix(k, "filter.")
 		if !ok {
 			continue
@@ -247,11 +257,11 @@ func (r *runner) filterOverrides(ctx context.Context) ([]string, error) {
 		}
 		seen[name] = true
 		if strings.ContainsAny(name, "=\n") {
-			return nil, fmt.Errorf("the repository configures a filter driver %q that cannot be switched off safely", name)
+			return nil, false, fmt.Errorf("the repository configures a filter driver %q that cannot be switched off safely", name)
 		}
 		for _, v := range []string{"clean=", "smudge=", "process=", "required=false"} {
 			args = append(args, "-c", "filter."+name+"."+v)
 		}
 	}
-	return args, nil
+	return args, includes, nil
 }

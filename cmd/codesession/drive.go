@@ -217,6 +217,7 @@ func (p *prompter) ask(ctx context.Context, r messages.TurnResult) (messages.Dec
 
 // sessionOpts are how runSession drives and prints a session.
 type sessionOpts struct {
+	live        *liveText // text deltas as they arrive (text mode only)
 	json        bool
 	policy      answerPolicy
 	guides      []string
@@ -229,6 +230,9 @@ type sessionOpts struct {
 // for what was asked, a *failedError when the session failed.
 func runSession(ctx context.Context, s *streams, rt *actors.Runtime, cmd string, op messages.Start, o sessionOpts) (string, error) {
 	out := newPrinter(o.json, s.stdout, s.stderr, op.Cwd)
+	if tp, ok := out.(*textPrinter); ok {
+		tp.live = o.live
+	}
 	scope := cliScope()
 	sctx, cancel := context.WithTimeout(ctx, opTimeout)
 	st, err := rt.Start(sctx, scope, op)

@@ -91,6 +91,7 @@ type textPrinter struct {
 	wt    *messages.Worktree // the session's, when isolated: said again at stop
 	cwd   string             // paths inside it are shown relative
 	color bool               // colour unified diffs
+	live  *liveText          // the text streamed as it is written (live.go); nil: none
 }
 
 func (p *textPrinter) printf(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
@@ -121,6 +122,7 @@ func (p *textPrinter) started(st messages.StartResult, d messages.Descriptor) {
 }
 
 func (p *textPrinter) result(r messages.TurnResult) {
+	p.live.flush()
 	head := fmt.Sprintf("== turn %d: %s", r.Turn, r.Kind)
 	switch r.Kind {
 	case messages.KindTurnComplete:

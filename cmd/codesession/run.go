@@ -149,12 +149,20 @@ func (c *runCmd) exec(ctx context.Context, s *streams) error {
 	if op.Cwd, err = workDir(cmd, op.Cwd); err != nil {
 		return err
 	}
-	rt, err := actors.New(cfg)
+	cfg.WarmPool = 0 // one session per process: a warm pool would boot a CLI only to kill it
+	var live *liveText
+	var opts []actors.Option
+	if !c.json {
+		live = newLiveText(s.stdout)
+		defer live.close()
+		opts = append(opts, actors.WithEventListener(live.listen))
+	}
+	rt, err := actors.New(cfg, opts...)
 	if err != nil {
 		return fmt.Errorf("start the runtime: %w", err)
 	}
 	defer closeRuntime(ctx, s, rt)
-	_, err = runSession(ctx, s, rt, cmd, op, sessionOpts{json: c.json, policy: c.answer, guides: c.guides, readTimeout: c.timeout})
+	_, err = runSession(ctx, s, rt, cmd, op, sessionOpts{live: live, json: c.json, policy: c.answer, guides: c.guides, readTimeout: c.timeout})
 	return err
 }
 

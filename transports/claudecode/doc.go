@@ -31,6 +31,26 @@
 // keeps no transcript of it under that HOME, the same id starts afresh and
 // a warning says so).
 //
+// # Warm pool
+//
+// With WithWarmPool(n) (the runtime sets it from config warmPool, default
+// 1) the transport keeps n processes per key that have finished their
+// initialize handshake; a start with that key adopts one instead of
+// booting (pool.go, on transports/warmpool). The key is what cannot change
+// after boot: binary, cwd, the hashed environment (HOME included),
+// effort, allowedTools, the appended system prompt (a second initialize
+// with appendSystemPrompt is acknowledged and ignored: verified), whether
+// a model is named, and the runtime's process kit. At adoption the model
+// (set_model) and the permission mode (set_permission_mode) are set by
+// control request where they differ from the boot's; the session id is
+// the UUID the pooled process was started with. A resume never uses the
+// pool. The pool refills a key after the first turn of the session that
+// used it (a boot beside that turn slowed it on two cores). Pooled
+// processes start under a proc group of their own in the runtime's kit
+// (watchdog, cgroup, boot-sweep record), are killed when discarded or
+// drained (DrainWarm, at runtime close), and an adopted one's group is
+// closed with its session.
+//
 // # Mapping
 //
 //   - StartTurn writes a user message. system/init, assistant (text,

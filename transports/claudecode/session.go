@@ -79,6 +79,15 @@ type session struct {
 	// early holds events that came before EvStarted (a bad line while
 	// starting): they follow it, or are dropped when Open fails.
 	early []queuedEvent
+	// ownGroup is the process bookkeeping the first process was started
+	// in when it is not the session's own (a warm process booted under the
+	// pool's): closed once every goroutine of the session is done.
+	ownGroup     *prockit.Group
+	ownGroupOnce sync.Once
+	// firstEnd is closed when a turn first ends: the warm pool refills
+	// after it, so a boot never competes with the session's first turn.
+	firstEnd     chan struct{}
+	firstEndOnce sync.Once
 }
 
 // proc is one claude process.
@@ -113,6 +122,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 			gate: func(tool string, input json.RawMessage) error { return gateCheck(ws, tool, input) }}),
 		pending:  map[string]pendingCtl{},
 		turnDone: map[int]chan struct{}{},
+		firstEnd: make(chan struct{}),
 	}
 }
 
@@ -125,13 +135,26 @@ func (s *session) open(ctx context.Context) error {
 			note = fmt.Sprintf("Claude Code keeps no transcript of session %s under this HOME: a new conversation starts with the same id, and the agent does not remember earlier turns", s.ext)
 		}
 	}
+	version, err := s.boot(ctx, resume)
+	if err != nil {
+		return err
+	}
+	s.begin(version, note)
+	return nil
+}
+
+// boot starts the first process and completes the initialize handshake,
+// returning the CLI's version. Nothing reaches the sink yet: the session
+// starts with begin (at once for Open, at adoption for a warm one). On
+// failure the session is closed.
+func (s *session) boot(ctx context.Context, resume bool) (version string, err error) {
 	// Wait for a boot slot (the caller's context bounds the wait; the start
 	// timeout bounds only the handshake itself), and hold it until the
 	// handshake is over.
 	select {
 	case s.t.booting <- struct{}{}:
 	case <-ctx.Done():
-		return &messages.Error{Code: messages.CodeTimeout, Op: messages.OpStart, Retryable: true, Err: ctx.Err(),
+		return "", &messages.Error{Code: messages.CodeTimeout, Op: messages.OpStart, Retryable: true, Err: ctx.Err(),
 			Message: fmt.Sprintf("%d claude processes were still starting when the caller's deadline passed", cap(s.t.booting))}
 	}
 	defer func() { <-s.t.booting }()
@@ -139,10 +162,8 @@ func (s *session) open(ctx context.Context) error {
 	p, err := s.spawn(resume)
 	s.mu.Unlock()
 	if err != nil {
-		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
+		return "", messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
 	}
-	s.wg.Add(1)
-	go s.emitLoop()
 	hctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
 	defer cancel()
 	// The handshake is bounded by the start timeout alone: on a loaded
@@ -167,14 +188,24 @@ func (s *session) open(ctx context.Context) error {
 		default:
 			e.Message = messages.AsError(messages.OpStart, err).Message + "; stderr: " + firstNonEmpty(tail, "(empty)")
 		}
-		return e
+		return "", e
 	}
 	var info struct {
 		Version string `json:"claude_code_version"`
 	}
 	_ = json.Unmarshal(resp.Response, &info)
+	return info.Version, nil
+}
+
+// begin starts the emitter and emits EvStarted, then what came before it,
+// the note and a version warning (and the exit of a process that already
+// ended).
+func (s *session) begin(version, note string) {
+	s.wg.Add(1)
+	go s.emitLoop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	p := s.proc
 	s.started = true
 	s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.ext, Model: s.spec.Model}})
 	for _, qe := range s.early {
@@ -184,14 +215,13 @@ func (s *session) open(ctx context.Context) error {
 	if note != "" {
 		s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvWarning, Text: note}})
 	}
-	if info.Version != "" && info.Version != PinnedVersion {
+	if version != "" && version != PinnedVersion {
 		s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvWarning,
-			Text: fmt.Sprintf("claude %s is running; this transport was verified with %s", info.Version, PinnedVersion)}})
+			Text: fmt.Sprintf("claude %s is running; this transport was verified with %s", version, PinnedVersion)}})
 	}
 	if p.unreported {
 		s.apply(s.core.exited(exitOwn, p.status, p.tail.text(1500)), time.Time{})
 	}
-	return nil
 }
 
 // env is the environment of the session's processes.
@@ -383,6 +413,9 @@ func (s *session) apply(eff effects, readAt time.Time) {
 	}
 	for _, te := range eff.events {
 		s.push(queuedEvent{turn: te.turn, ev: te.ev, readAt: readAt})
+		if te.ev.Type == messages.EvTurnEnd {
+			s.firstEndOnce.Do(func() { close(s.firstEnd) })
+		}
 	}
 	if eff.settle {
 		turn := s.core.turn
@@ -715,6 +748,7 @@ func (s *session) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
+		s.ownGroupOnce.Do(s.ownGroup.Close)
 		close(done)
 	}()
 	select {

@@ -18,6 +18,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
 	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/warmpool"
 )
 
 // EnvBinary names the claude executable when no WithBinary option is given
@@ -64,7 +65,8 @@ type Transport struct {
 	deadlines      InterruptDeadlines
 	env            []string
 	trace          func(readAt time.Time, ev messages.Event)
-	booting        chan struct{} // a slot per CLI in its initialize handshake
+	booting        chan struct{}                      // a slot per CLI in its initialize handshake
+	pool           *warmpool.Pool[warmKey, *warmProc] // nil: no warm pool (pool.go)
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -242,6 +244,11 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
 		}
 	}
+	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin, ws)
+	if ok {
+		refillAfterFirstTurn(warm, refill)
+		return warm, nil
+	}
 	ext := spec.ResumeExternalID
 	if ext == "" {
 		ext = newUUID()
@@ -250,6 +257,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
+	refillAfterFirstTurn(s, refill)
 	return s, nil
 }
 

@@ -247,6 +247,15 @@ func (k *Kit) Group(sessionID string) *Group {
 	return &Group{kit: k, sessionID: sessionID}
 }
 
+// Kit is the bookkeeping the group belongs to (nil for a nil Group), so a
+// backend can start processes ahead of a session under a group of its own.
+func (g *Group) Kit() *Kit {
+	if g == nil {
+		return nil
+	}
+	return g.kit
+}
+
 // cgroupForStart creates the session's cgroup on first use and opens it
 // for CLONE_INTO_CGROUP; ("", nil) when there is none.
 func (g *Group) cgroupForStart() (string, *os.File) {

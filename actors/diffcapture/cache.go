@@ -1,0 +1,141 @@
+package diffcapture
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// statusArgs is the one status run of a Begin and of a Finish: every path
+// changed against HEAD or the index, unmerged or untracked, and HEAD
+// itself (--branch; --no-ahead-behind so an upstream costs nothing).
+var statusArgs = []string{"status", "--porcelain=v2", "-z", "--branch", "--no-ahead-behind", "--untracked-files=all",
+	"--no-renames", "--ignore-submodules=dirty"}
+
+// discovered is what a session keeps between turns: where the repository
+// is and the overrides of its filter drivers, valid while the files it was
+// read from are unchanged (stamp).
+type discovered struct {
+	bin   string
+	env   []string
+	rp    repo
+	filt  []string
+	stamp string
+}
+
+func (d *discovered) runner() *runner {
+	return &runner{bin: d.bin, dir: d.rp.top, env: d.env, filters: d.filt}
+}
+
+// repository returns the work tree around g.cwd: the cached one while the
+// repository's config files and directory are the ones it was read from
+// (same inode, size, mtime and ctime), else found again (rev-parse and
+// config: two git runs). A config that includes other files is read at
+// every use, as is a directory that is no work tree (it may become one).
+// A reason (why) means the tool-event fallback applies.
+func (g *Git) repository(ctx context.Context) (*discovered, string, error) {
+	g.mu.Lock()
+	d := g.cached
+	g.mu.Unlock()
+	if d != nil && !d.rp.includes && repoStamp(d.rp) == d.stamp {
+		return d, "", nil
+	}
+	r, rp, _, why, err := g.discover(ctx)
+	if err != nil || why != "" {
+		g.mu.Lock()
+		g.cached = nil
+		g.mu.Unlock()
+		return nil, why, err
+	}
+	// the stamp is taken after the config was read: a change in between
+	// makes the next use read it again, never keeps a stale override
+	d = &discovered{bin: r.bin, env: r.env, rp: rp, filt: r.filters, stamp: repoStamp(rp)}
+	g.mu.Lock()
+	g.cached = d
+	g.mu.Unlock()
+	return d, "", nil
+}
+
+// repoStamp identifies the state of what discovery read: the work tree's
+// top and the common directory by identity (a repository made again is
+// another inode; their times change with every file made in them), the
+// config and the work tree's config.worktree by identity, size and times.
+func repoStamp(rp repo) string {
+	var s string
+	for i, p := range []string{rp.top, rp.common, filepath.Join(rp.common, "config"), filepath.Join(rp.gitDir, "config.worktree")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			s += "-|"
+			continue
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		if st == nil {
+			return fmt.Sprintf("unstamped %p", &s) // never equal: no cache
+		}
+		s += fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+		if i >= 2 {
+			s += fmt.Sprintf(":%d:%d.%d:%d.%d", st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+		}
+		s += "|"
+	}
+	return s
+}
+
+// changedSince lists what the work tree (through the index) changed
+// against the commit or tree start, and the untracked paths: the two runs
+// a Finish needs when HEAD moved during the turn.
+func changedSince(ctx context.Context, r *runner, start string) ([]rawEntry, []string, error) {
+	out, err := r.output(ctx, "diff-index", "--raw", "-z", "--no-renames", "--ignore-submodules=dirty", start)
+	if err != nil {
+		return nil, nil, err
+	}
+	changed, _, err := parseRaw(fields(out), 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err = r.output(ctx, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return nil, nil, err
+	}
+	return changed, fields(out), nil
+}
+
+// headedWriter keeps what git writes up to the first empty NUL-terminated
+// record (the end of -z --raw --numstat output) whole, and the patch that
+// follows up to max bytes; the write that goes past fails, which ends git.
+type headedWriter struct {
+	head    []byte
+	inPatch bool
+	patch   capWriter
+}
+
+func (w *headedWriter) Write(p []byte) (int, error) {
+	n := 0
+	for !w.inPatch && len(p) > 0 {
+		b := p[0]
+		w.head = append(w.head, b)
+		p, n = p[1:], n+1
+		if b == 0 && len(w.head) >= 2 && w.head[len(w.head)-2] == 0 {
+			w.head = w.head[:len(w.head)-1]
+			w.inPatch = true
+		}
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	m, err := w.patch.Write(p)
+	return n + m, err
+}
+
+// headedRun runs a -z diff whose records are followed by a patch: it
+// returns the records, and the patch capped at limit bytes (capped says
+// the cap fired and git was ended, which is not an error).
+func (r *runner) headedRun(ctx context.Context, limit int, args ...string) (head, patch []byte, capped bool, err error) {
+	w := &headedWriter{patch: capWriter{max: limit}}
+	if err := r.runWith(ctx, nil, w, args...); err != nil && !w.patch.hit {
+		return nil, nil, false, err
+	}
+	return w.head, w.patch.buf.Bytes(), w.patch.hit, nil
+}

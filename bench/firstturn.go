@@ -1,0 +1,435 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/actors/diffcapture"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/modelmock"
+)
+
+// SuiteFirstTurn times what a user of claude-code waits for against the
+// bare CLI, interleaved, against one modelmock: start to the first turn's
+// end (with the warm pool, and without it), a later turn with git diff
+// capture on, and a turn that asks permission. It is not in Suites() (it
+// needs the real claude CLI and takes minutes): run it by name.
+const SuiteFirstTurn = "firstturn"
+
+// DefaultFirstTurnRounds is how many times each figure of the firstturn
+// suite is measured on each side.
+const DefaultFirstTurnRounds = 5
+
+func init() { suiteFuncs[SuiteFirstTurn] = runFirstTurn }
+
+// claudeSkip says why the pinned claude cannot run here ("" when it can).
+func claudeSkip(ctx context.Context, bin string) string {
+	if bin == "" {
+		return "CODESESSION_CLAUDE_BIN is not set (it names the pinned claude " + claudecode.PinnedVersion + " binary)"
+	}
+	vctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(vctx, bin, "--version").Output()
+	if err != nil {
+		return fmt.Sprintf("%s --version failed: %v", bin, err)
+	}
+	if v := strings.TrimSpace(string(out)); !strings.HasPrefix(v, claudecode.PinnedVersion+" ") && v != claudecode.PinnedVersion {
+		return fmt.Sprintf("%s is %q, not the pinned %s", bin, v, claudecode.PinnedVersion)
+	}
+	return ""
+}
+
+func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
+	rounds := o.FirstTurnRounds
+	if rounds <= 0 {
+		rounds = DefaultFirstTurnRounds
+	}
+	p := newProgress(o, SuiteFirstTurn)
+	res := &Result{Suite: SuiteFirstTurn, Params: fmt.Sprintf("claude-code through the runtime vs the bare claude CLI, %d rounds each, interleaved, against one modelmock", rounds)}
+	if why := claudeSkip(ctx, o.ClaudeBin); why != "" {
+		res.Skipped = why
+		return res, nil
+	}
+	mock, err := modelmock.Start(nil, modelmock.Reference())
+	if err != nil {
+		return nil, err
+	}
+	defer mock.Close()
+	cwd := filepath.Join(dir, "work")
+	repo, err := generateRepo(ctx, cwd, 1) // a one-file repository: diff capture on
+	if err != nil {
+		return nil, err
+	}
+	_ = repo
+	env := map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-bench", "HOME": filepath.Join(dir, "claude-home")}
+	ft := &firstTurn{o: o, p: p, res: res, bin: o.ClaudeBin, cwd: cwd, env: env, dir: dir, rounds: rounds}
+	for _, step := range []func(context.Context) error{ft.firstTurns, ft.laterTurns} {
+		if err := step(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			res.check("ran", false, "%v", err)
+			return res, nil
+		}
+	}
+	res.note("a runtime start is start op to the first read-turn's turn_complete; a bare one is the user message written to a claude process already started and initialized, to its result line")
+	res.note("with the pool, each timed start finds the pool refilled (the refill of the previous start is waited for, untimed); without it, the start boots the CLI")
+	res.note("runtime later turns are guide to read-turn with git diff capture on (a one-file repository); permission turns answer the can_use_tool clarification allow_once through the runtime, and by hand on the bare CLI")
+	return res, nil
+}
+
+type firstTurn struct {
+	o        Options
+	p        *progress
+	res      *Result
+	bin, cwd string
+	dir      string
+	env      map[string]string
+	rounds   int
+}
+
+// runtime opens a runtime whose only backend is claude-code with a warm
+// pool of pool processes, diff capture on or off.
+func (f *firstTurn) runtime(name string, pool int, diff bool) (*benchRuntime, *claudecode.Transport, error) {
+	tr := claudecode.New(claudecode.WithBinary(f.bin), claudecode.WithWarmPool(pool))
+	var extra []actors.Option
+	if diff {
+		extra = append(extra, actors.WithDiffCapture(diffcapture.GitFactory))
+	}
+	b, err := openRuntime(f.o, filepath.Join(f.dir, name), transports.NewRegistry(tr), f.env, extra...)
+	return b, tr, err
+}
+
+// startToFirstTurn starts a session and reads its first turn.
+func startToFirstTurn(ctx context.Context, b *benchRuntime, cwd, brief string) (string, error) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	st, err := b.rt.Start(octx, scope, messages.Start{Brief: brief, Cwd: cwd, Model: "claude-mock-1"})
+	if err != nil {
+		return "", err
+	}
+	r, err := b.rt.ReadTurn(octx, scope, messages.ReadTurn{SessionID: st.SessionID})
+	if err == nil {
+		err = expectKind(r, messages.KindTurnComplete)
+	}
+	return st.SessionID, err
+}
+
+func (f *firstTurn) firstTurns(ctx context.Context) error {
+	pooled, tr, err := f.runtime("pooled", 1, false)
+	if err != nil {
+		return err
+	}
+	defer pooled.close()
+	cold, _, err := f.runtime("cold", 0, false)
+	if err != nil {
+		return err
+	}
+	defer cold.close()
+	// the first start of a key is cold: it fills the pool
+	f.p.printf("first turns: filling the pool")
+	sid, err := startToFirstTurn(ctx, pooled, f.cwd, "warm up")
+	if err != nil {
+		return fmt.Errorf("warm-up start: %w", err)
+	}
+	stop(ctx, pooled, sid)
+	var withPool, withoutPool, bare latencies
+	var misses int
+	for i := range f.rounds {
+		f.p.printf("first turns: round %d of %d", i+1, f.rounds)
+		if err := waitFor(ctx, 3*time.Minute, func() bool { return tr.WarmReady() > 0 }); err != nil {
+			misses++
+		}
+		t0 := time.Now()
+		sid, err := startToFirstTurn(ctx, pooled, f.cwd, fmt.Sprintf("pooled %d", i))
+		if err != nil {
+			return fmt.Errorf("pooled start %d: %w", i, err)
+		}
+		withPool.since(t0)
+		stop(ctx, pooled, sid)
+
+		t0 = time.Now()
+		sid, err = startToFirstTurn(ctx, cold, f.cwd, fmt.Sprintf("cold %d", i))
+		if err != nil {
+			return fmt.Errorf("cold start %d: %w", i, err)
+		}
+		withoutPool.since(t0)
+		stop(ctx, cold, sid)
+
+		cli, err := startBareClaude(ctx, f.bin, f.cwd, f.env, filepath.Join(f.dir, "bare-home"), false)
+		if err != nil {
+			return err
+		}
+		d, err := cli.turn(fmt.Sprintf("bare %d", i))
+		cli.close()
+		if err != nil {
+			return fmt.Errorf("bare first turn %d: %w", i, err)
+		}
+		bare.add(d)
+	}
+	f.res.check("pool ready for every timed start", misses == 0, "%d of %d timed starts found the pool still empty after 3 minutes", misses, f.rounds)
+	w, c, b := withPool.summary(), withoutPool.summary(), bare.summary()
+	f.res.vs("start to first turn, warm pool, p50", ms(w.p50), UnitMs, "bare pre-started CLI first turn p50", ms(b.p50))
+	f.res.vs("start to first turn, no pool, p50", ms(c.p50), UnitMs, "bare pre-started CLI first turn p50", ms(b.p50))
+	f.res.vs("start to first turn, warm pool, max", ms(w.mx), UnitMs, "bare pre-started CLI first turn max", ms(b.mx))
+	return nil
+}
+
+func (f *firstTurn) laterTurns(ctx context.Context) error {
+	b, _, err := f.runtime("later", 0, true)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	sid, err := startToFirstTurn(ctx, b, f.cwd, "warm up")
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	defer stop(ctx, b, sid)
+	// the same turns without diff capture, to tell its share
+	nodiff, _, err := f.runtime("later-nodiff", 0, false)
+	if err != nil {
+		return err
+	}
+	defer nodiff.close()
+	sidND, err := startToFirstTurn(ctx, nodiff, f.cwd, "warm up")
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	defer stop(ctx, nodiff, sidND)
+	cli, err := startBareClaude(ctx, f.bin, f.cwd, f.env, filepath.Join(f.dir, "bare-home"), true)
+	if err != nil {
+		return err
+	}
+	defer cli.close()
+	if _, err := cli.turn("warm up"); err != nil {
+		return fmt.Errorf("bare warm-up turn: %w", err)
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	var later, laterND, bareLater, perm, barePerm latencies
+	diffs := 0
+	for i := range f.rounds {
+		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
+		t0 := time.Now()
+		r, err := guideAndRead(octx, b, sid, fmt.Sprintf("later %d", i), messages.KindTurnComplete)
+		if err != nil {
+			return fmt.Errorf("later turn %d: %w", i, err)
+		}
+		later.since(t0)
+		if r.TurnDiff != nil && r.TurnDiff.Source == messages.DiffGit {
+			diffs++
+		}
+		t0 = time.Now()
+		if _, err := guideAndRead(octx, nodiff, sidND, fmt.Sprintf("later %d", i), messages.KindTurnComplete); err != nil {
+			return fmt.Errorf("later turn without diff capture %d: %w", i, err)
+		}
+		laterND.since(t0)
+		d, err := cli.turn(fmt.Sprintf("bare later %d", i))
+		if err != nil {
+			return fmt.Errorf("bare later turn %d: %w", i, err)
+		}
+		bareLater.add(d)
+
+		// a permission turn: the agent writes a file, the runtime asks
+		target := filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i))
+		t0 = time.Now()
+		r, err = guideAndRead(octx, b, sid, "TOOL:WRITE "+target+" runtime", messages.KindClarification)
+		if err != nil {
+			return fmt.Errorf("permission turn %d: %w", i, err)
+		}
+		if _, err := b.rt.Answer(octx, scope, messages.Answer{SessionID: sid, ClarificationID: r.ClarificationID, Decision: messages.DecisionAllowOnce}); err != nil {
+			return fmt.Errorf("answer %d: %w", i, err)
+		}
+		r, err = b.rt.ReadTurn(octx, scope, messages.ReadTurn{SessionID: sid})
+		if err == nil {
+			err = expectKind(r, messages.KindTurnComplete)
+		}
+		if err != nil {
+			return fmt.Errorf("permission turn %d: %w", i, err)
+		}
+		perm.since(t0)
+		d, err = cli.turn("TOOL:WRITE " + filepath.Join(f.cwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
+		if err != nil {
+			return fmt.Errorf("bare permission turn %d: %w", i, err)
+		}
+		barePerm.add(d)
+	}
+	f.res.check("later turns diffed by git", diffs == f.rounds, "%d of %d later turns came with a git diff", diffs, f.rounds)
+	f.res.check("bare permission turns asked", cli.asked == f.rounds, "the bare CLI asked can_use_tool %d times in %d permission turns", cli.asked, f.rounds)
+	l, nd, bl, pm, bp := later.summary(), laterND.summary(), bareLater.summary(), perm.summary(), barePerm.summary()
+	f.res.vs("later turn, diff capture on, p50", ms(l.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
+	f.res.vs("later turn, diff capture off, p50", ms(nd.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
+	f.res.vs("permission turn p50", ms(pm.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
+	return nil
+}
+
+// guideAndRead queues text as the next turn and reads its result, which
+// must be of kind want.
+func guideAndRead(ctx context.Context, b *benchRuntime, sid, text string, want messages.TurnKind) (messages.TurnResult, error) {
+	if _, err := b.rt.Guide(ctx, scope, messages.Guide{SessionID: sid, Text: text}); err != nil {
+		return messages.TurnResult{}, err
+	}
+	r, err := b.rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
+	if err == nil {
+		err = expectKind(r, want)
+	}
+	return r, err
+}
+
+func stop(ctx context.Context, b *benchRuntime, sid string) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	_, _ = b.rt.Stop(octx, scope, messages.Stop{SessionID: sid})
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s", d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// bareClaude is one claude process driven by hand the way the SDK does:
+// started and initialized before anything is timed; permission questions
+// (with the stdio prompt tool) answered allow at once.
+type bareClaude struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	sc     *bufio.Scanner
+	asked  int
+	cancel context.CancelFunc
+}
+
+func startBareClaude(ctx context.Context, bin, cwd string, env map[string]string, home string, promptTool bool) (*bareClaude, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--include-partial-messages", "--permission-mode", "default", "--model", "claude-mock-1"}
+	if promptTool {
+		args = append(args, "--permission-prompt-tool", "stdio")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = cwd
+	cmd.Env = append(os.Environ(), "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_SDK_READS_SESSION_STATE=1")
+	if os.Geteuid() == 0 {
+		cmd.Env = append(cmd.Env, "IS_SANDBOX=1")
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "HOME="+home)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, err
+	}
+	c := &bareClaude{cmd: cmd, stdin: stdin, sc: bufio.NewScanner(stdout), cancel: cancel}
+	c.sc.Buffer(make([]byte, 1<<20), 16<<20)
+	if err := c.write(map[string]any{"type": "control_request", "request_id": "init", "request": map[string]any{"subtype": "initialize", "hooks": nil}}); err != nil {
+		c.close()
+		return nil, err
+	}
+	if err := c.until(func(typ string, line []byte) bool { return typ == "control_response" }); err != nil {
+		c.close()
+		return nil, fmt.Errorf("bare claude initialize: %w", err)
+	}
+	return c, nil
+}
+
+func (c *bareClaude) write(v any) error {
+	b, _ := json.Marshal(v)
+	_, err := c.stdin.Write(append(b, '\n'))
+	return err
+}
+
+// until reads lines until done says so, answering can_use_tool allow.
+func (c *bareClaude) until(done func(typ string, line []byte) bool) error {
+	for c.sc.Scan() {
+		var head struct {
+			Type      string `json:"type"`
+			IsError   bool   `json:"is_error"`
+			RequestID string `json:"request_id"`
+			Request   struct {
+				Subtype string          `json:"subtype"`
+				Input   json.RawMessage `json:"input"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(c.sc.Bytes(), &head) != nil {
+			continue
+		}
+		if head.Type == "control_request" && head.Request.Subtype == "can_use_tool" {
+			c.asked++
+			if err := c.write(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": head.RequestID,
+				"response": map[string]any{"behavior": "allow", "updatedInput": head.Request.Input}}}); err != nil {
+				return err
+			}
+			continue
+		}
+		if head.Type == "result" && head.IsError {
+			return fmt.Errorf("an error result")
+		}
+		if done(head.Type, c.sc.Bytes()) {
+			return nil
+		}
+	}
+	if err := c.sc.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("the CLI exited")
+}
+
+// turn writes a user message and times it to its result line.
+func (c *bareClaude) turn(text string) (time.Duration, error) {
+	t0 := time.Now()
+	if err := c.write(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}, "parent_tool_use_id": nil, "session_id": ""}); err != nil {
+		return 0, err
+	}
+	err := c.until(func(typ string, _ []byte) bool { return typ == "result" })
+	return time.Since(t0), err
+}
+
+func (c *bareClaude) close() {
+	_ = c.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+	c.cancel()
+}

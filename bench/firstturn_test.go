@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/transports/claudecode"
+)
+
+// The firstturn suite at its smallest, against the real claude CLI: it
+// runs, passes its checks and produces every figure with its baseline
+// (no figure is compared with a threshold).
+func TestFirstTurnProducesTheFigures(t *testing.T) {
+	bin := os.Getenv(claudecode.EnvBinary)
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s is not set (bash .ci/run installs the pinned claude)", claudecode.EnvBinary)
+		}
+		t.Skipf("%s is not set: the firstturn suite needs the real claude CLI", claudecode.EnvBinary)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, SuiteFirstTurn, Options{ClaudeBin: bin, FirstTurnRounds: 1, Home: t.TempDir()})
+	require.NoError(t, err)
+	require.Empty(t, res.Skipped)
+	require.True(t, res.Passed(), "%v", res.Failures())
+	want := []string{"start to first turn, warm pool, p50", "start to first turn, no pool, p50", "start to first turn, warm pool, max",
+		"later turn, diff capture on, p50", "later turn, diff capture off, p50", "permission turn p50"}
+	var got []string
+	for _, r := range res.Rows {
+		got = append(got, r.Figure)
+		require.NotNil(t, r.Baseline, r.Figure)
+		assert.Greater(t, r.Value, 0.0, r.Figure)
+		assert.Greater(t, r.Baseline.Value, 0.0, r.Figure)
+		require.NotNil(t, r.Ratio, r.Figure)
+	}
+	assert.Equal(t, want, got)
+}
+
+func TestFirstTurnSkipsWithoutClaude(t *testing.T) {
+	res, err := Run(context.Background(), SuiteFirstTurn, Options{Home: t.TempDir()})
+	require.NoError(t, err)
+	assert.Contains(t, res.Skipped, claudecode.EnvBinary)
+	assert.True(t, res.Passed())
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// liveText prints a turn's text as the agent writes it: the runtime's
+// event listener hands it each text delta (it never blocks the session:
+// deltas are queued and written by a goroutine of its own), and the
+// printer flushes it before each read-turn result, so the live text comes
+// first and the result (the record, text included) follows it. Only the
+// text mode streams; --json keeps one object per line.
+type liveText struct {
+	w io.Writer
+
+	mu      sync.Mutex
+	wake    *sync.Cond
+	queue   []string
+	busy    bool // the writer holds text taken from the queue
+	midLine bool // the last text written did not end a line
+	closed  bool
+	done    chan struct{} // closed when the writer has returned
+}
+
+func newLiveText(w io.Writer) *liveText {
+	l := &liveText{w: w, done: make(chan struct{})}
+	l.wake = sync.NewCond(&l.mu)
+	go l.write()
+	return l
+}
+
+// listen is the runtime's event listener.
+func (l *liveText) listen(_ string, ev messages.PersistedEvent) {
+	if ev.Event.Type != messages.EvText || !ev.Event.Delta || ev.Event.Text == "" {
+		return
+	}
+	l.mu.Lock()
+	if !l.closed {
+		l.queue = append(l.queue, ev.Event.Text)
+		l.wake.Broadcast()
+	}
+	l.mu.Unlock()
+}
+
+func (l *liveText) write() {
+	defer close(l.done)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		for len(l.queue) == 0 && !l.closed {
+			l.wake.Wait()
+		}
+		if len(l.queue) == 0 {
+			return
+		}
+		text := strings.Join(l.queue, "")
+		l.queue, l.busy = nil, true
+		var b strings.Builder
+		for i, line := range strings.Split(text, "\n") {
+			if i > 0 {
+				b.WriteByte('\n')
+				l.midLine = false
+			}
+			if line == "" {
+				continue
+			}
+			if !l.midLine {
+				b.WriteString("   ") // indented as the result's text is
+			}
+			b.WriteString(line)
+			l.midLine = true
+		}
+		l.mu.Unlock()
+		_, _ = io.WriteString(l.w, b.String())
+		l.mu.Lock()
+		l.busy = false
+		l.wake.Broadcast()
+	}
+}
+
+// flush waits until every delta received so far is written, and ends the
+// line the live text left open.
+func (l *liveText) flush() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.queue) > 0 || l.busy {
+		l.wake.Wait()
+	}
+	if l.midLine {
+		_, _ = io.WriteString(l.w, "\n")
+		l.midLine = false
+	}
+}
+
+// close writes what is queued, ends an open line and stops the writer;
+// nothing is written after it returns.
+func (l *liveText) close() {
+	l.flush()
+	l.mu.Lock()
+	l.closed = true
+	l.wake.Broadcast()
+	l.mu.Unlock()
+	<-l.done
+}

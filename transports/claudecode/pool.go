@@ -1,0 +1,244 @@
+package claudecode
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/gate"
+	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/warmpool"
+)
+
+// The warm pool keeps claude processes that have finished their initialize
+// handshake (the ~1 s of node boot and setup a first turn otherwise waits
+// for) ready for the next start with the same key.
+//
+// What cannot change after boot is the key: the binary, cwd, the built
+// environment (HOME and every extra variable, hashed), effort (--effort
+// only), allowedTools (--allowedTools/--tools only), the appended system
+// prompt (verified: a second initialize with appendSystemPrompt is
+// acknowledged but the model never sees it), whether a model is named at
+// all, and the runtime's process kit (a pooled process is drained with its
+// runtime). What is applied at adoption through the control protocol is
+// the model (set_model) and the posture (set_permission_mode), each only
+// when it differs from what the process was booted with; the session id is
+// the fresh UUID the warm process was started with (--session-id), which
+// Claude Code uses as its own from the first turn. A resume
+// (ResumeExternalID) never uses the pool: --resume is argv only.
+//
+// Pooled processes are contained like sessions: each starts through proc
+// under its own group of the runtime's kit (watchdog, cgroup, boot-sweep
+// record), is killed when discarded, drained when the runtime closes
+// (DrainWarm), and once adopted its group is closed with the session.
+
+// warmKey is what a pooled process must share with the start that adopts it.
+type warmKey struct {
+	kit          *prockit.Kit
+	bin, cwd     string
+	env          string // a hash of the process environment
+	effort       messages.Effort
+	tools        string // allowedTools, or "\x00" for none given
+	appendPrompt string
+	namedModel   bool
+}
+
+// warmProc is a booted, initialized claude process waiting for a start.
+type warmProc struct {
+	s       *session
+	group   *prockit.Group
+	model   string
+	posture messages.Posture
+	version string
+}
+
+// WithWarmPool keeps n initialized claude processes per key ready for the
+// next start (0, the default of New, disables the pool). The runtime sets
+// it from its config (warmPool).
+func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
+
+// SetWarmPool sets the warm pool's size per key (0 disables it), draining
+// what the previous pool held. Call it before the transport serves starts.
+func (t *Transport) SetWarmPool(n int) {
+	if t.pool != nil {
+		t.pool.Close()
+	}
+	t.pool = warmpool.New[warmKey, *warmProc](warmpool.Options[*warmProc]{Size: max(n, 0), Alive: (*warmProc).alive, Discard: (*warmProc).discard})
+}
+
+// WarmPool is the configured size per key.
+func (t *Transport) WarmPool() int {
+	if t.pool == nil {
+		return 0
+	}
+	return t.pool.Size()
+}
+
+// DrainWarm kills the pooled processes that belong to kit (a runtime
+// closing) and refuses to boot more for it; a nil kit drains everything.
+func (t *Transport) DrainWarm(kit *prockit.Kit) {
+	if t.pool == nil {
+		return
+	}
+	if kit == nil {
+		t.pool.Close()
+		return
+	}
+	t.pool.Drain(func(k warmKey) bool { return k.kit == kit })
+}
+
+// WarmIdle is how many pooled processes are ready for a start like spec
+// (for tests and the benchmark).
+func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
+	if t.pool == nil {
+		return 0
+	}
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		return 0
+	}
+	return t.pool.Idle(t.warmKey(spec, bin))
+}
+
+// WarmReady is how many pooled processes are ready, for any start.
+func (t *Transport) WarmReady() int {
+	if t.pool == nil {
+		return 0
+	}
+	return t.pool.IdleTotal()
+}
+
+func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
+	env := buildEnv(os.Environ(), spec, t.env)
+	sorted := append([]string(nil), env...)
+	sort.Strings(sorted)
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
+	tools := "\x00"
+	if spec.AllowedTools != nil {
+		tools = strings.Join(spec.AllowedTools, "\x00")
+	}
+	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: hex.EncodeToString(sum[:]), effort: spec.Effort,
+		tools: tools, appendPrompt: spec.AppendSystemPrompt, namedModel: spec.Model != ""}
+}
+
+// adoptWarm hands the start a pooled process when one fits; refill boots
+// the key's replacement (the caller runs it once the session's first turn
+// is over, so the boot competes with neither the start nor that turn). ok is false when the start must boot its own.
+func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws gate.Workspace) (s *session, refill func(), ok bool) {
+	if t.pool == nil || t.pool.Size() == 0 || spec.ResumeExternalID != "" {
+		return nil, func() {}, false
+	}
+	key := t.warmKey(spec, bin)
+	refill = func() {
+		tmpl := spec
+		tmpl.SessionID, tmpl.Procs = "", nil
+		t.pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key.kit, tmpl, bin) })
+	}
+	for {
+		w, found := t.pool.Take(key)
+		if !found {
+			return nil, refill, false
+		}
+		s, err := w.adopt(ctx, spec, sink, ws)
+		if err == nil {
+			return s, refill, true
+		}
+		w.discard() // a process that could not take the settings: try the next, else boot
+	}
+}
+
+// RefillDelay bounds how long the pool waits for a session's first turn to
+// end before it boots the session's replacement anyway.
+const RefillDelay = 30 * time.Second
+
+// refillAfterFirstTurn refills the pool once s's first turn has ended (or
+// s closed, or RefillDelay passed): on two cores a node boot beside the
+// first turn made that turn three times slower.
+func refillAfterFirstTurn(s *session, refill func()) {
+	go func() {
+		t := time.NewTimer(RefillDelay)
+		defer t.Stop()
+		select {
+		case <-s.firstEnd:
+		case <-s.stop:
+		case <-t.C:
+		}
+		refill()
+	}()
+}
+
+// bootWarm starts and initializes a process for the pool, under a group of
+// its own in kit.
+func (t *Transport) bootWarm(ctx context.Context, kit *prockit.Kit, spec transports.SessionSpec, bin string) (*warmProc, error) {
+	var g *prockit.Group
+	if kit != nil {
+		g = kit.Group("warm-" + transports.RandomHex(6))
+	}
+	spec.Procs = g
+	ws, err := gate.NewWorkspace(firstNonEmpty(spec.Cwd, "."))
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(t, spec, func(int, messages.Event) {}, bin, newUUID(), ws)
+	s.ownGroup = g
+	version, err := s.boot(ctx, false)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	return &warmProc{s: s, group: g, model: spec.Model, posture: spec.Posture, version: version}, nil
+}
+
+// alive: the process has not exited and nobody closed it.
+func (w *warmProc) alive() bool {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return !w.s.closed.Load() && w.s.proc != nil && w.s.proc.status == "" && !w.s.core.dead
+}
+
+// discard kills the process and its group.
+func (w *warmProc) discard() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = w.s.Close(ctx)
+}
+
+// adopt makes the pooled process the session of spec: the session's sink,
+// spec and a fresh core (its posture, tools and gate), then the model and
+// permission mode through control requests where they differ from the
+// boot's, then EvStarted. On error the process is left for the caller to
+// discard.
+func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, ws gate.Workspace) (*session, error) {
+	s := w.s
+	s.mu.Lock()
+	if s.closed.Load() || s.proc == nil || s.proc.status != "" {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("the warm claude process ended")
+	}
+	s.spec, s.sink = spec, sink
+	s.core = newCore(coreConfig{outputCap: s.t.outputCap, lineCap: s.t.lineCap, allowed: spec.AllowedTools,
+		externalID: s.ext, posture: spec.Posture,
+		gate: func(tool string, input json.RawMessage) error { return gateCheck(ws, tool, input) }})
+	s.early = nil // lines of the idle wait belong to nobody's session
+	s.mu.Unlock()
+	if spec.Model != w.model {
+		if _, err := s.control(ctx, messages.OpStart, map[string]any{"subtype": "set_model", "model": spec.Model}); err != nil {
+			return nil, err
+		}
+	}
+	if mode := PermissionMode(spec.Posture); mode != PermissionMode(w.posture) {
+		if _, err := s.control(ctx, messages.OpStart, map[string]any{"subtype": "set_permission_mode", "mode": mode}); err != nil {
+			return nil, err
+		}
+	}
+	s.begin(w.version, "")
+	return s, nil
+}

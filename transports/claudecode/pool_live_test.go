@@ -1,0 +1,130 @@
+package claudecode
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/modelmock"
+	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/proc/proctest"
+)
+
+// warmRecords reads the kit's process records of pooled (not yet adopted)
+// processes' groups, by pgid.
+func warmRecords(t *testing.T, kit *prockit.Kit) map[int]prockit.Record {
+	t.Helper()
+	out := map[int]prockit.Record{}
+	files, err := filepath.Glob(filepath.Join(kit.Dir, "*.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // released meanwhile
+		}
+		var r prockit.Record
+		require.NoError(t, json.Unmarshal(b, &r))
+		if strings.HasPrefix(r.SessionID, "warm-") {
+			out[r.Pgid] = r
+		}
+	}
+	return out
+}
+
+// groupAlive: a process of the group still runs (zombies left out).
+func groupAlive(pgid int) bool { return len(proctest.InGroup(pgid)) > 0 }
+
+// A start adopts the pooled process booted after the previous start: its
+// model and posture are set through control requests, the pool refills,
+// and draining the runtime's kit kills what is pooled, records included.
+func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
+	bin := claudeBinary(t)
+	mock, err := modelmock.Start(t, nil)
+	require.NoError(t, err)
+	kit, err := prockit.NewKit(t.TempDir(), "rt-warm-test")
+	require.NoError(t, err)
+	tr := New(WithBinary(bin), WithWarmPool(1))
+	defer tr.DrainWarm(nil)
+	cwd, home := t.TempDir(), t.TempDir()
+	spec := func(id string, model string, p messages.Posture) transports.SessionSpec {
+		return transports.SessionSpec{SessionID: id, Cwd: cwd, Home: home, Model: model, Posture: p, Procs: kit.Group(id),
+			Env: []string{"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=sk-ant-test"}}
+	}
+	open := func(sp transports.SessionSpec, rec *recorder) *session {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s, err := tr.Open(ctx, sp, rec.sink)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer ccancel()
+			_ = s.Close(cctx)
+		})
+		return s.(*session)
+	}
+
+	specA := spec("cs_a", "claude-mock-1", messages.PostureDefault)
+	recA := newRecorder()
+	a := open(specA, recA)
+	specB := spec("cs_b", "claude-sonnet-mock-2", messages.PostureAcceptEdits)
+	require.Eventually(t, func() bool { return tr.WarmIdle(specB) == 1 }, 3*time.Minute, 50*time.Millisecond,
+		"the start refilled the pool for its key (model and posture are not part of it)")
+	pooled := warmRecords(t, kit)
+	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
+
+	recB := newRecorder()
+	b := open(specB, recB)
+	b.mu.Lock()
+	pgid := b.proc.pgid
+	b.mu.Unlock()
+	assert.Contains(t, pooled, pgid, "the start adopted the pooled process")
+	startedA, _ := recA.wait(t, time.Minute, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
+	startedB, _ := recB.wait(t, time.Minute, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, startedB.ev.ExternalSessionID)
+	assert.NotEqual(t, startedA.ev.ExternalSessionID, startedB.ev.ExternalSessionID)
+	assert.Equal(t, "claude-sonnet-mock-2", startedB.ev.Model)
+
+	ctx := ctxFor(t, 3*time.Minute)
+	require.NoError(t, b.StartTurn(ctx, 1, "which model?"))
+	end := recB.turnEnd(t, 1)
+	require.Equal(t, messages.TurnCompleted, end.State, dump(recB.all()))
+	assert.Equal(t, "PONG(model=claude-sonnet-mock-2): which model?", end.Text, "set_model reached the adopted process")
+	assert.Contains(t, string(mock.MainRequests()[0].Body), startedB.ev.ExternalSessionID, "the model sees the session id EvStarted reported")
+	target := filepath.Join(cwd, "accepted.txt")
+	require.NoError(t, b.StartTurn(ctx, 2, "TOOL:WRITE "+target+" auto-accepted"))
+	require.Equal(t, messages.TurnCompleted, recB.turnEnd(t, 2).State, dump(recB.all()))
+	assert.Empty(t, recB.ofType(2, messages.EvClarification), "acceptEdits was set by set_permission_mode: the write was not asked")
+	assert.FileExists(t, target)
+
+	// A's own turn still runs on its own process and model.
+	require.NoError(t, a.StartTurn(ctx, 1, "which model?"))
+	assert.Equal(t, "PONG(model=claude-mock-1): which model?", recA.turnEnd(t, 1).Text)
+
+	require.Eventually(t, func() bool { return tr.WarmIdle(specB) == 1 }, 3*time.Minute, 50*time.Millisecond, "the adoption refilled the pool")
+	refilled := warmRecords(t, kit)
+	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
+	tr.DrainWarm(kit)
+	assert.Equal(t, 0, tr.WarmIdle(specB))
+	assert.Equal(t, 0, tr.WarmReady())
+	for p := range refilled {
+		if p == pgid {
+			assert.True(t, groupAlive(p), "draining the pool leaves an adopted session alone")
+			continue
+		}
+		assert.Eventually(t, func() bool { return !groupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	require.NoError(t, b.Close(cctx))
+	assert.Eventually(t, func() bool { return !groupAlive(pgid) }, time.Minute, 20*time.Millisecond, "the adopted process ended with its session")
+	assert.Empty(t, warmRecords(t, kit), "no record of a pooled or adopted process is left")
+}

@@ -1,0 +1,144 @@
+package warmpool_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/transports/warmpool"
+)
+
+// item is a booted thing the tests can kill and see discarded.
+type item struct {
+	key  string
+	n    int
+	dead bool
+}
+
+type books struct {
+	mu        sync.Mutex
+	booted    int
+	discarded []*item
+}
+
+func (b *books) pool(size int) *warmpool.Pool[string, *item] {
+	return warmpool.New[string, *item](warmpool.Options[*item]{Size: size, MaxKeys: 2,
+		Alive: func(i *item) bool { return !i.dead },
+		Discard: func(i *item) {
+			b.mu.Lock()
+			b.discarded = append(b.discarded, i)
+			b.mu.Unlock()
+		}})
+}
+
+func (b *books) boot(key string) func(context.Context) (*item, error) {
+	return func(context.Context) (*item, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.booted++
+		return &item{key: key, n: b.booted}, nil
+	}
+}
+
+func (b *books) discards() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.discarded)
+}
+
+func TestRefillKeepsSizeIdleAndTakeHandsThemOut(t *testing.T) {
+	var b books
+	p := b.pool(2)
+	defer p.Close()
+	_, ok := p.Take("a")
+	assert.False(t, ok, "an empty pool misses")
+	p.Refill("a", b.boot("a"))
+	p.Refill("a", b.boot("a")) // already booting: no more
+	require.Eventually(t, func() bool { return p.Idle("a") == 2 }, time.Minute, time.Millisecond)
+	assert.Equal(t, 2, b.booted)
+	v, ok := p.Take("a")
+	require.True(t, ok)
+	assert.Equal(t, "a", v.key)
+	_, ok = p.Take("b")
+	assert.False(t, ok, "another key has nothing")
+	assert.Equal(t, 1, p.Idle("a"))
+}
+
+func TestDeadIdleItemIsNeverHandedOut(t *testing.T) {
+	var b books
+	p := b.pool(1)
+	defer p.Close()
+	var booted *item
+	p.Refill("a", func(ctx context.Context) (*item, error) { booted = &item{key: "a"}; return booted, nil })
+	require.Eventually(t, func() bool { return p.Idle("a") == 1 }, time.Minute, time.Millisecond)
+	booted.dead = true
+	_, ok := p.Take("a")
+	assert.False(t, ok)
+	assert.Equal(t, 1, b.discards(), "the dead item was discarded")
+	assert.Equal(t, 0, p.Idle("a"))
+}
+
+func TestFailedBootIsDroppedAndRetriedByTheNextRefill(t *testing.T) {
+	var b books
+	p := b.pool(1)
+	defer p.Close()
+	p.Refill("a", func(context.Context) (*item, error) { return nil, errors.New("no") })
+	require.Eventually(t, func() bool { p.Refill("a", b.boot("a")); return p.Idle("a") == 1 }, time.Minute, time.Millisecond)
+	assert.Equal(t, 0, b.discards())
+}
+
+func TestMaxKeysEvictsTheLeastRecentlyUsedKey(t *testing.T) {
+	var b books
+	p := b.pool(1)
+	defer p.Close()
+	for _, k := range []string{"a", "b"} {
+		p.Refill(k, b.boot(k))
+		require.Eventually(t, func() bool { return p.Idle(k) == 1 }, time.Minute, time.Millisecond)
+	}
+	_, _ = p.Take("a") // a is the most recent now, and empty
+	p.Refill("a", b.boot("a"))
+	require.Eventually(t, func() bool { return p.Idle("a") == 1 }, time.Minute, time.Millisecond)
+	p.Refill("c", b.boot("c"))
+	require.Eventually(t, func() bool { return p.Idle("c") == 1 }, time.Minute, time.Millisecond)
+	assert.Equal(t, 0, p.Idle("b"), "b was used longest ago")
+	assert.Equal(t, 1, p.Idle("a"))
+	require.Equal(t, 1, b.discards())
+	assert.Equal(t, "b", b.discarded[0].key)
+}
+
+func TestDrainDiscardsCancelsAndRefusesRefills(t *testing.T) {
+	var b books
+	p := b.pool(1)
+	defer p.Close()
+	p.Refill("keep", b.boot("keep"))
+	p.Refill("gone", b.boot("gone"))
+	require.Eventually(t, func() bool { return p.Idle("keep") == 1 && p.Idle("gone") == 1 }, time.Minute, time.Millisecond)
+	_, _ = p.Take("gone")
+	started := make(chan struct{})
+	p.Refill("gone", func(ctx context.Context) (*item, error) {
+		close(started)
+		<-ctx.Done() // a boot that only a cancel ends
+		return &item{key: "gone"}, nil
+	})
+	<-started
+	p.Drain(func(k string) bool { return k == "gone" })
+	assert.Equal(t, 1, b.discards(), "the cancelled boot's item was discarded, once Drain returned")
+	p.Refill("gone", b.boot("gone"))
+	assert.Equal(t, 0, p.Idle("gone"))
+	assert.Equal(t, 1, p.Idle("keep"), "other keys are untouched")
+	p.Close()
+	assert.Equal(t, 2, b.discards())
+}
+
+func TestSizeZeroDisables(t *testing.T) {
+	var b books
+	p := b.pool(0)
+	p.Refill("a", b.boot("a"))
+	p.Close()
+	assert.Equal(t, 0, b.booted)
+}

@@ -1,0 +1,22 @@
+// Package warmpool keeps things that are slow to start (an agent CLI that
+// has finished its handshake) ready ahead of need, per key, so a start can
+// adopt one instead of waiting for a boot.
+//
+// A Pool holds up to Size idle items per key. Take hands out an idle item
+// that is still alive (dead ones are discarded on the way) and never
+// blocks; Refill boots items in the background until the key has Size idle
+// or booting ones. Keys are learnt from use: the caller refills the key of
+// each start it served, so the first start of a key is cold and later ones
+// are warm. At most MaxKeys keys hold idle items; filling a new key
+// discards the idle items of the key used longest ago.
+//
+// Drain ends a part of the pool (the items of one owner, say a runtime
+// closing): idle items of matching keys are discarded, boots of matching
+// keys in flight are cancelled and waited for, and matching keys are never
+// refilled again. Close drains everything.
+//
+// The pool only books: what an item is, how it boots, how it is told alive
+// and how it is discarded are the caller's functions. Everything is safe
+// for concurrent use; the boot and discard functions run on the pool's own
+// goroutines, never under its lock.
+package warmpool
