@@ -33,12 +33,13 @@ func Signal(pgid int, sig syscall.Signal) {
 }
 
 // Escalate walks process group pgid up steps (an interrupt: SIGINT, then
-// SIGTERM, then SIGKILL): each step waits up to its Wait and then sends its
-// Signal, and calls sent (when not nil) with the step and the time waited
-// in all. It returns at once, signalling no more, when any of until closes
-// (the process exited, the turn ended, the session closed); nil channels
-// never close.
-func Escalate(pgid int, steps []Step, sent func(st Step, waited time.Duration), until ...<-chan struct{}) {
+// SIGTERM, then SIGKILL): each step waits up to its Wait, calls sending
+// (when not nil) with the step and the time waited in all, and sends its
+// Signal; sending runs first so that what it records is there before the
+// process can die of the signal. Escalate returns at once, signalling no
+// more, when any of until closes (the process exited, the turn ended, the
+// session closed); nil channels never close.
+func Escalate(pgid int, steps []Step, sending func(st Step, waited time.Duration), until ...<-chan struct{}) {
 	cases := make([]reflect.SelectCase, 0, len(until)+1)
 	for _, c := range until {
 		if c != nil {
@@ -58,10 +59,10 @@ func Escalate(pgid int, steps []Step, sent func(st Step, waited time.Duration), 
 			return
 		}
 		waited += st.Wait
-		Signal(pgid, st.Signal)
-		if sent != nil {
-			sent(st, waited)
+		if sending != nil {
+			sending(st, waited)
 		}
+		Signal(pgid, st.Signal)
 	}
 }
 
