@@ -24,6 +24,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/script"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // wait bounds every wait for the page: generous, it only stops hangs (CI
@@ -37,19 +38,7 @@ const testToken = "browser-test-token-0123456789abcdef"
 // CI=true.
 func chromium(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("CODESESSION_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (apt-get install -y chromium, or set CODESESSION_CHROMIUM): under CI=true the browser tests must run")
-	}
-	t.Skip("chromium is not installed: skipping the browser tests (set CODESESSION_CHROMIUM or install Debian's chromium)")
-	return ""
+	return subprocesstest.Find(t, "CODESESSION_CHROMIUM", "apt-get install -y chromium", "chromium", "chromium-browser")
 }
 
 // artifacts is where screenshots go: $CODESESSION_WEB_ARTIFACTS, else a
