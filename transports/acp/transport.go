@@ -113,19 +113,20 @@ func (t *Transport) Binary(env []string) (string, error) {
 // DefaultProbeTimeout.
 func (t *Transport) Probe(ctx context.Context) messages.Availability {
 	bin, err := t.Binary(nil)
-	if err == nil {
-		if v, ok := t.packageVersion(bin); ok {
-			return messages.Availability{CheckedAt: time.Now(), Binary: bin, Version: v, Available: true}
-		}
+	if err != nil {
+		return subprocess.VersionProbe{}.Availability(ctx, "", err)
 	}
-	home, herr := os.MkdirTemp("", "codesession-probe-")
-	if herr != nil {
-		return messages.Availability{CheckedAt: time.Now(), Binary: bin, Reason: "cannot make a scratch HOME for the probe: " + herr.Error()}
+	if v, ok := t.packageVersion(bin); ok {
+		return messages.Availability{CheckedAt: time.Now(), Binary: bin, Version: v, Available: true}
+	}
+	home, err := os.MkdirTemp("", "codesession-probe-")
+	if err != nil {
+		return messages.Availability{CheckedAt: time.Now(), Binary: bin, Reason: "cannot make a scratch HOME for the probe: " + err.Error()}
 	}
 	defer os.RemoveAll(home)
 	probe := subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Env: buildEnv(os.Environ(), transports.SessionSpec{Home: home}, nil, t.agent.Scrub),
 		Parse: t.agent.ParseVersion}
-	return probe.Availability(ctx, bin, err)
+	return probe.Availability(ctx, bin, nil)
 }
 
 // Open starts the agent's process for the session, completes initialize
