@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
+
+	"github.com/codesession/codesession/messages"
 )
 
 // TailText is the end of a process's output for an error message: at most
@@ -33,4 +35,35 @@ func RandomHex(n int) string {
 	// crypto/rand.Read never fails on supported platforms (Go 1.24+).
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// NewUUID returns a random (version 4) UUID: the session id droid and grok
+// are pinned to.
+func NewUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// CheckSpec is the check every backend's Open makes first: a sink, and a
+// posture and an effort that exist. It returns spec with the posture
+// defaulted (PostureDefault when unset); errors are invalid-field errors
+// of OpStart.
+func CheckSpec(spec SessionSpec, sink Sink) (SessionSpec, error) {
+	if sink == nil {
+		return spec, messages.FieldError(messages.OpStart, "sink", "required")
+	}
+	if spec.Posture == "" {
+		spec.Posture = messages.PostureDefault
+	}
+	if !spec.Posture.Valid() {
+		return spec, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
+	}
+	if spec.Effort != "" && !spec.Effort.Valid() {
+		return spec, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	}
+	return spec, nil
 }

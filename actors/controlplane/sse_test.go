@@ -377,7 +377,9 @@ func TestBridgeRepublishesTheRecordAfterStatusEvents(t *testing.T) {
 	got = drain(sub, 300*time.Millisecond)
 	require.Len(t, got, 1)
 	assert.Equal(t, messages.StatusEnded, got[0].rec.Status)
-	assert.Equal(t, 1.0, testutil.ToFloat64(b.m.settled.WithLabelValues("script", "ended")))
-	assert.Equal(t, 1.0, testutil.ToFloat64(b.m.dispatched.WithLabelValues("script")))
-	assert.Equal(t, 1, testutil.CollectAndCount(b.m.rounds))
+	// the metrics are counted after the record is published: wait for them
+	waitFor(t, "the settled session's metrics", func() bool {
+		return testutil.ToFloat64(b.m.settled.WithLabelValues("script", "ended")) == 1 &&
+			testutil.ToFloat64(b.m.dispatched.WithLabelValues("script")) == 1 && testutil.CollectAndCount(b.m.rounds) == 1
+	})
 }

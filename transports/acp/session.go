@@ -18,6 +18,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // session is one agent process and its one ACP session.
@@ -32,7 +33,7 @@ type session struct {
 	cmd        *exec.Cmd
 	pgid       int
 	stdin      io.WriteCloser
-	stderr     *tailBuffer
+	stderr     *subprocess.Tail
 	conn       *acpsdk.ClientSideConnection
 	sid        acpsdk.SessionId
 	exited     chan struct{} // closed when the process is reaped
@@ -83,7 +84,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot create the session's scratch directory")
 	}
 	return &session{t: t, spec: spec, sink: sink, bin: bin, scratch: scratch, ws: ws, posture: spec.Posture,
-		stderr: &tailBuffer{max: 8 << 10}, exited: make(chan struct{}), readerDone: make(chan struct{}),
+		stderr: subprocess.NewTail(8 << 10), exited: make(chan struct{}), readerDone: make(chan struct{}),
 		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), tools: map[string]*toolState{}}, nil
 }
 
@@ -237,12 +238,12 @@ func (s *session) startError(ctx context.Context, step string, err error) error 
 	select {
 	case <-s.exited:
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s exited during %s (%s): %s",
-			s.t.agent.Descriptor.ID, step, s.cmd.ProcessState, s.stderr.text(400)))
+			s.t.agent.Descriptor.ID, step, s.cmd.ProcessState, s.stderr.Text(400)))
 	default:
 	}
 	if ctx.Err() != nil {
 		return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, fmt.Sprintf("%s did not answer %s in time (%v): %s",
-			s.t.agent.Descriptor.ID, step, context.Cause(ctx), s.stderr.text(400)))
+			s.t.agent.Descriptor.ID, step, context.Cause(ctx), s.stderr.Text(400)))
 	}
 	return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s refused %s: %v", s.t.agent.Descriptor.ID, step, err))
 }
@@ -252,7 +253,7 @@ func (s *session) watch() {
 	defer close(s.watched)
 	<-s.exited
 	<-s.readerDone
-	s.die(fmt.Sprintf("%s exited (%s): %s", s.t.agent.Descriptor.ID, s.cmd.ProcessState, s.stderr.text(400)))
+	s.die(fmt.Sprintf("%s exited (%s): %s", s.t.agent.Descriptor.ID, s.cmd.ProcessState, s.stderr.Text(400)))
 }
 
 // die marks the session dead and reports it once, closing a running turn.
@@ -304,7 +305,7 @@ func (s *session) runTurn(turn int, text string) {
 			case <-s.exited:
 			case <-time.After(5 * time.Second):
 			}
-			s.die(fmt.Sprintf("%s stopped answering during turn %d: %v: %s", s.t.agent.Descriptor.ID, turn, err, s.stderr.text(400)))
+			s.die(fmt.Sprintf("%s stopped answering during turn %d: %v: %s", s.t.agent.Descriptor.ID, turn, err, s.stderr.Text(400)))
 			return
 		default:
 		}
@@ -499,18 +500,9 @@ func (s *session) Close(ctx context.Context) error {
 	// writes its chat file as it goes out; killed at once, a later
 	// session/load found "no previous sessions"), then SIGTERM, then SIGKILL
 	_ = s.stdin.Close()
-	select {
-	case <-s.exited:
-	case <-time.After(2 * time.Second):
-	case <-ctx.Done():
-	}
-	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(3 * time.Second):
-	case <-ctx.Done():
-	}
-	s.kill()
+	subprocess.Stop(ctx, s.pgid, s.exited,
+		subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: 3 * time.Second, Signal: syscall.SIGKILL})
+	s.kill() // what the agent left in its group
 	s.wait()
 	_ = os.RemoveAll(s.scratch)
 	return nil
@@ -519,7 +511,7 @@ func (s *session) Close(ctx context.Context) error {
 // kill sends SIGKILL to the process group.
 func (s *session) kill() {
 	if s.cmd != nil && s.pgid > 0 {
-		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+		subprocess.Signal(s.pgid, syscall.SIGKILL)
 	}
 }
 
@@ -549,27 +541,4 @@ func (t tapWriter) Write(p []byte) (int, error) {
 		t.tap(t.dir, append([]byte(nil), p...))
 	}
 	return t.w.Write(p)
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) text(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return transports.TailText(t.b, n)
 }

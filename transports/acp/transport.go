@@ -1,18 +1,17 @@
 package acp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // Defaults of the options.
@@ -51,11 +50,7 @@ func WithBinary(path string) Option { return func(t *Transport) { t.binary = pat
 // WithOutputCap caps each tool result's output at n bytes (reported with
 // Truncated and OriginalBytes when it fires).
 func WithOutputCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.outputCap = n
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.outputCap, n) }
 }
 
 // WithLineCap caps one line of the agent's stdout at n bytes (at least
@@ -67,20 +62,12 @@ func WithLineCap(n int) Option {
 // WithStartTimeout bounds the process start, initialize and session/new
 // (or session/load) in Open.
 func WithStartTimeout(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.startTimeout = d
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.startTimeout, d) }
 }
 
 // WithInterruptGrace sets how long a cancelled turn may take to end.
 func WithInterruptGrace(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.grace = d
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.grace, d) }
 }
 
 // WithEnv adds KEY=VALUE entries to every session's environment, below
@@ -114,22 +101,9 @@ func (t *Transport) Binary(env []string) (string, error) {
 		if _, err := os.Stat(t.binary); err != nil {
 			return "", fmt.Errorf("the %s CLI is not at %s (%s)", t.agent.Descriptor.ID, t.binary, t.agent.Install)
 		}
-		return t.binary, nil
 	}
-	if t.agent.EnvBinary != "" {
-		if b := envValue(env, t.agent.EnvBinary); b != "" {
-			return b, nil
-		}
-		if b := os.Getenv(t.agent.EnvBinary); b != "" {
-			return b, nil
-		}
-	}
-	b, err := exec.LookPath(t.agent.Command)
-	if err != nil {
-		return "", fmt.Errorf("the %s CLI is not installed here: no %s and no %s on PATH (%s)",
-			t.agent.Descriptor.ID, t.agent.EnvBinary, t.agent.Command, t.agent.Install)
-	}
-	return b, nil
+	cli := subprocess.CLI{Name: t.agent.Descriptor.ID, Command: t.agent.Command, EnvVar: t.agent.EnvBinary, Install: t.agent.Install}
+	return cli.Find(t.binary, env)
 }
 
 // Probe reads the version of the npm package the binary belongs to (a
@@ -138,48 +112,21 @@ func (t *Transport) Binary(env []string) (string, error) {
 // `--version` with a throwaway HOME, bounded by ctx and
 // DefaultProbeTimeout.
 func (t *Transport) Probe(ctx context.Context) messages.Availability {
-	a := messages.Availability{CheckedAt: time.Now()}
 	bin, err := t.Binary(nil)
 	if err != nil {
-		a.Reason = err.Error()
-		return a
+		return subprocess.VersionProbe{}.Availability(ctx, "", err)
 	}
-	a.Binary = bin
 	if v, ok := t.packageVersion(bin); ok {
-		a.Version, a.Available = v, true
-		return a
+		return messages.Availability{CheckedAt: time.Now(), Binary: bin, Version: v, Available: true}
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
-	defer cancel()
 	home, err := os.MkdirTemp("", "codesession-probe-")
 	if err != nil {
-		a.Reason = "cannot make a scratch HOME for the probe: " + err.Error()
-		return a
+		return messages.Availability{CheckedAt: time.Now(), Binary: bin, Reason: "cannot make a scratch HOME for the probe: " + err.Error()}
 	}
 	defer os.RemoveAll(home)
-	cmd := exec.CommandContext(ctx, bin, "--version")
-	cmd.Env = buildEnv(os.Environ(), transports.SessionSpec{Home: home}, nil, t.agent.Scrub)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			a.Reason = fmt.Sprintf("%s --version did not answer in time (%v)", bin, context.Cause(ctx))
-		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
-		}
-		return a
-	}
-	parse := t.agent.ParseVersion
-	if parse == nil {
-		parse = func(s string) string { return strings.TrimSpace(s) }
-	}
-	if a.Version = parse(out.String()); a.Version == "" {
-		a.Reason = bin + " --version printed no version"
-		return a
-	}
-	a.Available = true
-	return a
+	probe := subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Env: buildEnv(os.Environ(), transports.SessionSpec{Home: home}, nil, t.agent.Scrub),
+		Parse: t.agent.ParseVersion}
+	return probe.Availability(ctx, bin, nil)
 }
 
 // Open starts the agent's process for the session, completes initialize
@@ -190,17 +137,9 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // agent lacks, internal (with the end of its stderr) when the agent exits
 // or does not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	if sink == nil {
-		return nil, messages.FieldError(messages.OpStart, "sink", "required")
-	}
-	if spec.Posture == "" {
-		spec.Posture = messages.PostureDefault
-	}
-	if !spec.Posture.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
-	}
-	if spec.Effort != "" && !spec.Effort.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	spec, err := transports.CheckSpec(spec, sink)
+	if err != nil {
+		return nil, err
 	}
 	if spec.AllowedTools != nil && !t.agent.Descriptor.HonorsAllowed {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools",
@@ -246,56 +185,15 @@ var scrubbed = map[string]bool{
 	"XAI_API_KEY": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
 }
 
-// buildEnv is a process environment: the caller's, scrubbed; HOME; then
-// extra (the agent's and the transport's), then the session's, which win.
+// buildEnv is a process environment: the caller's, scrubbed (scrub adds
+// the agent's own names); HOME; then extra (the agent's and the
+// transport's), then the session's, which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string, scrub []string) []string {
-	drop := map[string]bool{}
+	drop := maps.Clone(scrubbed)
 	for _, k := range scrub {
 		drop[k] = true
 	}
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if !scrubbed[k] && !drop[k] {
-			env = append(env, kv)
-		}
-	}
-	if spec.Home != "" {
-		env = append(env, "HOME="+spec.Home)
-	}
-	env = append(env, extra...)
-	env = append(env, spec.Env...)
-	return dedupEnv(env)
-}
-
-// dedupEnv keeps the last entry of each key, in the order of first
-// appearance.
-func dedupEnv(env []string) []string {
-	last := map[string]string{}
-	var order []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := last[k]; !ok {
-			order = append(order, k)
-		}
-		last[k] = kv
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, last[k])
-	}
-	return out
-}
-
-// envValue returns the last value of key in env.
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
+	return subprocess.Environ(base, drop, spec.Home, extra, spec.Env)
 }
 
 // packageVersion finds the agent's package.json in the directories above

@@ -1,6 +1,10 @@
 package codex
 
-import "github.com/codesession/codesession/messages"
+import (
+	"maps"
+
+	"github.com/codesession/codesession/messages"
+)
 
 // ID is the backend id.
 const ID = "codex"
@@ -71,10 +75,6 @@ func descriptor() messages.Descriptor {
 	for k, v := range postureMap {
 		pm[k] = v.String()
 	}
-	em := make(map[messages.Effort]string, len(effortMap))
-	for k, v := range effortMap {
-		em[k] = v
-	}
 	return messages.Descriptor{
 		ID:             ID,
 		DisplayName:    "OpenAI Codex",
@@ -86,7 +86,7 @@ func descriptor() messages.Descriptor {
 		Resume:         messages.ResumeThreadID,
 		ModelSelection: messages.ModelPerTurn,
 		EffortSupport:  messages.EffortPerTurn,
-		EffortMap:      em,
+		EffortMap:      maps.Clone(effortMap),
 		ModelClassMap:  map[string]string{"standard": "gpt-5.5", "frontier": "gpt-5.5"},
 		PostureMap:     pm,
 		EditToolNames:  []string{ToolApplyPatch},

@@ -20,9 +20,12 @@
 // Each session gets its own CODEX_HOME, written by the transport before
 // the process starts: <SessionSpec.Home>/.codex, else a folder per session
 // id under WithHomeRoot (default: the user cache folder's
-// codesession/codex-homes), never the user's repository. Its config.toml
-// sets the model, effort and sandbox, trusts the working directory, and,
-// when the session's environment has OPENAI_BASE_URL, a Responses model
+// codesession/codex-homes), never the user's repository; it outlives the
+// session (resume and `codex resume` read the thread from it), except
+// that one made for a session that never got a thread is removed at
+// Close. Its config.toml sets the model, effort and sandbox, trusts the
+// working directory, and, when the session's environment has
+// OPENAI_BASE_URL, a Responses model
 // provider at that URL whose key is OPENAI_API_KEY (retries off for a
 // loopback server such as modelmock). A CODEX_HOME in SessionSpec.Env (or
 // WithEnv) is the user's own: it is used as is and nothing is written

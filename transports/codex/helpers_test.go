@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // liveTimeout bounds each wait of a live test: generous, for a loaded
@@ -21,20 +20,10 @@ import (
 const liveTimeout = 2 * time.Minute
 
 // codexBinary finds the real CLI: $CODESESSION_CODEX_BIN, else codex on
-// PATH. Without it the test skips, except under CI=true, where it fails.
+// PATH; a skip without it, a failure under CI=true.
 func codexBinary(t testing.TB) string {
 	t.Helper()
-	if b := os.Getenv(EnvBinary); b != "" {
-		return b
-	}
-	if b, err := exec.LookPath("codex"); err == nil {
-		return b
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the codex CLI is required under CI=true: set %s (bash .ci/run installs @openai/codex@%s)", EnvBinary, PinnedVersion)
-	}
-	t.Skipf("the codex CLI is not installed (set %s or put codex on PATH)", EnvBinary)
-	return ""
+	return subprocesstest.Find(t, EnvBinary, "npm install @openai/codex@"+PinnedVersion, "codex")
 }
 
 // mockModel is the model every live test asks for: a known slug, so Codex

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // Session is one open codex session: one app-server process (started
@@ -26,6 +26,9 @@ type Session struct {
 	sink transports.Sink
 	bin  string
 	env  []string
+	// freshHome is the CODEX_HOME Open made; removed at Close when the
+	// session never had a thread (see prepareHome)
+	freshHome string
 
 	mu       sync.Mutex
 	core     *core
@@ -79,30 +82,8 @@ type process struct {
 	calls  map[string]chan message
 	gone   bool
 
-	stderr    tail
+	stderr    subprocess.Tail
 	killedFor string // set before the shell kills it on purpose
-}
-
-// tail keeps the end of a stream.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 8<<10 {
-		t.buf = append([]byte(nil), t.buf[len(t.buf)-4<<10:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return transports.TailText(t.buf, 600)
 }
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin string, env []string) *Session {
@@ -292,7 +273,7 @@ func (s *Session) start(ctx context.Context) error {
 		s.kill(p, "handshake failed")
 		<-p.done
 		msg := fmt.Sprintf("codex app-server %s failed: %v", what, err)
-		if t := p.stderr.String(); t != "" {
+		if t := p.stderr.Text(600); t != "" {
 			msg += " (stderr: " + t + ")"
 		}
 		if errors.Is(err, errExited) && p.exit != nil {
@@ -456,7 +437,7 @@ func (s *Session) processEnded(p *process) {
 	if p.exit != nil {
 		why = p.exit.Error()
 	}
-	if t := p.stderr.String(); t != "" {
+	if t := p.stderr.Text(600); t != "" {
 		why += "; stderr: " + t
 	}
 	p.mu.Lock()
@@ -473,14 +454,8 @@ func (s *Session) kill(p *process, why string) {
 	}
 	p.mu.Unlock()
 	pid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-p.done:
-		case <-time.After(time.Second):
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-	}()
+	subprocess.Signal(pid, syscall.SIGTERM)
+	go subprocess.Escalate(pid, []subprocess.Step{{Wait: time.Second, Signal: syscall.SIGKILL}}, nil, p.done)
 }
 
 // StartTurn sends input as turn n (turn/start, with the model, effort and
@@ -684,34 +659,19 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
-	p := s.proc
+	p, thread := s.proc, s.threadID
 	s.mu.Unlock()
 	if p != nil {
+		// end of input, then SIGTERM after 2 s and SIGKILL a second later
+		// (at once when ctx ends)
 		_ = p.stdin.Close()
-		select {
-		case <-p.done:
-		case <-time.After(2 * time.Second):
-			s.kill(p, "close")
-			select {
-			case <-p.done:
-			case <-ctx.Done():
-				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-				<-p.done
-			}
-		}
+		subprocess.Stop(ctx, p.cmd.Process.Pid, p.done,
+			subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: time.Second, Signal: syscall.SIGKILL})
 	}
 	close(s.stopEm)
 	<-s.emitted
-	return nil
-}
-
-// envValue returns the last value of key in env.
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
+	if thread == "" {
+		_ = removeFresh(s.freshHome)
 	}
-	return v
+	return nil
 }

@@ -1,12 +1,12 @@
 package codex
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +15,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // EnvBinary names the codex executable when no WithBinary option is given
@@ -69,41 +70,25 @@ func WithHomeRoot(dir string) Option { return func(t *Transport) { t.homeRoot = 
 
 // WithOutputCap caps each tool result's output at n bytes.
 func WithOutputCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.outputCap = n
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.outputCap, n) }
 }
 
 // WithLineCap caps one stdout line at n bytes; a longer one is dropped and
 // reported as an EvError.
 func WithLineCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.lineCap = n
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.lineCap, n) }
 }
 
 // WithRequestTimeout bounds each JSON-RPC request (turn/start, turn/steer,
 // turn/interrupt).
 func WithRequestTimeout(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.requestTimeout = d
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.requestTimeout, d) }
 }
 
 // WithInterruptGrace is how long an interrupted turn may take to end
 // before the process group is killed.
 func WithInterruptGrace(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.interruptGrace = d
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.interruptGrace, d) }
 }
 
 // WithEnv adds KEY=VALUE entries to every session's environment, below
@@ -130,56 +115,16 @@ func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
 
 // Binary returns the codex executable the transport would run with the
 // given extra environment, or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) {
-	if t.binary != "" {
-		return t.binary, nil
-	}
-	if b := envValue(env, EnvBinary); b != "" {
-		return b, nil
-	}
-	if b := os.Getenv(EnvBinary); b != "" {
-		return b, nil
-	}
-	b, err := exec.LookPath("codex")
-	if err != nil {
-		return "", fmt.Errorf("the codex CLI is not installed here: no %s and no codex on PATH (npm install @openai/codex@%s)", EnvBinary, PinnedVersion)
-	}
-	return b, nil
-}
+func (t *Transport) Binary(env []string) (string, error) { return cli.Find(t.binary, env) }
+
+var cli = subprocess.CLI{Name: "codex", Command: "codex", EnvVar: EnvBinary, Install: "npm install @openai/codex@" + PinnedVersion}
 
 // Probe runs `codex --version`, bounded by ctx and DefaultProbeTimeout.
 // It does not check credentials: Codex reports those at the first turn.
 func (t *Transport) Probe(ctx context.Context) messages.Availability {
-	a := messages.Availability{CheckedAt: time.Now()}
 	bin, err := t.Binary(nil)
-	if err != nil {
-		a.Reason = err.Error()
-		return a
-	}
-	a.Binary = bin
-	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--version")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
-		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
-		}
-		return a
-	}
 	// "codex-cli 0.169.0"
-	f := strings.Fields(out.String())
-	if len(f) == 0 {
-		a.Reason = bin + " --version printed nothing"
-		return a
-	}
-	a.Version = f[len(f)-1]
-	a.Available = true
-	return a
+	return subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.LastField}.Availability(ctx, bin, err)
 }
 
 // Open writes the session's CODEX_HOME (unless the spec's environment
@@ -189,17 +134,9 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // Errors are *messages.Error: invalid for a bad spec, unsupported when the
 // CLI is missing, internal (with the end of its stderr) when it fails.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	if sink == nil {
-		return nil, messages.FieldError(messages.OpStart, "sink", "required")
-	}
-	if spec.Posture == "" {
-		spec.Posture = messages.PostureDefault
-	}
-	if _, ok := PostureOf(spec.Posture); !ok {
-		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
-	}
-	if spec.Effort != "" && !spec.Effort.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	spec, err := transports.CheckSpec(spec, sink)
+	if err != nil {
+		return nil, err
 	}
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools", "codex cannot honour allowedTools: its sandbox and approval policy are the only boundary")
@@ -213,11 +150,12 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
 	}
-	env, err := t.prepareHome(spec)
+	env, fresh, err := t.prepareHome(spec)
 	if err != nil {
 		return nil, err
 	}
 	s := newSession(t, spec, sink, bin, env)
+	s.freshHome = fresh
 	if err := s.start(ctx); err != nil {
 		_ = s.Close(context.Background())
 		return nil, err
@@ -245,10 +183,16 @@ func (t *Transport) workspace(cwd string) *gate.Workspace {
 }
 
 // prepareHome decides the session's CODEX_HOME and writes its config.toml,
-// and returns the process environment.
-func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, error) {
+// and returns the process environment, and the CODEX_HOME when this call
+// made it under the home root (else ""): the session removes that one
+// when it closes without ever having had a thread (a failed Open leaves
+// nothing behind). A CODEX_HOME with a thread stays: resuming the session
+// (thread/resume) and attaching to it (`codex resume`) read the thread
+// from it.
+func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, string, error) {
 	extra := append(append([]string(nil), t.env...), spec.Env...)
-	home := envValue(extra, "CODEX_HOME")
+	home := subprocess.EnvValue(extra, "CODEX_HOME")
+	fresh := ""
 	own := home != ""
 	if !own {
 		switch {
@@ -268,23 +212,35 @@ func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, error) {
 				id = "session-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			}
 			home = filepath.Join(root, filepath.Base(id))
+			if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
+				fresh = home
+			}
 		}
 	}
 	if spec.Home != "" {
 		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
-			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
+			return nil, "", messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
 		}
 	}
 	if !own {
 		if err := os.MkdirAll(home, 0o700); err != nil {
-			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's CODEX_HOME "+home)
+			return nil, "", messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's CODEX_HOME "+home)
 		}
-		cfg := configTOML(spec, envValue(extra, EnvBaseURL))
+		cfg := configTOML(spec, subprocess.EnvValue(extra, EnvBaseURL))
 		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
-			return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot write the session's codex config.toml")
+			_ = removeFresh(fresh)
+			return nil, "", messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot write the session's codex config.toml")
 		}
 	}
-	return buildEnv(os.Environ(), spec, t.env, home), nil
+	return buildEnv(os.Environ(), spec, t.env, home), fresh, nil
+}
+
+// removeFresh removes a CODEX_HOME prepareHome made ("" is none).
+func removeFresh(home string) error {
+	if home == "" {
+		return nil
+	}
+	return os.RemoveAll(home)
 }
 
 // configTOML is the session's config.toml (cli-protocols.md §2.1): the
@@ -345,37 +301,5 @@ var scrubbed = map[string]bool{
 // the spec sets one; CODEX_HOME; then the transport's and the session's
 // extra entries, which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string, codexHome string) []string {
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if !scrubbed[k] {
-			env = append(env, kv)
-		}
-	}
-	if spec.Home != "" {
-		env = append(env, "HOME="+spec.Home)
-	}
-	env = append(env, "CODEX_HOME="+codexHome)
-	env = append(env, extra...)
-	env = append(env, spec.Env...)
-	return dedupEnv(env)
-}
-
-// dedupEnv keeps the last entry of each key, in the order of first
-// appearance.
-func dedupEnv(env []string) []string {
-	last := map[string]string{}
-	var order []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := last[k]; !ok {
-			order = append(order, k)
-		}
-		last[k] = kv
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, last[k])
-	}
-	return out
+	return subprocess.Environ(base, scrubbed, spec.Home, []string{"CODEX_HOME=" + codexHome}, extra, spec.Env)
 }

@@ -1,6 +1,7 @@
 package copilot
 
 import (
+	"maps"
 	"strings"
 
 	"github.com/codesession/codesession/messages"
@@ -83,10 +84,6 @@ func launch(spec transports.SessionSpec, scratch string) ([]string, []string, er
 }
 
 func descriptor() messages.Descriptor {
-	em := make(map[messages.Effort]string, len(effortMap))
-	for k, v := range effortMap {
-		em[k] = v
-	}
 	return messages.Descriptor{
 		ID:             ID,
 		DisplayName:    "GitHub Copilot CLI",
@@ -98,7 +95,7 @@ func descriptor() messages.Descriptor {
 		Resume:         messages.ResumeNative,
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortAtStart,
-		EffortMap:      em,
+		EffortMap:      maps.Clone(effortMap),
 		PostureMap: map[messages.Posture]string{
 			messages.PosturePlan:        "mode plan",
 			messages.PostureDefault:     "mode agent, asks",

@@ -1,6 +1,10 @@
 package droid
 
-import "github.com/codesession/codesession/messages"
+import (
+	"maps"
+
+	"github.com/codesession/codesession/messages"
+)
 
 // ID is the backend id.
 const ID = "droid"
@@ -49,14 +53,6 @@ var effortMap = map[messages.Effort]string{
 // descriptor is the capability descriptor (seed 003, droid rows, moved to
 // the stream-jsonrpc protocol).
 func descriptor() messages.Descriptor {
-	pm := make(map[messages.Posture]string, len(postureLabels))
-	for k, v := range postureLabels {
-		pm[k] = v
-	}
-	em := make(map[messages.Effort]string, len(effortMap))
-	for k, v := range effortMap {
-		em[k] = v
-	}
 	return messages.Descriptor{
 		ID:             ID,
 		DisplayName:    "Factory Droid",
@@ -68,8 +64,8 @@ func descriptor() messages.Descriptor {
 		Resume:         messages.ResumeNative,
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortAtStart,
-		EffortMap:      em,
-		PostureMap:     pm,
+		EffortMap:      maps.Clone(effortMap),
+		PostureMap:     maps.Clone(postureLabels),
 		EditToolNames:  []string{"Create", "Edit"},
 		Live: messages.LiveControls{
 			Interrupt:  true,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // mockModelID is the id droid derives from the display name of the one
@@ -24,24 +24,10 @@ import (
 const mockModelID = "custom:Loopback-Mock-(chat)-0"
 
 // droidBinary finds the real CLI for the live tests: $CODESESSION_DROID_BIN,
-// else droid on PATH. Without one the test is skipped, except under CI=true
-// where it fails (.ci/run installs the pinned version).
+// else droid on PATH; a skip without it, a failure under CI=true.
 func droidBinary(t testing.TB) string {
 	t.Helper()
-	if b := os.Getenv(EnvBinary); b != "" {
-		if _, err := os.Stat(b); err != nil {
-			t.Fatalf("%s=%s: %v", EnvBinary, b, err)
-		}
-		return b
-	}
-	if b, err := exec.LookPath("droid"); err == nil {
-		return b
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but the droid CLI is missing: set %s (bash .ci/run installs droid@%s)", EnvBinary, PinnedVersion)
-	}
-	t.Skipf("the droid CLI is not installed: set %s or put droid on PATH (npm install droid@%s)", EnvBinary, PinnedVersion)
-	return ""
+	return subprocesstest.Find(t, EnvBinary, "npm install droid@"+PinnedVersion, "droid")
 }
 
 // writeFactorySettings points droid in home at the mock: one

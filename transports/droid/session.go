@@ -16,6 +16,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // Compile-time checks of the abilities a droid session has.
@@ -51,7 +52,7 @@ type session struct {
 	stop      chan struct{}
 	closed    atomic.Bool
 	closeOnce sync.Once
-	events    *fifo[queuedEvent]
+	events    *subprocess.Queue[queuedEvent]
 	wg        sync.WaitGroup
 
 	mu       sync.Mutex
@@ -71,8 +72,8 @@ type proc struct {
 	stdin  io.WriteCloser
 	stdout *os.File
 	stderr *os.File
-	writes *fifo[[]byte] // a nil entry closes stdin
-	tail   *ring
+	writes *subprocess.Queue[[]byte] // a nil entry closes stdin
+	tail   *subprocess.Tail
 
 	readerDone chan struct{}
 	stderrDone chan struct{}
@@ -86,7 +87,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 	return &session{
 		t: t, spec: spec, sink: sink, bin: bin, ext: ext,
 		stop:   make(chan struct{}),
-		events: newFifo[queuedEvent](),
+		events: subprocess.NewQueue[queuedEvent](),
 		core: newCore(coreConfig{outputCap: t.outputCap, lineCap: t.lineCap, ws: ws, posture: spec.Posture,
 			idPrefix: "cs-" + transports.RandomHex(4) + "-"}),
 		pending:  map[string]chan callResult{},
@@ -108,9 +109,9 @@ func (s *session) open(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.started = true
-	s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.ext, Model: s.spec.Model}})
+	s.events.Push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.ext, Model: s.spec.Model}})
 	for _, qe := range s.early {
-		s.events.push(qe)
+		s.events.Push(qe)
 	}
 	s.early = nil
 	return nil
@@ -162,7 +163,7 @@ func (s *session) startErr(p *proc, op, method string, err error) error {
 	s.mu.Lock()
 	status := p.status
 	s.mu.Unlock()
-	tail := firstNonEmpty(p.tail.text(1500), "no output on stderr")
+	tail := firstNonEmpty(p.tail.Text(1500), "no output on stderr")
 	e := &messages.Error{Code: messages.CodeInternal, Op: op, Err: err}
 	switch {
 	case errors.Is(err, errExited):
@@ -241,7 +242,7 @@ func (s *session) spawn() (*proc, error) {
 	errW.Close()
 	s.gen++
 	p := &proc{gen: s.gen, cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, stdout: outR, stderr: errR,
-		writes: newFifo[[]byte](), tail: &ring{max: 16 << 10},
+		writes: subprocess.NewQueue[[]byte](), tail: subprocess.NewTail(16 << 10),
 		readerDone: make(chan struct{}), stderrDone: make(chan struct{}), exited: make(chan struct{})}
 	s.proc = p
 	s.core.respawned()
@@ -310,7 +311,7 @@ func (s *session) writeLoop(p *proc) {
 	defer s.wg.Done()
 	broken := false
 	for {
-		items, ok := p.writes.wait(nil)
+		items, ok := p.writes.Wait(nil)
 		for _, b := range items {
 			switch {
 			case b == nil:
@@ -344,7 +345,7 @@ func (s *session) waitLoop(p *proc) {
 	case <-drain.C: // a child still holds stdout
 	}
 	drain.Stop()
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	subprocess.Signal(p.pgid, syscall.SIGKILL)
 	_ = p.stdout.Close()
 	<-p.readerDone
 	select {
@@ -353,7 +354,7 @@ func (s *session) waitLoop(p *proc) {
 	}
 	_ = p.stderr.Close()
 	<-p.stderrDone
-	p.writes.close()
+	p.writes.Close()
 	how := exitOwn
 	if p.interruptKill.Load() {
 		how = exitInterrupt
@@ -365,7 +366,7 @@ func (s *session) waitLoop(p *proc) {
 		ch <- callResult{exited: true}
 	}
 	if p == s.proc && !s.closed.Load() && s.started {
-		s.apply(s.core.exited(how, status, p.tail.text(1500)))
+		s.apply(s.core.exited(how, status, p.tail.Text(1500)))
 	} else if p == s.proc {
 		s.core.dead = true
 	}
@@ -377,7 +378,7 @@ func (s *session) waitLoop(p *proc) {
 func (s *session) apply(eff effects) {
 	if p := s.proc; p != nil {
 		for _, w := range eff.writes {
-			p.writes.push(w)
+			p.writes.Push(w)
 		}
 	}
 	for _, te := range eff.events {
@@ -396,13 +397,13 @@ func (s *session) push(qe queuedEvent) {
 		s.early = append(s.early, qe)
 		return
 	}
-	s.events.push(qe)
+	s.events.Push(qe)
 }
 
 func (s *session) emitLoop() {
 	defer s.wg.Done()
 	for {
-		batch, ok := s.events.wait(s.stop)
+		batch, ok := s.events.Wait(s.stop)
 		for _, qe := range batch {
 			if s.closed.Load() {
 				return
@@ -508,28 +509,11 @@ func (s *session) Interrupt(ctx context.Context) error {
 func (s *session) escalate(p *proc, done chan struct{}) {
 	defer s.wg.Done()
 	d := s.t.deadlines
-	steps := []struct {
-		wait time.Duration
-		sig  syscall.Signal
-		name string
-	}{{d.Grace, syscall.SIGINT, "SIGINT"}, {d.AfterINT, syscall.SIGTERM, "SIGTERM"}, {d.AfterTERM, syscall.SIGKILL, "SIGKILL"}}
-	var waited time.Duration
-	for _, st := range steps {
-		t := time.NewTimer(st.wait)
-		select {
-		case <-done:
-		case <-p.exited:
-		case <-s.stop:
-		case <-t.C:
-			waited += st.wait
-			p.interruptKill.Store(true)
-			_ = syscall.Kill(-p.pgid, st.sig)
-			s.warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to droid's process group", waited, st.name))
-			continue
-		}
-		t.Stop()
-		return
-	}
+	steps := []subprocess.Step{{Wait: d.Grace, Signal: syscall.SIGINT}, {Wait: d.AfterINT, Signal: syscall.SIGTERM}, {Wait: d.AfterTERM, Signal: syscall.SIGKILL}}
+	subprocess.Escalate(p.pgid, steps, func(st subprocess.Step, waited time.Duration) {
+		p.interruptKill.Store(true)
+		s.warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to droid's process group", waited, subprocess.SignalName(st.Signal)))
+	}, done, p.exited, s.stop)
 }
 
 // SetPosture changes droid's autonomy level with
@@ -578,7 +562,7 @@ func (s *session) call(ctx context.Context, op, method string, params any) (Resp
 	id := s.core.nextID()
 	ch := make(chan callResult, 1)
 	s.pending[id] = ch
-	p.writes.push(requestLine(id, method, params))
+	p.writes.Push(requestLine(id, method, params))
 	s.mu.Unlock()
 
 	timer := time.NewTimer(s.t.controlTimeout)
@@ -658,7 +642,7 @@ func (s *session) Close(ctx context.Context) error {
 		p := s.proc
 		s.mu.Unlock()
 		if p != nil {
-			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+			subprocess.Signal(p.pgid, syscall.SIGKILL)
 		}
 		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the droid session did not stop in time; its process group was killed")
 	}
@@ -670,19 +654,7 @@ func (s *session) Close(ctx context.Context) error {
 // then SIGKILL.
 func (s *session) stopProc(p *proc) {
 	defer s.wg.Done()
-	p.writes.push(nil)
-	for _, st := range []struct {
-		wait time.Duration
-		sig  syscall.Signal
-	}{{500 * time.Millisecond, syscall.SIGTERM}, {2 * time.Second, syscall.SIGKILL}} {
-		t := time.NewTimer(st.wait)
-		select {
-		case <-p.exited:
-			t.Stop()
-			return
-		case <-t.C:
-			_ = syscall.Kill(-p.pgid, st.sig)
-		}
-	}
-	<-p.exited
+	p.writes.Push(nil)
+	subprocess.Stop(context.Background(), p.pgid, p.exited,
+		subprocess.Step{Wait: 500 * time.Millisecond, Signal: syscall.SIGTERM}, subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGKILL})
 }

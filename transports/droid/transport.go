@@ -1,19 +1,14 @@
 package droid
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // EnvBinary names the droid executable when no WithBinary option is given
@@ -61,40 +56,24 @@ func WithBinary(path string) Option { return func(t *Transport) { t.binary = pat
 
 // WithOutputCap caps each tool result's output at n bytes.
 func WithOutputCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.outputCap = n
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.outputCap, n) }
 }
 
 // WithLineCap caps one stdout line at n bytes: a longer line is dropped
 // and reported as an EvError.
 func WithLineCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.lineCap = n
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.lineCap, n) }
 }
 
 // WithControlTimeout bounds each request of the host after the handshake
 // (settings, interrupt).
 func WithControlTimeout(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.controlTimeout = d
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.controlTimeout, d) }
 }
 
 // WithStartTimeout bounds the handshake in Open (initialize or load).
 func WithStartTimeout(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.startTimeout = d
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.startTimeout, d) }
 }
 
 // WithInterruptDeadlines sets the interrupt escalation steps.
@@ -121,54 +100,15 @@ func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
 
 // Binary returns the droid executable the transport would run with the
 // given extra environment, or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) {
-	if t.binary != "" {
-		return t.binary, nil
-	}
-	if b := envValue(env, EnvBinary); b != "" {
-		return b, nil
-	}
-	if b := os.Getenv(EnvBinary); b != "" {
-		return b, nil
-	}
-	b, err := exec.LookPath("droid")
-	if err != nil {
-		return "", fmt.Errorf("the droid CLI is not installed here: no %s and no droid on PATH (npm install droid@%s)", EnvBinary, PinnedVersion)
-	}
-	return b, nil
-}
+func (t *Transport) Binary(env []string) (string, error) { return cli.Find(t.binary, env) }
+
+var cli = subprocess.CLI{Name: "droid", Command: "droid", EnvVar: EnvBinary, Install: "npm install droid@" + PinnedVersion}
 
 // Probe runs `droid --version`, bounded by ctx and DefaultProbeTimeout. It
 // needs no login (a bring-your-own-key model needs none at all).
 func (t *Transport) Probe(ctx context.Context) messages.Availability {
-	a := messages.Availability{CheckedAt: time.Now()}
 	bin, err := t.Binary(nil)
-	if err != nil {
-		a.Reason = err.Error()
-		return a
-	}
-	a.Binary = bin
-	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--version")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
-		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
-		}
-		return a
-	}
-	a.Version = firstWord(out.String())
-	if a.Version == "" {
-		a.Reason = bin + " --version printed nothing"
-		return a
-	}
-	a.Available = true
-	return a
+	return subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField}.Availability(ctx, bin, err)
 }
 
 // Open starts one droid process for the session, completes the handshake
@@ -180,17 +120,9 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // when the CLI is missing, internal or timeout when droid exits or does
 // not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	if sink == nil {
-		return nil, messages.FieldError(messages.OpStart, "sink", "required")
-	}
-	if spec.Posture == "" {
-		spec.Posture = messages.PostureDefault
-	}
-	if !spec.Posture.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
-	}
-	if spec.Effort != "" && !spec.Effort.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	spec, err := transports.CheckSpec(spec, sink)
+	if err != nil {
+		return nil, err
 	}
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools",
@@ -215,7 +147,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	ext := spec.ResumeExternalID
 	if ext == "" {
-		ext = newUUID()
+		ext = transports.NewUUID()
 	}
 	s := newSession(t, spec, sink, bin, ext, ws)
 	if err := s.open(ctx); err != nil {
@@ -244,62 +176,5 @@ var scrubbed = map[string]bool{
 // buildEnv is the process environment: the caller's, scrubbed; HOME; then
 // the transport's and the session's extra entries, which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if !scrubbed[k] {
-			env = append(env, kv)
-		}
-	}
-	if spec.Home != "" {
-		env = append(env, "HOME="+spec.Home)
-	}
-	env = append(env, extra...)
-	env = append(env, spec.Env...)
-	return dedupEnv(env)
-}
-
-func dedupEnv(env []string) []string {
-	last := map[string]string{}
-	var order []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := last[k]; !ok {
-			order = append(order, k)
-		}
-		last[k] = kv
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, last[k])
-	}
-	return out
-}
-
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
-}
-
-// newUUID returns a random (version 4) UUID, the session id droid wants.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-func firstWord(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
+	return subprocess.Environ(base, scrubbed, spec.Home, extra, spec.Env)
 }

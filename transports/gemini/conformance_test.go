@@ -8,12 +8,13 @@ import (
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
 func backend(t *testing.T) acptest.Backend {
 	return acptest.Backend{
-		Bin:  acptest.Binary(t, EnvBinary, "gemini"),
+		Bin:  subprocesstest.Find(t, EnvBinary, Agent().Install, "gemini"),
 		New:  func(opts ...acp.Option) transports.Transport { return New(opts...) },
 		Spec: mockSpec,
 		Tools: acptest.Tools{

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // ID is the backend id.
@@ -35,20 +35,14 @@ func New(opts ...acp.Option) *acp.Transport { return acp.New(Agent(), opts...) }
 // Agent is gemini as the ACP client drives it.
 func Agent() acp.Agent {
 	return acp.Agent{
-		Descriptor: descriptor(),
-		Command:    "gemini",
-		EnvBinary:  EnvBinary,
-		Package:    "@google/gemini-cli",
-		Install:    "npm install @google/gemini-cli@" + PinnedVersion,
-		ParseVersion: func(out string) string {
-			f := strings.Fields(out)
-			if len(f) == 0 {
-				return ""
-			}
-			return f[len(f)-1]
-		},
-		Launch: launch,
-		Modes:  modes,
+		Descriptor:   descriptor(),
+		Command:      "gemini",
+		EnvBinary:    EnvBinary,
+		Package:      "@google/gemini-cli",
+		Install:      "npm install @google/gemini-cli@" + PinnedVersion,
+		ParseVersion: subprocess.LastField,
+		Launch:       launch,
+		Modes:        modes,
 	}
 }
 
@@ -67,7 +61,7 @@ func launch(spec transports.SessionSpec, scratch string) ([]string, []string, er
 			"gemini %s has no effort setting: start without effort", PinnedVersion)
 	}
 	env := []string{"GEMINI_CLI_TRUST_WORKSPACE=true"}
-	if envValue(spec.Env, "GEMINI_API_KEY") != "" {
+	if subprocess.EnvValue(spec.Env, "GEMINI_API_KEY") != "" {
 		path := filepath.Join(scratch, "system-settings.json")
 		b, _ := json.Marshal(map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}})
 		if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -123,14 +117,4 @@ func descriptor() messages.Descriptor {
 			"found no previous session for the project in tests. Verified with gemini-cli " + PinnedVersion + ".",
 		CLIVersion: PinnedVersion,
 	}
-}
-
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
 }

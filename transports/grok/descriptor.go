@@ -1,6 +1,10 @@
 package grok
 
-import "github.com/codesession/codesession/messages"
+import (
+	"maps"
+
+	"github.com/codesession/codesession/messages"
+)
 
 // ID is the backend id.
 const ID = "grok"
@@ -34,14 +38,6 @@ var effortMap = map[messages.Effort]string{
 }
 
 func descriptor() messages.Descriptor {
-	pm := make(map[messages.Posture]string, len(postureMap))
-	for k, v := range postureMap {
-		pm[k] = v
-	}
-	em := make(map[messages.Effort]string, len(effortMap))
-	for k, v := range effortMap {
-		em[k] = v
-	}
 	return messages.Descriptor{
 		ID:             ID,
 		DisplayName:    "xAI Grok Build (replay-tested)",
@@ -53,9 +49,9 @@ func descriptor() messages.Descriptor {
 		Resume:         messages.ResumeNative,
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortAtStart,
-		EffortMap:      em,
+		EffortMap:      maps.Clone(effortMap),
 		ModelClassMap:  map[string]string{"frontier": "grok-4.5"},
-		PostureMap:     pm,
+		PostureMap:     maps.Clone(postureMap),
 		// Grok's json mode reports no tool events (seed 003: git path only),
 		// so these names never match one; they are here because diff capture
 		// and the conformance suite want the field, and they are NOT

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 var (
@@ -80,21 +81,21 @@ func (s *session) spawnLocked(turn int, input string) error {
 	if err != nil {
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot start grok: "+err.Error())
 	}
-	var stderr tailBuffer
-	cmd.Stderr = &stderr
+	stderr := subprocess.NewTail(16 << 10)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
 	}
 	s.running, s.turn, s.cmd, s.interrupted = true, turn, cmd, false
 	s.done = make(chan struct{})
 	s.wg.Add(1)
-	go s.run(turn, cmd, stdout, &stderr, s.done)
+	go s.run(turn, cmd, stdout, stderr, s.done)
 	return nil
 }
 
 // run reads the turn's stdout (lines capped, the whole output buffered),
 // waits for the process and turns its one object into events.
-func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *tailBuffer, done chan struct{}) {
+func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *subprocess.Tail, done chan struct{}) {
 	defer s.wg.Done()
 	var evs []messages.Event
 	var buf bytes.Buffer
@@ -118,7 +119,7 @@ func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *tai
 		buf.WriteByte('\n')
 	}
 	werr := cmd.Wait()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever is left of the group
+	subprocess.Signal(cmd.Process.Pid, syscall.SIGKILL) // whatever is left of the group
 	close(done)
 	if over {
 		evs = append(evs, messages.Event{Type: messages.EvError,
@@ -177,7 +178,7 @@ func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *tai
 		}
 		end = messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Text: res.Text, NumTurns: 1}
 	default:
-		detail := fmt.Sprintf("grok printed no result (%s): %s", status, firstNonEmpty(stderr.text(1500), "no output on stderr"))
+		detail := fmt.Sprintf("grok printed no result (%s): %s", status, firstNonEmpty(stderr.Text(1500), "no output on stderr"))
 		s.mu.Lock()
 		neverAnswered := !s.created
 		s.mu.Unlock()
@@ -231,24 +232,12 @@ func (s *session) Interrupt(ctx context.Context) error {
 	s.interrupted = true
 	pid, done := s.cmd.Process.Pid, s.done
 	s.mu.Unlock()
-	_ = syscall.Kill(-pid, syscall.SIGINT)
+	subprocess.Signal(pid, syscall.SIGINT)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		d := s.t.deadlines
-		for _, st := range []struct {
-			wait time.Duration
-			sig  syscall.Signal
-		}{{d.AfterINT, syscall.SIGTERM}, {d.AfterTERM, syscall.SIGKILL}} {
-			t := time.NewTimer(st.wait)
-			select {
-			case <-done:
-				t.Stop()
-				return
-			case <-t.C:
-				_ = syscall.Kill(-pid, st.sig)
-			}
-		}
+		subprocess.Escalate(pid, []subprocess.Step{{Wait: d.AfterINT, Signal: syscall.SIGTERM}, {Wait: d.AfterTERM, Signal: syscall.SIGKILL}}, nil, done)
 	}()
 	return nil
 }
@@ -273,16 +262,12 @@ func (s *session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	if s.cmd != nil && s.cmd.Process != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 		pid, done := s.cmd.Process.Pid, s.done
+		subprocess.Signal(pid, syscall.SIGTERM)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			select {
-			case <-done:
-			case <-time.After(2 * time.Second):
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-			}
+			subprocess.Escalate(pid, []subprocess.Step{{Wait: 2 * time.Second, Signal: syscall.SIGKILL}}, nil, done)
 		}()
 	}
 	s.mu.Unlock()
@@ -297,28 +282,6 @@ func (s *session) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the grok turn did not stop in time")
 	}
-}
-
-// tailBuffer keeps the last 16 KiB of stderr.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - 16<<10; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) text(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return transports.TailText(b.buf, n)
 }
 
 func clip(s string, n int) string {

@@ -1,18 +1,14 @@
 package grok
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // EnvBinary names the grok executable when no WithBinary option is given;
@@ -56,20 +52,12 @@ func WithBinary(path string) Option { return func(t *Transport) { t.binary = pat
 // WithLineCap caps one stdout line at n bytes: a longer line is dropped
 // and reported as an EvError.
 func WithLineCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.lineCap = n
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.lineCap, n) }
 }
 
 // WithOutputCap caps a turn's whole stdout at n bytes.
 func WithOutputCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.outputCap = n
-		}
-	}
+	return func(t *Transport) { subprocess.Positive(&t.outputCap, n) }
 }
 
 // WithInterruptDeadlines sets the interrupt escalation steps.
@@ -94,64 +82,28 @@ func New(opts ...Option) *Transport {
 func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
 
 // Binary returns the grok executable, or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) {
-	if t.binary != "" {
-		return t.binary, nil
-	}
-	if b := envValue(env, EnvBinary); b != "" {
-		return b, nil
-	}
-	if b := os.Getenv(EnvBinary); b != "" {
-		return b, nil
-	}
-	b, err := exec.LookPath("grok")
-	if err != nil {
-		return "", fmt.Errorf("the grok CLI is not installed here: no %s and no grok on PATH (x.ai's installer: curl -fsSL https://x.ai/cli/install.sh | bash)", EnvBinary)
-	}
-	return b, nil
-}
+func (t *Transport) Binary(env []string) (string, error) { return cli.Find(t.binary, env) }
+
+var cli = subprocess.CLI{Name: "grok", Command: "grok", EnvVar: EnvBinary,
+	Install: "x.ai's installer: curl -fsSL https://x.ai/cli/install.sh | bash"}
 
 // Probe runs `grok --version` (it needs no login, seed 003).
 func (t *Transport) Probe(ctx context.Context) messages.Availability {
-	a := messages.Availability{CheckedAt: time.Now()}
 	bin, err := t.Binary(nil)
-	if err != nil {
-		a.Reason = err.Error()
-		return a
-	}
-	a.Binary = bin
-	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--version")
-	cmd.Env = buildEnv(os.Environ(), transports.SessionSpec{}, t.env)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
-		} else {
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
-		}
-		return a
-	}
-	// "grok 0.2.93 (f00f96316d)"
-	f := strings.Fields(out.String())
+	probe := subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Env: buildEnv(os.Environ(), transports.SessionSpec{}, t.env), Parse: parseVersion}
+	return probe.Availability(ctx, bin, err)
+}
+
+// parseVersion reads "grok 0.2.93 (f00f96316d)": the first word that
+// starts with a digit, else the first word.
+func parseVersion(out string) string {
+	f := strings.Fields(out)
 	for _, w := range f {
-		if w != "" && w[0] >= '0' && w[0] <= '9' {
-			a.Version = w
-			break
+		if w[0] >= '0' && w[0] <= '9' {
+			return w
 		}
 	}
-	if a.Version == "" && len(f) > 0 {
-		a.Version = f[0]
-	}
-	if a.Version == "" {
-		a.Reason = bin + " --version printed nothing"
-		return a
-	}
-	a.Available = true
-	return a
+	return subprocess.FirstField(out)
 }
 
 // Open checks the spec and the binary and emits EvStarted (turn 0) with
@@ -160,17 +112,9 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // included: --tools crashes grok's session creation), unsupported when the
 // CLI is missing.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	if sink == nil {
-		return nil, messages.FieldError(messages.OpStart, "sink", "required")
-	}
-	if spec.Posture == "" {
-		spec.Posture = messages.PostureDefault
-	}
-	if !spec.Posture.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
-	}
-	if spec.Effort != "" && !spec.Effort.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
+	spec, err := transports.CheckSpec(spec, sink)
+	if err != nil {
+		return nil, err
 	}
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools",
@@ -195,7 +139,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	ext, created := spec.ResumeExternalID, spec.ResumeExternalID != ""
 	if ext == "" {
-		ext = newUUID()
+		ext = transports.NewUUID()
 	}
 	s := &session{t: t, spec: spec, sink: sink, bin: bin, ext: ext, created: created, posture: spec.Posture}
 	sink(0, messages.Event{Type: messages.EvStarted, ExternalSessionID: ext, Model: spec.Model})
@@ -230,49 +174,5 @@ var scrubbed = map[string]bool{
 // buildEnv is a turn's environment: the caller's less other vendors'
 // credentials (XAI_API_KEY is grok's own), HOME, then the extra entries.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if !scrubbed[k] {
-			env = append(env, kv)
-		}
-	}
-	if spec.Home != "" {
-		env = append(env, "HOME="+spec.Home)
-	}
-	env = append(env, extra...)
-	env = append(env, spec.Env...)
-	last := map[string]string{}
-	var order []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := last[k]; !ok {
-			order = append(order, k)
-		}
-		last[k] = kv
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, last[k])
-	}
-	return out
-}
-
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return subprocess.Environ(base, scrubbed, spec.Home, extra, spec.Env)
 }

@@ -8,13 +8,14 @@ import (
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
 // backend is opencode for the shared ACP harness.
 func backend(t *testing.T) acptest.Backend {
 	return acptest.Backend{
-		Bin:  acptest.Binary(t, EnvBinary, "opencode"),
+		Bin:  subprocesstest.Find(t, EnvBinary, Agent().Install, "opencode"),
 		New:  func(opts ...acp.Option) transports.Transport { return New(opts...) },
 		Spec: mockSpec,
 		Tools: acptest.Tools{

@@ -7,6 +7,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // ID is the backend id.
@@ -43,7 +44,7 @@ func Agent() acp.Agent {
 		EnvBinary:    EnvBinary,
 		Package:      "opencode-ai",
 		Install:      "npm install opencode-ai@" + PinnedVersion,
-		ParseVersion: func(out string) string { return firstField(out) },
+		ParseVersion: func(out string) string { return strings.TrimPrefix(subprocess.LastField(out), "v") },
 		Launch:       launch,
 		Modes:        modes,
 	}
@@ -76,7 +77,7 @@ func launch(spec transports.SessionSpec, scratch string) ([]string, []string, er
 		return nil, nil, messages.Errorf(messages.CodeUnsupported, messages.OpStart,
 			"opencode %s offers no effort setting over ACP: start without effort", PinnedVersion)
 	}
-	cfg, err := Config(json.RawMessage(envValue(spec.Env, EnvConfig)), spec.Model)
+	cfg, err := Config(json.RawMessage(subprocess.EnvValue(spec.Env, EnvConfig)), spec.Model)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,22 +132,4 @@ func descriptor() messages.Descriptor {
 			"provider/model, set at start. Verified with opencode " + PinnedVersion + ".",
 		CLIVersion: PinnedVersion,
 	}
-}
-
-func firstField(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return ""
-	}
-	return strings.TrimPrefix(f[len(f)-1], "v")
-}
-
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
 }

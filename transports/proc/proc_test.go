@@ -82,6 +82,7 @@ func TestWatchdogKillsTheGroupWhenTheRuntimeIsKilled(t *testing.T) {
 	require.NoError(t, err, "helper said %q", line)
 	kit, err := proc.NewKit(filepath.Join(home, "procs"), "rt-sweeper")
 	require.NoError(t, err)
+	t.Cleanup(kit.Close) // the home's cgroup subtree, should the test stop before its sweep
 	cgroups := kit.Cgroups()
 
 	// the tree is up: three sleeps with the marker

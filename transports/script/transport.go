@@ -3,11 +3,11 @@ package script
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // ID is the backend id of the scripted transport.
@@ -184,7 +184,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 
 // scenarioFor picks and validates a session's scenario.
 func (t *Transport) scenarioFor(spec transports.SessionSpec) (*Scenario, error) {
-	name := envValue(spec.Env, EnvScenario)
+	name := subprocess.EnvValue(spec.Env, EnvScenario)
 	switch {
 	case name == "builtin:demo":
 		return DemoScenario(), nil
@@ -211,16 +211,4 @@ func (t *Transport) scenarioFor(spec transports.SessionSpec) (*Scenario, error) 
 		return t.scenario, nil
 	}
 	return EchoScenario(), nil
-}
-
-// envValue returns the last value of key in env (KEY=VALUE entries), as
-// os/exec would pass it.
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
 }

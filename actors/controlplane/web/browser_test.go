@@ -24,6 +24,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/script"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // wait bounds every wait for the page: generous, it only stops hangs (CI
@@ -37,19 +38,7 @@ const testToken = "browser-test-token-0123456789abcdef"
 // CI=true.
 func chromium(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("CODESESSION_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (apt-get install -y chromium, or set CODESESSION_CHROMIUM): under CI=true the browser tests must run")
-	}
-	t.Skip("chromium is not installed: skipping the browser tests (set CODESESSION_CHROMIUM or install Debian's chromium)")
-	return ""
+	return subprocesstest.Find(t, "CODESESSION_CHROMIUM", "apt-get install -y chromium", "chromium", "chromium-browser")
 }
 
 // artifacts is where screenshots go: $CODESESSION_WEB_ARTIFACTS, else a
@@ -228,6 +217,34 @@ func until(t *testing.T, ctx context.Context, what, expr string) {
 	defer cancel()
 	_, err := chromedp.Run(c, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(wait), chromedp.WithPollingInterval(50*time.Millisecond)))
 	require.NoError(t, err, what)
+}
+
+// click waits until the element sel names is shown and enabled, and
+// clicks it in the same evaluation. chromedp.Click finds the node, then
+// its box, then presses the mouse there: a page that re-renders or shifts
+// in between (a record or an event arriving) detaches the node ("Could
+// not find node with given id") or moves the button from under the
+// pointer, and the click is lost with nothing to wait for.
+func click(t *testing.T, ctx context.Context, what, sel string) {
+	t.Helper()
+	q, err := json.Marshal(sel)
+	require.NoError(t, err)
+	until(t, ctx, what, `(() => { const e = document.querySelector(`+string(q)+`);
+		if (!e || e.disabled || e.offsetParent === null) return false;
+		e.click(); return true; })()`)
+}
+
+// choose picks value in the select sel as a person does: the value, then
+// the change event the page listens to.
+func choose(t *testing.T, ctx context.Context, what, sel, value string) {
+	t.Helper()
+	q, err := json.Marshal(sel)
+	require.NoError(t, err)
+	v, err := json.Marshal(value)
+	require.NoError(t, err)
+	until(t, ctx, what, `(() => { const e = document.querySelector(`+string(q)+`);
+		if (!e || e.disabled) return false;
+		e.value = `+string(v)+`; e.dispatchEvent(new Event('change')); return e.value === `+string(v)+`; })()`)
 }
 
 func text(t *testing.T, ctx context.Context, expr string) string {
@@ -420,9 +437,8 @@ func TestConsoleDrivesASessionAcrossARestart(t *testing.T) {
 	screenshot(t, ctx, "web-list.png")
 
 	// answer from the page: the turn continues and its diff renders
-	run(t, ctx, "open the session", chromedp.Navigate(dm.url("/#/s/"+sid)),
-		chromedp.WaitVisible(chromedp.CSS(`#pending button[data-decision="allow_once"]`)),
-		chromedp.Click(chromedp.CSS(`#pending button[data-decision="allow_once"]`)))
+	run(t, ctx, "open the session", chromedp.Navigate(dm.url("/#/s/"+sid)))
+	click(t, ctx, "allow once", `#pending button[data-decision="allow_once"]`)
 	until(t, ctx, "the turn completes", `!!document.querySelector('#feed [data-type="turn_end"]')`)
 	until(t, ctx, "the diff renders", `[...document.querySelectorAll('#feed .diff-file')].some((a) => a.textContent === 'greet/greet.go')`)
 	assert.Contains(t, text(t, ctx, `document.querySelector('#feed pre.unified').innerText`), "+func Greet(name string) string {")
@@ -436,15 +452,15 @@ func TestConsoleDrivesASessionAcrossARestart(t *testing.T) {
 	// guidance posts; the next turn asks again and is denied with a reason
 	run(t, ctx, "send guidance",
 		chromedp.SendKeys(chromedp.CSS("#guide-text"), "now add a test"),
-		chromedp.SetValue(chromedp.CSS("#guide-mode"), "queue"),
-		chromedp.Click(chromedp.CSS("#guide-send")))
+		chromedp.SetValue(chromedp.CSS("#guide-mode"), "queue"))
+	click(t, ctx, "send it", "#guide-send")
 	until(t, ctx, "the guidance shows", `[...document.querySelectorAll('#feed .ev.guidance')].some((e) => e.innerText.includes('now add a test'))`)
 	until(t, ctx, "turn 2 asks", `!!document.querySelector('#pending .pending[data-clarification] button[data-decision="deny"]')`)
 	run(t, ctx, "scroll to the top", chromedp.ScrollIntoView(chromedp.CSS("#session-head")))
 	screenshot(t, ctx, "web-session.png")
 	run(t, ctx, "deny with a reason",
-		chromedp.SendKeys(chromedp.CSS(`#pending .deny-reason`), "not on this machine"),
-		chromedp.Click(chromedp.CSS(`#pending button[data-decision="deny"]`)))
+		chromedp.SendKeys(chromedp.CSS(`#pending .deny-reason`), "not on this machine"))
+	click(t, ctx, "deny", `#pending button[data-decision="deny"]`)
 	until(t, ctx, "turn 2 completes", `document.querySelectorAll('#feed [data-type="turn_end"]').length === 2`)
 	assert.Contains(t, text(t, ctx, `document.querySelector('#feed section.turn[data-turn="2"]').textContent`), "denied: not on this machine")
 	evs = dm.events(sid)
@@ -465,14 +481,16 @@ func TestConsoleDrivesASessionAcrossARestart(t *testing.T) {
 	until(t, ctx, "the page reconnects", `window.codesession.stats.reconnects > 0 && document.querySelector('#conn').dataset.state === 'live'`)
 	until(t, ctx, "the page shows the session orphaned", `document.querySelector('#session-status .badge')?.dataset.status === 'orphaned'`)
 	run(t, ctx, "resume from the page", chromedp.WaitVisible(chromedp.CSS("#resume")),
-		chromedp.SendKeys(chromedp.CSS("#resume-brief"), "carry on with a test"), chromedp.Click(chromedp.CSS("#resume")))
+		chromedp.SendKeys(chromedp.CSS("#resume-brief"), "carry on with a test"))
+	click(t, ctx, "resume", "#resume")
 	until(t, ctx, "the resumed run asks", `!!document.querySelector('#pending button[data-decision="allow_session"]')`)
-	run(t, ctx, "allow it for the session", chromedp.Click(chromedp.CSS(`#pending button[data-decision="allow_session"]`)))
+	click(t, ctx, "allow it for the session", `#pending button[data-decision="allow_session"]`)
 	until(t, ctx, "the resumed turn completes", `document.querySelectorAll('#feed [data-type="turn_end"]').length === 3`)
 
 	// the posture switch stays under the ceiling
 	assert.Equal(t, "true", text(t, ctx, `String(document.querySelector('#posture-select option[value="full"]').disabled)`), "full is above the acceptEdits ceiling")
-	run(t, ctx, "switch the posture", chromedp.SetValue(chromedp.CSS("#posture-select"), "plan"), chromedp.Click(chromedp.CSS("#posture-set")))
+	choose(t, ctx, "pick plan", "#posture-select", "plan")
+	click(t, ctx, "switch the posture", "#posture-set")
 	until(t, ctx, "the posture badge follows", `document.querySelector('#posture-badge')?.textContent === 'plan'`)
 
 	// the attach row: the command with a copy button, and the two-drivers caution while live
@@ -490,12 +508,13 @@ func TestConsoleDrivesASessionAcrossARestart(t *testing.T) {
 	until(t, ctx, "the attach command", `document.querySelector('#attach-command')?.textContent === `+string(want))
 	until(t, ctx, "the two-drivers caution", `!!document.querySelector('#attach-caution')`)
 	assert.Contains(t, text(t, ctx, `document.querySelector('#attach-caution').textContent`), "two drivers")
-	run(t, ctx, "copy", chromedp.Click(chromedp.CSS("#attach-copy")))
+	click(t, ctx, "copy", "#attach-copy")
 	until(t, ctx, "copy answers", `document.querySelector('#attach-copy').textContent !== 'Copy'`)
 
 	// stop with a verdict and a note
 	run(t, ctx, "stop from the page", chromedp.SetValue(chromedp.CSS("#stop-verdict"), "success"),
-		chromedp.SendKeys(chromedp.CSS("#stop-note"), "looks right"), chromedp.Click(chromedp.CSS("#stop")))
+		chromedp.SendKeys(chromedp.CSS("#stop-note"), "looks right"))
+	click(t, ctx, "stop", "#stop")
 	until(t, ctx, "the session ends", `document.querySelector('#session-status .badge')?.dataset.status === 'ended'`)
 	until(t, ctx, "the verdict shows", `document.querySelector('#session-head').textContent.includes('success — looks right')`)
 	until(t, ctx, "no caution once ended", `!document.querySelector('#attach-caution') && !!document.querySelector('#resume')`)

@@ -1,15 +1,14 @@
-// Package acptest is what the ACP backends' tests share: finding the
-// pinned CLI (a skip without it, a failure under CI=true), and a
-// transporttest harness that scripts modelmock from a conformance case in
-// the agent's own tool vocabulary, plus the fake binaries of the bad
-// cases. It is imported by tests only.
+// Package acptest is what the ACP backends' tests share (each finds its
+// pinned CLI with subprocesstest.Find): a transporttest harness that
+// scripts modelmock from a conformance case in the agent's own tool
+// vocabulary, plus the fake binaries of the bad cases. It is imported by
+// tests only.
 package acptest
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,27 +46,6 @@ func Home(m *testing.M, prefix string) int {
 
 // SharedHome is the HOME Home made.
 var SharedHome string
-
-// Binary returns the CLI named by envVar, else command on PATH. Without
-// one the test is skipped, or fails under CI=true, where every live test
-// must run.
-func Binary(t testing.TB, envVar, command string) string {
-	t.Helper()
-	if b := os.Getenv(envVar); b != "" {
-		if _, err := os.Stat(b); err != nil {
-			t.Fatalf("%s=%s: %v", envVar, b, err)
-		}
-		return b
-	}
-	if b, err := exec.LookPath(command); err == nil {
-		return b
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but the %s CLI is missing: set %s (bash .ci/run installs it)", command, envVar)
-	}
-	t.Skipf("the %s CLI is not installed: set %s to run the live tests", command, envVar)
-	return ""
-}
 
 // Tools is an agent's tool vocabulary: the model calls that write a file
 // and that show a file's whole content in the tool's result (a read, or a

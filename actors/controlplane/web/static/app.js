@@ -163,6 +163,28 @@ function sessionView(sid) {
   state.view = 'session';
   state.stats = { received: [], duplicates: 0, reconnects: 0 };
   let rec = null;
+  let postureEvent = null; // the latest durable posture event: { posture, at }
+  let postureChoice = null; // the posture picked in the select and not yet applied
+  // take adopts a record from the API or the feed unless it is older than
+  // the one shown (a GET answered before a change can arrive after the
+  // feed's newer record), keeping the posture of a later posture event.
+  function take(r) {
+    const at = Date.parse(r.updatedAt);
+    if (rec && at < Date.parse(rec.updatedAt)) return false;
+    rec = postureEvent && at < postureEvent.at && r.posture !== postureEvent.posture ? { ...r, posture: postureEvent.posture } : r;
+    if (postureChoice === rec.posture) postureChoice = null;
+    return true;
+  }
+  // rendered skips a rebuild of el when what it would show is unchanged:
+  // a rebuild replaces the nodes under the user's cursor (a click lands on
+  // a detached button, a half-typed deny reason or a picked posture is
+  // lost).
+  function rendered(el, key) {
+    const k = JSON.stringify(key);
+    if (el.dataset.key === k) return true;
+    el.dataset.key = k;
+    return false;
+  }
   let backendList = [];
   const descriptorOf = () => backendList.find((b) => b.descriptor.id === rec?.backendId)?.descriptor || null;
   let descriptor = null;
@@ -191,8 +213,11 @@ function sessionView(sid) {
   function renderHead() {
     if (!rec) return;
     const st = displayStatus(rec, feed.pending.size);
-    const postureSel = h('select', { id: 'posture-select', disabled: !LIVE(rec.status) || (descriptor && !descriptor.liveControls?.setPosture) },
-      ...POSTURES.map((p) => h('option', { value: p, selected: p === rec.posture, disabled: POSTURES.indexOf(p) > POSTURES.indexOf(rec.maxPosture) }, p)));
+    const chosen = postureChoice ?? rec.posture;
+    if (rendered(head, [rec, st, chosen, descriptor?.scripted, descriptor?.liveControls?.setPosture, age(rec.createdAt)])) return;
+    const postureSel = h('select', { id: 'posture-select', disabled: !LIVE(rec.status) || (descriptor && !descriptor.liveControls?.setPosture),
+      onchange: (e) => { postureChoice = e.target.value; } },
+      ...POSTURES.map((p) => h('option', { value: p, selected: p === chosen, disabled: POSTURES.indexOf(p) > POSTURES.indexOf(rec.maxPosture) }, p)));
     clear(head).append(
       h('h2', {}, 'Session ', h('code', { id: 'session-id' }, rec.sessionId), ' ', h('span', { id: 'session-status' }, statusBadge(st))),
       h('p', { class: 'brief-full' }, rec.taskBrief || ''),
@@ -209,8 +234,10 @@ function sessionView(sid) {
   }
 
   function renderPending() {
+    const live = !!rec && LIVE(rec.status);
+    if (rendered(pendingBox, [live, feed.pending.list()])) return;
     clear(pendingBox);
-    if (!rec || !LIVE(rec.status)) return;
+    if (!live) return;
     for (const p of feed.pending.list()) {
       const reason = h('input', { type: 'text', class: 'deny-reason', placeholder: 'reason for a deny (the agent sees it)' });
       const answer = (decision) => act(`Answer ${decision}`, () => api('POST', `/api/code-sessions/${sid}/answer`,
@@ -228,8 +255,8 @@ function sessionView(sid) {
   }
 
   function renderControls() {
+    if (!rec || rendered(controls, [LIVE(rec.status) || rec.status, descriptor?.liveControls])) return;
     clear(controls);
-    if (!rec) return;
     if (LIVE(rec.status)) {
       const modes = ['queue', 'steer', 'interrupt'];
       const supported = (m) => m === 'queue' || !descriptor || (descriptor.liveControls?.guideModes || []).includes(m);
@@ -256,19 +283,24 @@ function sessionView(sid) {
   }
 
   let attach = null;
+  let copied = null; // what the copy button says once pressed, for the command it copied
   function renderAttach() {
+    const live = !!rec && LIVE(rec.status);
+    if (rendered(attachRow, [attach, live, copied])) return;
     attachRow.hidden = !attach;
     clear(attachRow);
     if (!attach) return;
     const cmd = h('code', { id: 'attach-command' }, attach.command);
+    const said = (text) => { copied = { command: attach.command, text }; renderAttach(); };
     attachRow.append(h('span', { class: 'label' }, 'attach from a terminal'), ' ', cmd, ' ',
-      h('button', { id: 'attach-copy', onclick: async (e) => {
-        try { await navigator.clipboard.writeText(attach.command); e.target.textContent = 'Copied'; } catch {
-          getSelection().selectAllChildren(cmd); e.target.textContent = 'Selected: press Ctrl+C';
+      h('button', { id: 'attach-copy', onclick: async () => {
+        try { await navigator.clipboard.writeText(attach.command); said('Copied'); } catch {
+          said('Selected: press Ctrl+C');
+          getSelection().selectAllChildren(document.getElementById('attach-command'));
         }
-      } }, 'Copy'),
+      } }, copied?.command === attach.command ? copied.text : 'Copy'),
       attach.note ? h('p', { class: 'muted' }, attach.note) : null,
-      rec && LIVE(rec.status) ? h('p', { class: 'caution', id: 'attach-caution' }, attach.caution || TWO_DRIVERS) : null);
+      live ? h('p', { class: 'caution', id: 'attach-caution' }, attach.caution || TWO_DRIVERS) : null);
   }
 
   function renderAll() { renderHead(); renderPending(); renderControls(); renderAttach(); }
@@ -277,8 +309,9 @@ function sessionView(sid) {
   async function refresh() {
     try {
       const v = await api('GET', `/api/code-sessions/${sid}?limit=1`);
-      const liveChanged = !rec || LIVE(rec.status) !== LIVE(v.record.status);
-      rec = v.record;
+      const liveBefore = rec && LIVE(rec.status);
+      if (!take(v.record)) return;
+      const liveChanged = liveBefore !== LIVE(rec.status);
       attach = v.externalAttach || null;
       renderHead(); renderAttach(); renderPending();
       if (liveChanged) renderControls();
@@ -309,13 +342,18 @@ function sessionView(sid) {
           feed.add(d);
           if (feed.pending.size !== before || d.event.type === 'clarification') { renderPending(); renderHead(); }
           if (d.event.type === 'started') refreshSoon(); // the attach command needs the backend's id
-          if (d.event.type === 'posture' && d.event.posture && rec && rec.posture !== d.event.posture) {
-            rec = { ...rec, posture: d.event.posture }; // the durable event says it before the record refresh does
-            renderHead(); renderControls();
+          if (d.event.type === 'posture' && d.event.posture) {
+            postureEvent = { posture: d.event.posture, at: Date.parse(d.at) };
+            // an event older than the record is in it already (a replay)
+            if (rec && rec.posture !== d.event.posture && !(postureEvent.at < Date.parse(rec.updatedAt))) {
+              take({ ...rec, posture: d.event.posture }); // the durable event says it before the record refresh does
+              renderHead(); renderControls();
+            }
           }
         } else if (name === 'code_session_changed') {
-          const liveChanged = LIVE(rec.status) !== LIVE(d.record.status);
-          rec = d.record;
+          const liveBefore = LIVE(rec.status);
+          if (!take(d.record)) return;
+          const liveChanged = liveBefore !== LIVE(rec.status);
           renderHead(); renderPending();
           if (liveChanged) { renderControls(); refreshSoon(); }
           renderAttach();

@@ -1,0 +1,35 @@
+// Package subprocesstest finds the program a live test drives: a
+// backend's pinned CLI, or the browser of the web console's tests. Without
+// it the test is skipped, except under CI=true, where every live test must
+// run and a missing program fails it (.ci/run installs each one). It is
+// imported by tests only.
+package subprocesstest
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Find returns the program envVar names (which must exist), else the
+// first of commands on PATH. Without one it skips t, or fails it under
+// CI=true; install says how to get it ("npm install droid@0.215.0").
+func Find(t testing.TB, envVar, install string, commands ...string) string {
+	t.Helper()
+	if b := os.Getenv(envVar); b != "" {
+		if _, err := os.Stat(b); err != nil {
+			t.Fatalf("%s=%s: %v", envVar, b, err)
+		}
+		return b
+	}
+	for _, c := range commands {
+		if b, err := exec.LookPath(c); err == nil {
+			return b
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true but %s is missing: set %s (bash .ci/run installs it: %s)", commands[0], envVar, install)
+	}
+	t.Skipf("%s is not installed: set %s or put it on PATH to run the live tests (%s)", commands[0], envVar, install)
+	return ""
+}
