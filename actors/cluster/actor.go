@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+
 	"github.com/anthdm/hollywood/actor"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -43,6 +45,11 @@ func (a *nodeActor) reject(sender *actor.PID, err error) {
 	}
 	a.n.log.Warn("cluster: rejected a wire message", "from", from, "err", err)
 	if sender != nil {
-		_ = a.n.wire.send(sender, &Reply{Node: a.n.cfg.NodeID, Err: messages.AsError("wire", err)}, a.n.self)
+		r := &Reply{Node: a.n.cfg.NodeID, Err: messages.AsError("wire", err)}
+		go func() { // a probe may block; Receive must not
+			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+			defer cancel()
+			_ = a.n.sendProbed(ctx, sender, r)
+		}()
 	}
 }

@@ -41,7 +41,7 @@ func (n *Node) call(ctx context.Context, node, op string, req, out any, wait tim
 		if err != nil {
 			return err
 		}
-		if err := n.wire.send(p, c, n.self); err != nil {
+		if err := n.sendProbed(ctx, p, c); err != nil {
 			return err
 		}
 		t := time.NewTimer(resendAfter + wait)

@@ -88,7 +88,7 @@ type Config struct {
 	Runtime        *actors.Runtime
 	Scope          string
 	DefaultBackend string
-	Logger  *slog.Logger
+	Logger         *slog.Logger
 }
 
 // Meta is what a node advertises in memberlist's node meta (at most 512
@@ -153,6 +153,7 @@ type Node struct {
 	remote *remote.Remote
 	wire   wire
 	self   *actor.PID
+	watch  *actor.PID // the gate's watcher (TLS only)
 	ml     *memberlist.Memberlist
 	meta   Meta
 	stop   chan struct{}
@@ -221,7 +222,11 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start the wire on %s: %w", cfg.RemoteAddr, err)
 	}
-	n.wire = wire{engine: n.engine}
+	n.wire = wire{engine: n.engine, gate: &dialGate{tls: cfg.TLS, ok: map[string]bool{}}}
+	if cfg.TLS != nil {
+		n.watch = supervise.Spawn(n.engine, func() actor.Receiver { return &gateWatcher{g: n.wire.gate} }, "gate",
+			supervise.RecoverOptions{Name: "gate"}, actor.WithID("watch"))
+	}
 	n.self = supervise.Spawn(n.engine, func() actor.Receiver { return &nodeActor{n: n} }, actorKind,
 		supervise.RecoverOptions{Name: "cluster", OnFailure: func(f supervise.ChildFailed) {
 			n.log.Error("cluster actor panicked", "reason", f.Reason)
@@ -339,6 +344,9 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) shutdownWire() {
+	if n.watch != nil {
+		<-n.engine.Poison(n.watch).Done()
+	}
 	<-n.engine.Poison(n.self).Done()
 	n.remote.Stop().Wait()
 }

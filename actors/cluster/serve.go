@@ -110,7 +110,9 @@ func (n *Node) serveCall(c *Call, replyTo *actor.PID) {
 			close(d.ready)
 		}
 		<-d.ready
-		if err := n.wire.send(replyTo, &d.reply, n.self); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		if err := n.sendProbed(ctx, replyTo, &d.reply); err != nil {
 			n.log.Error("cluster: cannot send a reply", "op", c.Op, "err", err)
 		}
 	}()

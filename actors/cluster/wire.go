@@ -105,11 +105,18 @@ func decode(a *anypb.Any) (any, error) {
 // wire sends through hollywood. send is the only call to the engine's Send
 // in this package: whatever reaches hollywood's serializer is an envelope
 // encode made.
-type wire struct{ engine *actor.Engine }
+type wire struct {
+	engine *actor.Engine
+	gate   *dialGate
+}
 
 func (w wire) send(to *actor.PID, v any, from *actor.PID) error {
 	if to == nil {
 		return messages.Errorf(messages.CodeInternal, "wire", "no destination")
+	}
+	if to.Address != w.engine.Address() && !w.gate.allowed(to.Address) {
+		return &messages.Error{Code: messages.CodeUnavailable, Op: "wire", Retryable: true,
+			Message: to.Address + " is not known to answer over TLS yet"}
 	}
 	a, err := encode(v)
 	if err != nil {
