@@ -132,3 +132,31 @@ func TestIdempotentCallRunsOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, recs, 1, "a resent start must not start a second session")
 }
+
+// TestLostNodeShowsOrphaned: when c stops answering gossip (its process
+// is gone, no leave message), a and b mark it dead once its lease expires
+// and show its live session orphaned; ops on it fail as unavailable.
+func TestLostNodeShowsOrphaned(t *testing.T) {
+	nodes, roots := threeNodes(t)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ctx := ctxT(t)
+	placed, err := a.Start(ctx, messages.Start{Brief: "long", Cwd: roots[2]}, "")
+	require.NoError(t, err)
+	require.Equal(t, "c", placed.Node)
+	recs, err := b.Sessions(ctx)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.True(t, recs[0].Status.Live())
+
+	c.crash()
+	for _, n := range []*Node{a, b} {
+		require.Eventually(t, func() bool {
+			recs, err := n.Sessions(ctx)
+			return err == nil && len(recs) == 1 && recs[0].Status == messages.StatusOrphaned && recs[0].Node == "c"
+		}, deadline, 100*time.Millisecond, "%s never showed c's session orphaned", n.ID())
+	}
+	var st messages.StopResult
+	_, err = a.Do(ctx, placed.SessionID, messages.OpStop, messages.Stop{SessionID: placed.SessionID}, &st)
+	assert.Equal(t, messages.CodeUnavailable, messages.ErrorCode(err), "%v", err)
+	assert.Contains(t, err.Error(), "lease expired")
+}

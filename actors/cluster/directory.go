@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -78,9 +79,7 @@ func (n *Node) syncLoop() {
 		case <-t.C:
 		}
 		n.updateLoad()
-		for _, id := range n.livePeers() {
-			n.refresh(id)
-		}
+		n.refreshAll()
 	}
 }
 
@@ -116,9 +115,13 @@ func (n *Node) livePeers() []string {
 	return ids
 }
 
+// refreshTimeout bounds one listing of a peer's records: a peer that is
+// gone but not yet declared dead must not hold a listing up for long.
+const refreshTimeout = 3 * time.Second
+
 // refresh lists a peer's records into the directory.
 func (n *Node) refresh(node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*n.cfg.SyncInterval+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 	defer cancel()
 	var recs []messages.SessionRecord
 	if err := n.call(ctx, node, opList, struct{}{}, &recs, 0); err != nil {
@@ -136,6 +139,15 @@ func (n *Node) refresh(node string) {
 		p.recs[r.SessionID] = r
 		n.owner[r.SessionID] = node
 	}
+}
+
+// refreshAll lists every live peer's records, in parallel.
+func (n *Node) refreshAll() {
+	var wg sync.WaitGroup
+	for _, id := range n.livePeers() {
+		wg.Go(func() { n.refresh(id) })
+	}
+	wg.Wait()
 }
 
 // Publish sends one of this node's live events to every other node's
@@ -193,9 +205,7 @@ func (n *Node) ownerOf(ctx context.Context, sid, op string) (node string, local 
 	if node != "" {
 		return node, false, nil
 	}
-	for _, id := range n.livePeers() {
-		n.refresh(id)
-	}
+	n.refreshAll()
 	n.mu.Lock()
 	node = n.owner[sid]
 	n.mu.Unlock()
@@ -219,9 +229,7 @@ func (n *Node) Sessions(ctx context.Context) ([]NodeRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range n.livePeers() {
-		n.refresh(id)
-	}
+	n.refreshAll()
 	out := make([]NodeRecord, 0, len(local))
 	seen := map[string]bool{}
 	for _, r := range local {

@@ -128,5 +128,8 @@ func (n *Node) Start(ctx context.Context, op messages.Start, node string) (Place
 	n.mu.Lock()
 	n.owner[res.SessionID] = c.meta.ID
 	n.mu.Unlock()
+	// list the node now: should it die before the next sync, this node
+	// still knows the record it has to show orphaned
+	n.refresh(c.meta.ID)
 	return Placed{StartResult: res, Node: c.meta.ID}, nil
 }

@@ -22,7 +22,9 @@ func (d *Daemon) Draining() bool { return d.srv.draining.Load() }
 
 // WriteError writes err as the error envelope, with the server's status
 // mapping.
-func (d *Daemon) WriteError(w http.ResponseWriter, r *http.Request, err error) { d.srv.writeError(w, r, err) }
+func (d *Daemon) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	d.srv.writeError(w, r, err)
+}
 
 // WriteData writes a success envelope.
 func WriteData(w http.ResponseWriter, data any) error { return writeData(w, data) }
