@@ -70,6 +70,8 @@ type Config struct {
 	TurnTimeout Duration `json:"turnTimeout"`
 	// Backends holds per-backend settings, by backend id.
 	Backends map[string]BackendConfig `json:"backends,omitempty"`
+	// Cluster makes the daemon a node of a cluster (cluster.go).
+	Cluster Cluster `json:"cluster,omitzero"`
 }
 
 // BackendConfig is one backend's settings.
@@ -207,6 +209,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("learning.provider", "want anthropic or openai-chat, got %q", c.Learning.Provider)
 	}
+	c.Cluster.validate(bad)
 	return errors.Join(errs...)
 }
 

@@ -183,8 +183,24 @@ func (n *Node) feed(f *Feed) {
 		return
 	}
 	n.owner[f.SessionID] = f.Node
+	_, known := p.recs[f.SessionID]
+	learn := !known && !p.listing
+	if learn {
+		// a session this node has no record of: list its node now rather
+		// than at the next sync, so that should the node die soon, its
+		// session can still be shown orphaned here
+		p.listing = true
+	}
 	on := n.onFeed
 	n.mu.Unlock()
+	if learn {
+		go func() {
+			n.refresh(f.Node)
+			n.mu.Lock()
+			p.listing = false
+			n.mu.Unlock()
+		}()
+	}
 	if on != nil {
 		on(f.Node, f.SessionID, f.Event)
 	}

@@ -26,6 +26,7 @@ const (
 //	POST /api/code-sessions                 placed start ({..., node?})
 //	GET  /api/code-sessions/{id}            from the owning node
 //	POST /api/code-sessions/{id}/<op>       to the owning node
+//	GET  /api/cluster/nodes                 this node and its peers
 //
 // The live feed (/api/events) is the daemon's: other nodes' events reach
 // its bridge through the node (Wire). Auth, bodies and envelopes are the
@@ -44,6 +45,7 @@ func NewGateway(n *Node, d *controlplane.Daemon) *Gateway {
 	g.mux.HandleFunc("POST /api/code-sessions", g.guard(g.start))
 	g.mux.HandleFunc("GET /api/code-sessions/{id}", g.guard(g.get))
 	g.mux.HandleFunc("POST /api/code-sessions/{id}/{op}", g.guard(g.op))
+	g.mux.HandleFunc("GET /api/cluster/nodes", g.guard(g.nodes))
 	g.mux.Handle("/", g.inner)
 	return g
 }
@@ -311,4 +313,8 @@ func (g *Gateway) op(w http.ResponseWriter, r *http.Request) error {
 func (g *Gateway) do(ctx context.Context, sid, op string, req, out any) error {
 	_, err := g.n.Do(ctx, sid, op, req, out)
 	return err
+}
+
+func (g *Gateway) nodes(w http.ResponseWriter, r *http.Request) error {
+	return controlplane.WriteData(w, g.n.Members())
 }

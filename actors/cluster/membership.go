@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/anthdm/hollywood/actor"
 	"github.com/hashicorp/memberlist"
 
@@ -91,5 +94,25 @@ func (n *Node) peerStates() map[string]PeerState {
 	for id, p := range n.peers {
 		out[id] = p.state
 	}
+	return out
+}
+
+// Member is one node as this node sees it.
+type Member struct {
+	Meta
+	State string `json:"state"` // self, alive, suspect or dead
+	// Verified: it answered over the wire since it (re)joined.
+	Verified bool `json:"verified"`
+}
+
+// Members lists this node and every peer it knows, by id.
+func (n *Node) Members() []Member {
+	out := []Member{{Meta: n.Meta(), State: "self", Verified: true}}
+	n.mu.Lock()
+	for _, p := range n.peers {
+		out = append(out, Member{Meta: p.meta, State: p.state.String(), Verified: p.verified})
+	}
+	n.mu.Unlock()
+	slices.SortFunc(out[1:], func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }

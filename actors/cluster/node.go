@@ -134,7 +134,8 @@ type peer struct {
 	pid      *actor.PID
 	// recs are its session records as last listed; kept when it dies, so
 	// its sessions can be shown orphaned.
-	recs map[string]messages.SessionRecord
+	recs    map[string]messages.SessionRecord
+	listing bool // a refresh for an unknown session is under way
 }
 
 // done is one call id's run on the callee: the first arrival runs it,
