@@ -57,6 +57,15 @@ func (c Cluster) validate(bad func(field, format string, args ...any)) {
 			bad("cluster", "%q is not HOST:PORT", a)
 		}
 	}
+	for field, a := range map[string]string{"cluster.listen": c.Listen, "cluster.remoteListen": c.RemoteListen} {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			bad(field, "%q listens on every interface: name the address other nodes reach this one at (hollywood compares addresses as strings, so 0.0.0.0 makes PIDs no node can send to)", a)
+		}
+	}
 	for _, r := range c.Roots {
 		if !filepath.IsAbs(r) {
 			bad("cluster.roots", "%q is not an absolute path", r)

@@ -274,3 +274,13 @@ func TestClusterOfThreeServeProcesses(t *testing.T) {
 	assert.Contains(t, types, messages.EvAdopted)
 	assert.Equal(t, messages.EvReleased, types[len(types)-1])
 }
+
+func TestServeRefusesAnUnroutableClusterAddress(t *testing.T) {
+	home := t.TempDir()
+	var stderr syncBuffer
+	code := run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--home", home, "--node-id", "n1", "--cluster-listen", "0.0.0.0:7946"},
+		func(k string) string { return map[string]string{"CODESESSION_HOME": home}[k] }, nil, io.Discard, &stderr)
+	assert.Equal(t, exitUsage, code, stderr.String())
+	assert.Contains(t, stderr.String(), "cluster.listen")
+	assert.Contains(t, stderr.String(), "every interface")
+}
