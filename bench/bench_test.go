@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -295,7 +294,7 @@ func TestHooks(t *testing.T) {
 		parts[p.Suite] = p
 	}
 	require.Len(t, parts, 3)
-	assert.True(t, strings.HasPrefix(parts["cluster"].Skipped, "not available"), parts["cluster"].Skipped)
+	assert.Contains(t, parts["cluster"].Skipped, "codesession bench cluster")
 	if o.ClaudeBin == "" {
 		assert.Contains(t, parts["claude-code"].Skipped, "CODESESSION_CLAUDE_BIN")
 	}
@@ -367,5 +366,16 @@ func TestScenarioHasTheEventsAsked(t *testing.T) {
 			}
 			assert.Equal(t, m, n, "turn %d of M=%d", i+1, m)
 		}
+	}
+}
+
+func TestClusterSuite(t *testing.T) {
+	o := small(t)
+	res := run(t, SuiteCluster, o)
+	requirePassed(t, res)
+	require.NotEmpty(t, res.Rows)
+	for _, r := range res.Rows {
+		require.NotNil(t, r.Baseline, r.Figure)
+		assert.Greater(t, r.Baseline.Value, 0.0, r.Figure)
 	}
 }

@@ -34,7 +34,11 @@
 //     against bare model calls of the same shape.
 //   - hooks: the suites other issues add: diff capture against bare git,
 //     the claude-code backend against its own CLI (with the pinned binary
-//     only), cluster routing (not built yet: reported as not available).
+//     only), cluster routing (a pointer to the cluster suite).
+//   - cluster: three nodes (actors/cluster) on 127.0.0.1: a turn routed
+//     through another node against the same turn on the owning node and a
+//     raw hollywood remote Request, and routed ops/s against raw remote
+//     Requests/s.
 //
 // # Verdicts
 //

@@ -27,7 +27,7 @@ const (
 
 // Suites lists every suite, in run order.
 func Suites() []string {
-	return []string{SuiteSessions, SuiteStore, SuiteRouting, SuiteFeed, SuiteNative, SuiteHooks}
+	return []string{SuiteSessions, SuiteStore, SuiteRouting, SuiteFeed, SuiteNative, SuiteHooks, SuiteCluster}
 }
 
 // Defaults of Options.
@@ -187,6 +187,7 @@ var suiteFuncs = map[string]func(ctx context.Context, o Options, dir string) (*R
 	SuiteFeed:     runFeed,
 	SuiteNative:   runNative,
 	SuiteHooks:    runHooks,
+	SuiteCluster:  runCluster,
 }
 
 // Known reports whether name is a suite.

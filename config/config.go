@@ -83,6 +83,9 @@ type Config struct {
 	// (claude-code) keeps ready per (binary, cwd, environment, start-only
 	// settings) for the next start; 0 disables it.
 	WarmPool int `json:"warmPool"`
+
+	// Cluster makes the daemon a node of a cluster (cluster.go).
+	Cluster Cluster `json:"cluster,omitzero"`
 }
 
 // Daemon configures the control plane's bearer tokens and their scopes.
@@ -277,6 +280,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("learning.provider", "want anthropic or openai-chat, got %q", c.Learning.Provider)
 	}
+	c.Cluster.validate(bad)
 	return errors.Join(errs...)
 }
 

@@ -139,6 +139,9 @@ type Bridge struct {
 	// streams counts subscriptions whose stream has not finished: Close
 	// waits for them, since a stream still drains its queue from the store.
 	streams sync.WaitGroup
+	// foreign holds the ids of sessions another node of a cluster runs
+	// (ListenForeign, cluster.go).
+	foreign sync.Map
 }
 
 // NewBridge returns a bridge; pass its Listen to actors.WithEventListener,
@@ -177,7 +180,9 @@ func (b *Bridge) store() store.Store {
 
 // Listen is the live-event seam: it sees every event of every session as
 // it is emitted (before it is durable), on the session's goroutine.
-func (b *Bridge) Listen(sid string, ev messages.PersistedEvent) {
+func (b *Bridge) Listen(sid string, ev messages.PersistedEvent) { b.listen(sid, ev, false) }
+
+func (b *Bridge) listen(sid string, ev messages.PersistedEvent, foreign bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -186,7 +191,9 @@ func (b *Bridge) Listen(sid string, ev messages.PersistedEvent) {
 	if ev.Seq > b.seen[sid] {
 		b.seen[sid] = ev.Seq
 	}
-	b.m.event(sid, ev)
+	if !foreign {
+		b.m.event(sid, ev)
+	}
 	if ev.Event.Type == messages.EvText && ev.Event.Delta {
 		p := b.text[sid]
 		if p == nil {

@@ -40,6 +40,9 @@ type DaemonOptions struct {
 	Server Options
 	// MCP configures the code_session tool at /mcp (mcp.go).
 	MCP MCPOptions
+	// OnEvent, when set, also sees every live event of the runtime (the
+	// cluster publishes them to the other nodes' feeds); it must not block.
+	OnEvent func(sid string, ev messages.PersistedEvent)
 }
 
 // Daemon is what `codesession serve` runs: the runtime (driving every
@@ -85,8 +88,12 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 	bo := o.Bridge
 	bo.Metrics, bo.Logger = reg, log
 	bridge := NewBridge(bo)
+	listen := bridge.Listen
+	if o.OnEvent != nil {
+		listen = func(sid string, ev messages.PersistedEvent) { bridge.Listen(sid, ev); o.OnEvent(sid, ev) }
+	}
 	opts := []actors.Option{actors.WithStore(keepOpen{st}), actors.WithMetrics(reg),
-		actors.WithEventListener(bridge.Listen), actors.WithLogger(log), actors.WithLearningJob()}
+		actors.WithEventListener(listen), actors.WithLogger(log), actors.WithLearningJob()}
 	if o.Backends != nil {
 		opts = append(opts, actors.WithBackends(o.Backends))
 	}

@@ -268,6 +268,9 @@ func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 // waiting (bounded) for them to become durable: the listener fires before
 // the store has them.
 func (st *stream) fill(ctx context.Context, sid string, upTo uint64) error {
+	if st.s.bridge.isForeign(sid) {
+		return nil // another node's session: this store has none of it
+	}
 	deadline := time.Now().Add(durableWait)
 	for {
 		last, err := st.lastSeq(ctx, sid)
@@ -295,8 +298,8 @@ func (st *stream) fill(ctx context.Context, sid string, upTo uint64) error {
 // next process (the orphan sweep's event) and a reconnecting client would
 // skip that one. Reading LastSeq is cheap (stores cache it).
 func (st *stream) awaitDurable(ctx context.Context, sid string, seq uint64) error {
-	if st.durable[sid] >= seq {
-		return nil
+	if st.durable[sid] >= seq || st.s.bridge.isForeign(sid) {
+		return nil // a foreign session's events are durable on their node
 	}
 	deadline := time.Now().Add(durableWait)
 	pause := time.Millisecond

@@ -21,6 +21,7 @@ import (
 // live SSE feed, until SIGINT or SIGTERM, then shuts it down in order.
 type serveCmd struct {
 	cfg             configFlags
+	cluster         clusterFlags
 	addr            string
 	tlsCert, tlsKey string
 	insecureRemote  bool
@@ -31,6 +32,7 @@ type serveCmd struct {
 
 type serveFlags struct {
 	cfg             configFlags
+	cluster         clusterFlags
 	env             []string
 	addr            string
 	tlsCert, tlsKey string
@@ -50,6 +52,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	fs.StringVar(&f.logFormat, "log-format", "", "text or json, one object a line (default: the config's logFormat)")
 	addEnv(fs, &f.env)
+	f.cluster.add(fs)
 	f.cfg.addHome(fs)
 	f.cfg.addConfig(fs)
 	return fs
@@ -59,7 +62,7 @@ func serveCommand() command {
 	return command{
 		name:    "serve",
 		summary: "run the daemon: the HTTP control plane, the live event feed and metrics",
-		usage:   "serve [--addr HOST:PORT] [--tls-cert FILE --tls-key FILE] [--env KEY=VALUE]...",
+		usage:   "serve [--addr HOST:PORT] [--tls-cert FILE --tls-key FILE] [--env KEY=VALUE]... [--node-id ID --cluster-listen HOST:PORT [--join HOST:PORT,...] [--cluster-root DIR]...]",
 		flags:   func() *pflag.FlagSet { return (&serveFlags{}).flagSet() },
 		parse:   func(args []string) (runner, error) { return parseServeFlags(args) },
 	}
@@ -81,7 +84,7 @@ func parseServeFlags(args []string) (*serveCmd, error) {
 	if f.shutdownTimeout <= 0 {
 		return nil, usagef(cmd, "--shutdown-timeout must be positive")
 	}
-	c := &serveCmd{cfg: f.cfg, addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey,
+	c := &serveCmd{cfg: f.cfg, cluster: f.cluster, addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey,
 		insecureRemote: f.insecureRemote, shutdownTimeout: f.shutdownTimeout, logLevel: f.logLevel, logFormat: f.logFormat}
 	var err error
 	if c.cfg.env, err = parseEnv(cmd, f.env); err != nil {
@@ -116,6 +119,10 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 	if err != nil {
 		return err
 	}
+	c.cluster.apply(&cfg.Cluster)
+	if err := cfg.Validate(); err != nil {
+		return &usageError{cmd: cmd, err: err}
+	}
 	if installLogger != nil {
 		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat)
 	}
@@ -135,9 +142,26 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		fmt.Fprintf(s.stderr, "codesession serve: created the bearer token %s (mode 0600); it is shown this once:\n%s\n",
 			controlplane.TokenPath(cfg.Home), tok)
 	}
-	d, err := controlplane.NewDaemon(controlplane.DaemonOptions{Config: cfg, Token: tok, Logger: slog.Default()})
+	var pub publisher
+	do := controlplane.DaemonOptions{Config: cfg, Token: tok, Logger: slog.Default()}
+	if cfg.Cluster.Enabled() {
+		do.OnEvent = pub.publish
+	}
+	d, err := controlplane.NewDaemon(do)
 	if err != nil {
 		return fmt.Errorf("start the daemon: %w", err)
+	}
+	handler := d.Handler()
+	if cfg.Cluster.Enabled() {
+		node, h, err := startClusterNode(cfg, d, &pub)
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
+			defer cancel()
+			return errors.Join(usagef(cmd, "cluster: %v", err), d.Shutdown(sctx))
+		}
+		defer node.Close()
+		handler = h
+		fmt.Fprintf(s.stderr, "codesession serve: cluster node %s: gossip on %s, wire on %s\n", cfg.Cluster.NodeID, cfg.Cluster.Listen, node.Meta().Addr)
 	}
 	shutdown := func(hs *http.Server) error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
@@ -160,7 +184,7 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		return errors.Join(fmt.Errorf("listen on %s: %w", addr, err), shutdown(nil))
 	}
 	hs := &http.Server{
-		Handler:           d.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		TLSConfig:         tlsCfg,

@@ -1,0 +1,275 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// reachable is the PID of a verified, live peer, or the error that says
+// why it cannot be called.
+func (n *Node) reachable(node, op string) (*actor.PID, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.peers[node]
+	switch {
+	case p == nil:
+		return nil, messages.Errorf(messages.CodeNotFound, op, "no node %q in the cluster", node)
+	case p.state == PeerDead:
+		return nil, &messages.Error{Code: messages.CodeUnavailable, Op: op, Retryable: true,
+			Message: "node " + node + " is unreachable (its lease expired); its sessions are orphaned until it returns"}
+	case op != opPing && !p.verified:
+		return nil, &messages.Error{Code: messages.CodeUnavailable, Op: op, Retryable: true,
+			Message: "node " + node + " has not answered over the wire yet (a certificate problem, or it is still starting)"}
+	}
+	return p.pid, nil
+}
+
+// verify pings a peer over the wire until it answers or is gone; only then
+// does it take placements and calls.
+func (n *Node) verify(node string) {
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var meta Meta
+		err := n.call(ctx, node, opPing, struct{}{}, &meta, 0)
+		cancel()
+		n.mu.Lock()
+		p := n.peers[node]
+		if p == nil || p.state == PeerDead || n.closed {
+			n.mu.Unlock()
+			return
+		}
+		if err == nil && meta.ID == node && meta.Boot == p.meta.Boot {
+			p.verified = true
+			n.mu.Unlock()
+			n.log.Info("cluster: member verified over the wire", "member", node)
+			n.refresh(node)
+			return
+		}
+		n.mu.Unlock()
+		if attempt%10 == 0 {
+			n.log.Warn("cluster: a member does not answer over the wire", "member", node, "err", err)
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(min(30*time.Second, time.Second<<min(attempt, 5))):
+			// backing off matters: hollywood dials inside its one router,
+			// so each failed dial stalls every remote send for seconds
+		}
+	}
+}
+
+// syncLoop keeps the node's advertised load and the other nodes' records
+// fresh.
+func (n *Node) syncLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		n.updateLoad()
+		n.refreshAll()
+	}
+}
+
+func (n *Node) updateLoad() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	live, err := n.cfg.Runtime.LiveSessions(ctx)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	changed := n.meta.Load != len(live)
+	n.meta.Load = len(live)
+	n.mu.Unlock()
+	if changed {
+		if err := n.ml.UpdateNode(5 * time.Second); err != nil {
+			n.log.Debug("cluster: could not gossip the new load", "err", err)
+		}
+	}
+}
+
+// livePeers lists verified peers that are not dead.
+func (n *Node) livePeers() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var ids []string
+	for id, p := range n.peers {
+		if p.state != PeerDead && p.verified {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// refreshTimeout bounds one listing of a peer's records: a peer that is
+// gone but not yet declared dead must not hold a listing up for long.
+const refreshTimeout = 3 * time.Second
+
+// refresh lists a peer's records into the directory.
+func (n *Node) refresh(node string) {
+	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	defer cancel()
+	var recs []messages.SessionRecord
+	if err := n.call(ctx, node, opList, struct{}{}, &recs, 0); err != nil {
+		n.log.Debug("cluster: cannot list a member's sessions", "member", node, "err", err)
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.peers[node]
+	if p == nil {
+		return
+	}
+	p.recs = make(map[string]messages.SessionRecord, len(recs))
+	for _, r := range recs {
+		p.recs[r.SessionID] = r
+		n.owner[r.SessionID] = node
+	}
+}
+
+// refreshAll lists every live peer's records, in parallel.
+func (n *Node) refreshAll() {
+	var wg sync.WaitGroup
+	for _, id := range n.livePeers() {
+		wg.Go(func() { n.refresh(id) })
+	}
+	wg.Wait()
+}
+
+// Publish sends one of this node's live events to every other node's
+// feed. It never blocks (the runtime calls it on a session's goroutine).
+func (n *Node) Publish(sid string, ev messages.PersistedEvent) {
+	n.mu.Lock()
+	var pids []*actor.PID
+	for _, p := range n.peers {
+		if p.state != PeerDead && p.verified {
+			pids = append(pids, p.pid)
+		}
+	}
+	n.mu.Unlock()
+	f := &Feed{Node: n.cfg.NodeID, SessionID: sid, Event: ev}
+	for _, pid := range pids {
+		if err := n.wire.send(pid, f, n.self); err != nil {
+			n.log.Debug("cluster: cannot publish an event", "err", err)
+		}
+	}
+}
+
+// feed takes another node's live event: its session is recorded as that
+// node's, and the event goes to the local feed.
+func (n *Node) feed(f *Feed) {
+	if !messages.ValidSessionID(f.SessionID) {
+		n.log.Warn("cluster: a feed event with a malformed session id is dropped", "node", f.Node)
+		return
+	}
+	n.mu.Lock()
+	p := n.peers[f.Node]
+	if p == nil || p.state == PeerDead {
+		n.mu.Unlock()
+		return
+	}
+	n.owner[f.SessionID] = f.Node
+	_, known := p.recs[f.SessionID]
+	learn := !known && !p.listing
+	if learn {
+		// a session this node has no record of: list its node now rather
+		// than at the next sync, so that should the node die soon, its
+		// session can still be shown orphaned here
+		p.listing = true
+	}
+	on := n.onFeed
+	n.mu.Unlock()
+	if learn {
+		go func() {
+			n.refresh(f.Node)
+			n.mu.Lock()
+			p.listing = false
+			n.mu.Unlock()
+		}()
+	}
+	if on != nil {
+		on(f.Node, f.SessionID, f.Event)
+	}
+}
+
+// ownerOf says which node holds sid: this one ("" with local true), a
+// peer, or not_found. A session the directory does not know yet is looked
+// for on every live peer.
+func (n *Node) ownerOf(ctx context.Context, sid, op string) (node string, local bool, err error) {
+	if _, err := n.cfg.Runtime.Store().GetMeta(ctx, sid); err == nil {
+		return "", true, nil
+	} else if !messages.IsCode(err, messages.CodeNotFound) {
+		return "", false, err
+	}
+	n.mu.Lock()
+	node = n.owner[sid]
+	n.mu.Unlock()
+	if node != "" {
+		return node, false, nil
+	}
+	n.refreshAll()
+	n.mu.Lock()
+	node = n.owner[sid]
+	n.mu.Unlock()
+	if node == "" {
+		return "", false, messages.Errorf(messages.CodeNotFound, op, "no node of the cluster holds session %s", sid)
+	}
+	return node, false, nil
+}
+
+// NodeRecord is a session record with the node that holds it.
+type NodeRecord struct {
+	messages.SessionRecord
+	Node string `json:"node"`
+}
+
+// Sessions lists every session of the cluster, newest first: this node's
+// from its store, live peers' as last listed (refreshed now), and a dead
+// peer's as last seen with live ones shown orphaned (node unreachable).
+func (n *Node) Sessions(ctx context.Context) ([]NodeRecord, error) {
+	local, err := n.cfg.Runtime.Store().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.refreshAll()
+	out := make([]NodeRecord, 0, len(local))
+	seen := map[string]bool{}
+	for _, r := range local {
+		out = append(out, NodeRecord{SessionRecord: r, Node: n.cfg.NodeID})
+		seen[r.SessionID] = true
+	}
+	n.mu.Lock()
+	for id, p := range n.peers {
+		for sid, r := range p.recs {
+			if seen[sid] || n.owner[sid] != id {
+				continue
+			}
+			if p.state == PeerDead && r.Status.Live() {
+				r.Status = messages.StatusOrphaned
+			}
+			out = append(out, NodeRecord{SessionRecord: r.Clone(), Node: id})
+		}
+	}
+	n.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b NodeRecord) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SessionID, b.SessionID)
+	})
+	return out, nil
+}

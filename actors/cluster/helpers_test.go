@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/script"
+)
+
+// deadline bounds a test's waits; it only stops hangs.
+const deadline = 2 * time.Minute
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// freePorts returns a port p such that p (TCP and UDP) and p+1 (TCP) are
+// free on 127.0.0.1: gossip on p, the wire on p+1.
+func freePorts(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if p >= 65534 {
+			continue
+		}
+		ok := true
+		for _, c := range []struct{ net, addr string }{{"tcp", addr(p)}, {"tcp", addr(p + 1)}} {
+			l, err := net.Listen(c.net, c.addr)
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		u, err := net.ListenPacket("udp", addr(p))
+		if err != nil {
+			continue
+		}
+		u.Close()
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free port pair")
+	return 0
+}
+
+func addr(p int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)) }
+
+func testRuntime(t *testing.T, sc *script.Scenario, opts ...actors.Option) *actors.Runtime {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Home = t.TempDir()
+	cfg.DefaultBackend = "script"
+	cfg.Supervision.ShutdownTimeout = config.Duration(2 * time.Second)
+	opts = append([]actors.Option{actors.WithBackends(transports.NewRegistry(script.New(script.WithScenario(sc))))}, opts...)
+	rt, err := actors.New(cfg, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+	return rt
+}
+
+// spec is one node of a test cluster.
+type spec struct {
+	id       string
+	roots    []string
+	backends []string
+	rt       *actors.Runtime // default: a fresh runtime with the script backend
+}
+
+// startNodes starts the nodes, each joining the first, and waits until
+// every node has verified every other.
+func startNodes(t *testing.T, specs []spec, tweak func(i int, c *Config)) []*Node {
+	t.Helper()
+	nodes := make([]*Node, len(specs))
+	var seed string
+	for i, s := range specs {
+		rt := s.rt
+		if rt == nil {
+			rt = testRuntime(t, nil)
+		}
+		p := freePorts(t)
+		c := Config{NodeID: s.id, ListenAddr: addr(p), Roots: s.roots, Backends: s.backends, Profile: ProfileLocal,
+			SyncInterval: 500 * time.Millisecond, Runtime: rt, Scope: "daemon", DefaultBackend: "script"}
+		if seed != "" {
+			c.Join = []string{seed}
+		}
+		if tweak != nil {
+			tweak(i, &c)
+		}
+		n, err := Start(c)
+		require.NoError(t, err, "node %s", s.id)
+		t.Cleanup(func() { _ = n.Close() })
+		if seed == "" {
+			seed = c.ListenAddr
+		}
+		nodes[i] = n
+	}
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return len(n.livePeers()) == len(nodes)-1 }, deadline, 50*time.Millisecond,
+			"node %s never verified its peers: %v", n.ID(), n.peerStates())
+	}
+	return nodes
+}
+
+func describe(n *Node) string { return fmt.Sprintf("%s %v", n.ID(), n.peerStates()) }
+
+func mkdir(p string) error { return os.MkdirAll(p, 0o755) }
+
+// crash stops a node the way a dead process does: no leave message, the
+// gossip and the wire just go silent.
+func (n *Node) crash() {
+	n.mu.Lock()
+	n.closed = true
+	close(n.stop)
+	n.mu.Unlock()
+	n.wg.Wait()
+	_ = n.ml.Shutdown()
+	n.shutdownWire()
+}

@@ -1,0 +1,54 @@
+package controlplane
+
+import (
+	"net/http"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// The seams the cluster layer (actors/cluster) builds on: it serves the
+// routes that span nodes in front of this server, with the same auth, the
+// same strict bodies and the same envelopes, and feeds other nodes' live
+// events into this daemon's bridge.
+
+// Authorized reports whether r carries the daemon's bearer token or the
+// web console's session cookie.
+func (d *Daemon) Authorized(r *http.Request) bool {
+	return authorized(r, d.srv.o.Token) || d.srv.web.Authorized(r)
+}
+
+// Draining reports whether the daemon is shutting down.
+func (d *Daemon) Draining() bool { return d.srv.draining.Load() }
+
+// WriteError writes err as the error envelope, with the server's status
+// mapping.
+func (d *Daemon) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	d.srv.writeError(w, r, err)
+}
+
+// WriteData writes a success envelope.
+func WriteData(w http.ResponseWriter, data any) error { return writeData(w, data) }
+
+// DecodeBody reads a JSON request body strictly (unknown keys are invalid),
+// bounded by the daemon's body limit; an empty body leaves dst as it is.
+func (d *Daemon) DecodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+	return decodeBody(w, r, d.srv.o.MaxBodyBytes, dst)
+}
+
+// Bridge is the daemon's live feed.
+func (d *Daemon) Bridge() *Bridge { return d.bridge }
+
+// ListenForeign takes a live event of a session another node runs: it goes
+// to the feed's subscribers like a local one, but it is not counted in this
+// node's metrics (its own node counts it) and the feed does not wait for it
+// to be durable here (it is durable on its node, not in this store).
+func (b *Bridge) ListenForeign(sid string, ev messages.PersistedEvent) {
+	b.foreign.Store(sid, true)
+	b.listen(sid, ev, true)
+}
+
+// isForeign reports whether sid's events come from another node.
+func (b *Bridge) isForeign(sid string) bool {
+	_, ok := b.foreign.Load(sid)
+	return ok
+}
