@@ -144,10 +144,19 @@ type resumeLimits struct {
 // record's ceiling, posture, round budget and tools are clamped to the
 // scope's, never kept above them. A record above the ceiling still resumes,
 // clamped, with a warning saying so; a record pinned to another backend, or
-// whose tools the scope allows none of, is refused.
-func resolveResume(rec messages.SessionRecord, cons messages.ScopeConstraints, cfg *config.Config, d messages.Descriptor) (resumeLimits, error) {
+// whose tools the scope allows none of, is refused. A ceiling the resume
+// asks for explicitly (asked) is held to the scope's as at start: above it
+// is ceiling_exceeded, never clamped in silence.
+func resolveResume(rec messages.SessionRecord, asked messages.Posture, cons messages.ScopeConstraints, cfg *config.Config, d messages.Descriptor) (resumeLimits, error) {
 	const o = messages.OpResume
 	l := resumeLimits{maxPosture: rec.MaxPosture, posture: rec.Posture, maxRounds: rec.MaxRounds, tools: rec.AllowedTools}
+	if asked != "" {
+		if cons.MaxPosture != "" && asked.Above(cons.MaxPosture) {
+			return l, &messages.Error{Code: messages.CodeCeilingExceeded, Op: o, Field: "maxPosture",
+				Message: fmt.Sprintf("maxPosture %s is above this scope's ceiling %s", asked, cons.MaxPosture)}
+		}
+		l.maxPosture = asked
+	}
 	if cons.Backend != "" && rec.BackendID != cons.Backend {
 		return l, &messages.Error{Code: messages.CodeInvalid, Op: o, Field: "backend",
 			Message: fmt.Sprintf("the session's backend %q contradicts this scope's pinned backend %q", rec.BackendID, cons.Backend)}

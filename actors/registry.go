@@ -359,7 +359,7 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 		resumeID = run.ExternalSessionID
 	}
 	// the resuming scope's constraints, exactly as a start gets them
-	lim, err := resolveResume(rec, r.constraints[m.scope], r.cfg, t.Descriptor())
+	lim, err := resolveResume(rec, m.op.MaxPosture, r.constraints[m.scope], r.cfg, t.Descriptor())
 	if err != nil {
 		r.metrics.startRejected.Inc()
 		m.reply <- session.Result[messages.StartResult]{Err: err}

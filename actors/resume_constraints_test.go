@@ -97,3 +97,25 @@ func TestTakeoverAppliesTheTakersCeiling(t *testing.T) {
 	_, err = rt.Resume(ctx, "pinned", messages.Resume{SessionID: sid, Takeover: true})
 	require.Equal(t, messages.CodeInvalid, messages.ErrorCode(err), "%v", err)
 }
+
+// A resume that asks for a ceiling is held to the scope's as a start is:
+// above it is ceiling_exceeded (not clamped in silence, nothing adopted);
+// within it, the asked ceiling is the resumed run's.
+func TestResumeAskingAboveTheCeilingIsRefused(t *testing.T) {
+	cfg := testConfig(t)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
+	rt := newRuntime(t, cfg, sc)
+	ctx := ctxT(t)
+	sid := startFullAndStop(t, rt, "owner")
+	require.NoError(t, rt.SetScopeConstraints(ctx, "owner", messages.ScopeConstraints{MaxPosture: messages.PostureAcceptEdits}))
+
+	_, err := rt.Resume(ctx, "owner", messages.Resume{SessionID: sid, MaxPosture: messages.PostureFull})
+	require.Equal(t, messages.CodeCeilingExceeded, messages.ErrorCode(err), "%v", err)
+	rec, err := rt.Store().GetMeta(ctx, sid)
+	require.NoError(t, err)
+	assert.False(t, rec.Status.Live(), "a refused resume adopts nothing: %s", rec.Status)
+
+	res, err := rt.Resume(ctx, "owner", messages.Resume{SessionID: sid, MaxPosture: messages.PostureDefault})
+	require.NoError(t, err)
+	assert.Equal(t, messages.PostureDefault, res.MaxPosture)
+}

@@ -432,6 +432,11 @@ type Resume struct {
 	SessionID string `json:"sessionId" msgpack:"sessionId"`
 	Brief     string `json:"brief,omitempty" msgpack:"brief,omitempty"`
 	Takeover  bool   `json:"takeover,omitempty" msgpack:"takeover,omitempty"`
+	// MaxPosture, when set, is the ceiling the resumed run asks for: above
+	// the resuming scope's ceiling it is refused (ceiling_exceeded). Left
+	// empty, the record's ceiling is kept, clamped to the scope's with a
+	// warning event.
+	MaxPosture Posture `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
 }
 
 func (r *Resume) Validate() error {
@@ -440,6 +445,9 @@ func (r *Resume) Validate() error {
 	}
 	if len(r.Brief) > MaxBriefBytes {
 		return FieldError(OpResume, "brief", "longer than %d bytes", MaxBriefBytes)
+	}
+	if r.MaxPosture != "" && !r.MaxPosture.Valid() {
+		return FieldError(OpResume, "maxPosture", "unknown posture %q", r.MaxPosture)
 	}
 	return nil
 }

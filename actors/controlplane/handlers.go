@@ -337,7 +337,8 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) error {
 }
 
 type resumeRequest struct {
-	Brief string `json:"brief,omitempty"`
+	Brief      string           `json:"brief,omitempty"`
+	MaxPosture messages.Posture `json:"maxPosture,omitempty"`
 }
 
 // resume adopts an ended, failed or orphaned record under the daemon's own
@@ -358,7 +359,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Resume(ctx, scope, messages.Resume{SessionID: sid, Brief: req.Brief, Takeover: true})
+	res, err := s.rt.Resume(ctx, scope, messages.Resume{SessionID: sid, Brief: req.Brief, Takeover: true, MaxPosture: req.MaxPosture})
 	if err != nil {
 		return err
 	}

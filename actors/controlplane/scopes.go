@@ -221,22 +221,16 @@ func (s *Server) setScope(w http.ResponseWriter, r *http.Request) error {
 	return writeData(w, out)
 }
 
-// checkResume refuses a resume the scope's constraints forbid: a record
-// whose backend the scope may not use, or whose posture ceiling is above
-// the scope's (lowered since the session started).
+// checkResume refuses a resume of a record whose backend the scope may not
+// use. A record whose ceiling is above the scope's (lowered since the
+// session started) resumes clamped, with a warning event, in the runtime;
+// a resume that asks for a ceiling above the scope's is refused there.
 func (s *Server) checkResume(ctx context.Context, scope, sid string) error {
 	rec, err := s.store().GetMeta(ctx, sid)
 	if err != nil {
 		return err
 	}
-	if err := s.checkBackend(scope, messages.OpResume, rec.BackendID); err != nil {
-		return err
-	}
-	if ceil := s.scopes.get(scope).cons.MaxPosture; ceil != "" && rec.MaxPosture.Above(ceil) {
-		return &messages.Error{Code: messages.CodeCeilingExceeded, Op: messages.OpResume, Field: "maxPosture",
-			Message: fmt.Sprintf("maxPosture %s is above this scope's ceiling %s", rec.MaxPosture, ceil)}
-	}
-	return nil
+	return s.checkBackend(scope, messages.OpResume, rec.BackendID)
 }
 
 // feedVisible reports whether the all-sessions feed of a scope's token

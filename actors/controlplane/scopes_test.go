@@ -90,7 +90,8 @@ func TestScopesPerToken(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, req(open, `{"maxPosture":"plan"}`).status)
 
 	// resume at full: the admin raises its scope, starts at full, stops,
-	// lowers the ceiling again; resuming that session is then refused
+	// lowers the ceiling again; a resume asking for full is then refused,
+	// and one asking for nothing resumes clamped to the ceiling
 	require.True(t, req(capped, `{"maxPosture":"full","backends":["script"]}`).OK)
 	var c messages.StartResult
 	capped.ok("POST", "/api/code-sessions", map[string]any{"brief": "hello", "cwd": f.cwd, "maxPosture": "full"}, &c)
@@ -99,9 +100,12 @@ func TestScopesPerToken(t *testing.T) {
 	require.True(t, req(capped, `{"maxPosture":"acceptEdits","backends":["script"]}`).OK)
 	capped.ok("GET", "/api/scope", nil, &sv)
 	assert.Equal(t, messages.PostureAcceptEdits, sv.Constraints.MaxPosture)
-	r = capped.call("POST", "/api/code-sessions/"+c.SessionID+"/resume", map[string]any{})
+	r = capped.call("POST", "/api/code-sessions/"+c.SessionID+"/resume", map[string]any{"maxPosture": "full"})
 	assert.Equal(t, http.StatusUnprocessableEntity, r.status)
 	assert.Equal(t, messages.CodeCeilingExceeded, r.code())
+	var res messages.StartResult
+	capped.ok("POST", "/api/code-sessions/"+c.SessionID+"/resume", map[string]any{}, &res)
+	assert.Equal(t, messages.PostureAcceptEdits, res.MaxPosture, "the record's full ceiling resumes clamped to the scope's")
 
 	r = f.as("nobody-0123456789").call("GET", "/api/code-sessions", nil)
 	assert.Equal(t, http.StatusUnauthorized, r.status)

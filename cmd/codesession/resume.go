@@ -16,11 +16,15 @@ type resumeCmd struct {
 	sid    string
 	brief  string
 	json   bool
+	// maxPosture is the ceiling asked for; empty keeps the record's
+	// (clamped to the scope's)
+	maxPosture string
 }
 
 func (c *resumeCmd) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("resume")
 	fs.StringVar(&c.brief, "brief", "", "what the resumed run is told first (default: check the workspace and continue the task)")
+	fs.StringVar(&c.maxPosture, "max-posture", "", "the ceiling the resumed run asks for (default: the session's, clamped to the token's scope)")
 	fs.BoolVar(&c.json, "json", false, "print the start result as one JSON object")
 	c.client.add(fs)
 	return fs
@@ -46,6 +50,9 @@ func parseResumeFlags(args []string) (*resumeCmd, error) {
 	if len(c.brief) > messages.MaxBriefBytes {
 		return nil, usagef(cmd, "--brief is longer than %d bytes", messages.MaxBriefBytes)
 	}
+	if c.maxPosture != "" && !messages.Posture(c.maxPosture).Valid() {
+		return nil, usagef(cmd, "--max-posture %q is not a posture (plan, default, acceptEdits, full)", c.maxPosture)
+	}
 	return c, nil
 }
 
@@ -58,6 +65,9 @@ func (c *resumeCmd) exec(ctx context.Context, s *streams) error {
 	body := map[string]any{}
 	if c.brief != "" {
 		body["brief"] = c.brief
+	}
+	if c.maxPosture != "" {
+		body["maxPosture"] = c.maxPosture
 	}
 	var st messages.StartResult
 	if err := dc.do(ctx, "POST", "/api/code-sessions/"+c.sid+"/resume", body, &st); err != nil {
