@@ -159,7 +159,7 @@ func resultText(content []acpsdk.ToolCallContent, raw any) string {
 }
 
 // RequestPermission decides a permission question: the gate and the
-// posture first (cli-protocols.md §3.5), a clarification for the rest. The
+// posture first, a clarification for the rest. The
 // option is chosen by its kind, since ids differ per agent.
 func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	s := c.s

@@ -52,8 +52,8 @@ func replaySession(t *testing.T, ws string, sid string, p messages.Posture, rec 
 		asks: transports.NewAsks("replay-"), tools: map[string]*toolState{}}
 }
 
-// captured reads the agent's messages of a capture (cli-protocols.md's
-// format: {"dir":"<<","msg":{...}}) with the workspace path rewritten.
+// captured reads the agent's messages of a capture (one JSON object a
+// line: {"dir":"<<","msg":{...}}) with the workspace path rewritten.
 func captured(t *testing.T, name, capturedWS, ws string) []map[string]json.RawMessage {
 	f, err := os.Open("testdata/" + name)
 	if err != nil {

@@ -54,7 +54,7 @@
 // # Testing
 //
 // The policy, the reader, the option choice and the event normalization
-// have unit tests on captures (testdata/*.jsonl from cli-protocols.md);
+// have unit tests on captures (testdata/*.jsonl, recorded from the real CLIs);
 // FuzzFilterLines fuzzes the reader. The backends run the transporttest
 // conformance suite and their own live tests against the real CLIs and
 // transports/modelmock; WithWireTap shows what a CLI actually received.

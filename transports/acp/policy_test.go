@@ -59,7 +59,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestOutcomeByKind(t *testing.T) {
-	// the three agents' option ids (cli-protocols.md §3.5)
+	// the three agents' option ids
 	agents := map[string][]acpsdk.PermissionOption{
 		"opencode": {{OptionId: "once", Kind: "allow_once"}, {OptionId: "always", Kind: "allow_always"}, {OptionId: "reject", Kind: "reject_once"}},
 		"gemini":   {{OptionId: "proceed_always", Kind: "allow_always"}, {OptionId: "proceed_once", Kind: "allow_once"}, {OptionId: "cancel", Kind: "reject_once"}},

@@ -131,7 +131,7 @@ func (s *session) open(ctx context.Context) error {
 		ProtocolVersion: acpsdk.ProtocolVersionNumber,
 		// No file system and no terminal: the agent reads and writes the
 		// workspace itself (gemini breaks on a client's missing-file
-		// error, cli-protocols.md §3.3), and asks before it does.
+		// error), and asks before it does.
 		ClientCapabilities: acpsdk.ClientCapabilities{Fs: acpsdk.FileSystemCapabilities{}, Terminal: false},
 	})
 	if err != nil {

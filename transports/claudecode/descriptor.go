@@ -6,7 +6,7 @@ import "github.com/codesession/codesession/messages"
 const ID = "claude-code"
 
 // PinnedVersion is the Claude Code version this transport was verified
-// against (cli-protocols.md §1); CI installs exactly this one.
+// against; CI installs exactly this one.
 const PinnedVersion = "2.1.328"
 
 // PermissionMode returns the CLI permission mode a posture maps to (seed

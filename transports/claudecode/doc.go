@@ -1,7 +1,6 @@
 // Package claudecode is the "claude-code" backend: it drives Claude Code
 // through its real CLI the way the Claude Agent SDK does, one persistent
-// process per session speaking stream-json with the control protocol
-// (cli-protocols.md §1):
+// process per session speaking stream-json with the control protocol:
 //
 //	claude -p --input-format stream-json --output-format stream-json --verbose
 //	       --permission-prompt-tool stdio --permission-mode M

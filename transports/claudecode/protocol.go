@@ -1,7 +1,7 @@
 package claudecode
 
 // The stream-json protocol of `claude -p --input-format stream-json
-// --output-format stream-json` (cli-protocols.md §1.2, §1.3): parsing one
+// --output-format stream-json`: parsing one
 // stdout line into a typed Line, and encoding the stdin messages. Pure
 // functions only; the fixtures in testdata/ (the reference captures) feed
 // the tests.

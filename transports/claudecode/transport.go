@@ -261,7 +261,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	return s, nil
 }
 
-// buildArgs is the argv after the binary (cli-protocols.md §1.1): new
+// buildArgs is the argv after the binary: new
 // sessions get --session-id, resumed ones --resume.
 func buildArgs(spec transports.SessionSpec, ext string, resume bool) []string {
 	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
@@ -352,8 +352,7 @@ func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
 
 // buildEnv is the process environment: the environment policy's allowlist
 // of the caller's environment (base), without the markers of a
-// surrounding session; then the host defaults (cli-protocols.md,
-// "Addendum"); HOME; then the transport's and the session's extra entries,
+// surrounding session; then the host defaults; HOME; then the transport's and the session's extra entries,
 // which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
 	var env []string

@@ -10,7 +10,7 @@ import (
 const ID = "codex"
 
 // PinnedVersion is the Codex CLI version this transport was verified
-// against (cli-protocols.md §2); CI installs exactly this one.
+// against; CI installs exactly this one.
 const PinnedVersion = "0.169.0"
 
 // Posture is how a codesession posture maps onto Codex: the sandbox

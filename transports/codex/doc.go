@@ -1,5 +1,5 @@
 // Package codex is the "codex" backend: it drives OpenAI Codex through its
-// richest surface, the JSON-RPC `codex app-server` (cli-protocols.md §2.4),
+// richest surface, the JSON-RPC `codex app-server`,
 // one persistent process per session:
 //
 //	codex app-server          (CODEX_HOME=<the session's>, cwd = SessionSpec.Cwd)

@@ -27,7 +27,7 @@ func codexBinary(t testing.TB) string {
 }
 
 // mockModel is the model every live test asks for: a known slug, so Codex
-// offers its apply_patch tool (cli-protocols.md §2.1).
+// offers its apply_patch tool.
 const mockModel = "gpt-5.5"
 
 // startMock serves sc on loopback for t.

@@ -13,7 +13,7 @@ import (
 )
 
 // turnMeta is what Codex tells the model server about a request's turn
-// (the x-codex-turn-metadata header, cli-protocols.md §2.1) and the
+// (the x-codex-turn-metadata header) and the
 // reasoning effort of its body.
 type turnMeta struct {
 	Sandbox string

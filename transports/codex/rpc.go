@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The app-server wire (cli-protocols.md §2.4): JSON-RPC 2.0 without the
+// The app-server wire: JSON-RPC 2.0 without the
 // "jsonrpc" field, one JSON object per line in each direction. The server
 // sends responses to our requests, notifications, and requests of its own
 // (approvals), which we answer with a response carrying their id.

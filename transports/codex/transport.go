@@ -243,7 +243,7 @@ func removeFresh(home string) error {
 	return os.RemoveAll(home)
 }
 
-// configTOML is the session's config.toml (cli-protocols.md §2.1): the
+// configTOML is the session's config.toml: the
 // model provider (a Responses endpoint when baseURL is set), model,
 // effort, sandbox and approval policy, and trust for the working directory.
 func configTOML(spec transports.SessionSpec, baseURL string) string {

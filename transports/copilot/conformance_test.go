@@ -35,7 +35,7 @@ func backend(t *testing.T) acptest.Backend {
 	}
 }
 
-// mockSpec is Copilot's BYOK offline mode against the mock (cli-protocols.md §3.4).
+// mockSpec is Copilot's BYOK offline mode against the mock.
 func mockSpec(t *testing.T, mock *modelmock.Server) transports.SessionSpec {
 	return transports.SessionSpec{Home: acptest.SharedHome, Env: []string{
 		"COPILOT_OFFLINE=true", "COPILOT_PROVIDER_BASE_URL=" + mock.URL() + "/v1",

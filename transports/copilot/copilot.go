@@ -13,7 +13,7 @@ import (
 const ID = "copilot"
 
 // PinnedVersion is the @github/copilot version this backend was verified
-// against (cli-protocols.md §3.4); CI installs exactly this one.
+// against; CI installs exactly this one.
 const PinnedVersion = "1.0.102"
 
 // EnvBinary names the copilot executable (CI sets it to the pinned

@@ -11,7 +11,7 @@
 // COPILOT_AUTO_UPDATE=false. Offline use against a model server of one's
 // own is Copilot's BYOK mode, set in the session's Env
 // (COPILOT_OFFLINE=true, COPILOT_PROVIDER_BASE_URL, COPILOT_PROVIDER_API_KEY,
-// COPILOT_MODEL; cli-protocols.md §3.4).
+// COPILOT_MODEL).
 //
 // Concurrency and testing are transports/acp's; this package's tests run
 // the conformance suite and the posture and effort checks against the real

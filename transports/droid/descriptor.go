@@ -9,8 +9,8 @@ import (
 // ID is the backend id.
 const ID = "droid"
 
-// PinnedVersion is the droid version this transport was verified against
-// (cli-protocols.md §3.2); CI installs exactly this one from npm.
+// PinnedVersion is the droid version this transport was verified against;
+// CI installs exactly this one from npm.
 const PinnedVersion = "0.215.0"
 
 // AutonomyLevel returns droid's autonomy level for a posture, or "" for an

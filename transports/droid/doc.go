@@ -1,6 +1,5 @@
 // Package droid is the "droid" backend: it drives Factory Droid through
-// its real CLI, one persistent process per session speaking stream-jsonrpc
-// (cli-protocols.md §3.2):
+// its real CLI, one persistent process per session speaking stream-jsonrpc:
 //
 //	droid exec --input-format stream-jsonrpc --output-format stream-jsonrpc
 //

@@ -20,7 +20,7 @@ import (
 )
 
 // mockModelID is the id droid derives from the display name of the one
-// custom model writeFactorySettings configures (cli-protocols.md §3.2).
+// custom model writeFactorySettings configures.
 const mockModelID = "custom:Loopback-Mock-(chat)-0"
 
 // droidBinary finds the real CLI for the live tests: $CODESESSION_DROID_BIN,

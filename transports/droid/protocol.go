@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// The stream-jsonrpc wire (cli-protocols.md §3.2): one JSON object per
+// The stream-jsonrpc wire: one JSON object per
 // line each way, a JSON-RPC 2.0 envelope with droid's own "type" field
 // (request, response, notification) and its API and protocol versions.
 

@@ -34,7 +34,7 @@ func backend(t *testing.T) acptest.Backend {
 	}
 }
 
-// mockSpec points gemini at the mock's Gemini wire (cli-protocols.md §3.3).
+// mockSpec points gemini at the mock's Gemini wire.
 func mockSpec(t *testing.T, mock *modelmock.Server) transports.SessionSpec {
 	return transports.SessionSpec{Home: acptest.SharedHome, Model: "gemini-2.5-pro", Env: []string{
 		"GOOGLE_GEMINI_BASE_URL=" + mock.URL(), "GEMINI_API_KEY=mock-key"}}

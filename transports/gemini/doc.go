@@ -8,8 +8,8 @@
 // (GEMINI_CLI_TRUST_WORKSPACE=true; without it gemini exits 55), and, when
 // the session uses an API key (GEMINI_API_KEY in its Env), a system
 // settings file pinning the auth type to gemini-api-key, without which a
-// GOOGLE_GEMINI_BASE_URL selects the "gateway" auth and gemini exits 41
-// (cli-protocols.md §3.3). The client advertises no file system: gemini
+// GOOGLE_GEMINI_BASE_URL selects the "gateway" auth and gemini exits 41.
+// The client advertises no file system: gemini
 // then reads and writes the workspace itself (with a client file system, a
 // missing file broke its write_file).
 //

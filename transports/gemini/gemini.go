@@ -15,7 +15,7 @@ import (
 const ID = "gemini"
 
 // PinnedVersion is the @google/gemini-cli version this backend was
-// verified against (cli-protocols.md §3.3); CI installs exactly this one.
+// verified against; CI installs exactly this one.
 const PinnedVersion = "0.61.0"
 
 // EnvBinary names the gemini executable (CI sets it to the pinned

@@ -136,7 +136,7 @@ func textOf(raw json.RawMessage) string {
 }
 
 // anthSide classifies the side requests Claude Code makes besides the
-// agent's own turns (cli-protocols.md §1.5): they are answered without
+// agent's own turns: they are answered without
 // consulting the scenario.
 func anthSide(c *Conversation, req *anthRequest) Kind {
 	if req.MaxTokens == 1 && len(req.Tools) == 0 {
@@ -282,7 +282,7 @@ func (m *rendered) json() map[string]any {
 		"usage": map[string]any{"input_tokens": m.in, "output_tokens": m.out, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
 }
 
-// anthStream writes the SSE sequence of cli-protocols.md §1.5; it stops
+// anthStream writes the Messages API's SSE sequence; it stops
 // early when the client goes away.
 func anthStream(ctx context.Context, rw http.ResponseWriter, m rendered, st Step) {
 	h := rw.Header()

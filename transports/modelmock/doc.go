@@ -5,7 +5,7 @@
 // It owns the provider-neutral Scenario (what the model receives mapped
 // to what it answers), the Conversation every wire decodes its requests
 // into, the Server with its request log, and one encoder per wire. The
-// Anthropic Messages wire (cli-protocols.md §1.5), OpenAI Responses and
+// Anthropic Messages wire, OpenAI Responses and
 // Chat Completions (§2.5: POST /v1/responses, POST /v1/chat/completions)
 // and Gemini (§3.3: POST /v1beta/models/{m}:streamGenerateContent?alt=sse
 // and :generateContent, gemini.go) are served, each a file that decodes

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The Gemini wire (cli-protocols.md §3.3): POST
+// The Gemini wire: POST
 // /v1beta/models/{model}:streamGenerateContent?alt=sse streams `data:
 // {candidates:[{content:{role:"model",parts:[...]}}]}` lines, the last
 // with finishReason and usageMetadata; POST .../{model}:generateContent

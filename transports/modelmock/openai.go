@@ -174,8 +174,8 @@ func (p *pacer) wait() bool {
 	return sleepCtx(p.w.r.Context(), p.d.D())
 }
 
-// openaiProbe answers the GETs OpenAI clients make besides model calls
-// (cli-protocols.md §2.5): the model list, and Codex's WebSocket probe of
+// openaiProbe answers the GETs OpenAI clients make besides model calls:
+// the model list, and Codex's WebSocket probe of
 // /v1/responses, whose 200 JSON answer sends it back to SSE.
 func openaiProbe(rw http.ResponseWriter, path string) {
 	rw.Header().Set("Content-Type", "application/json")

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The OpenAI Chat Completions wire (cli-protocols.md §2.5): POST
+// The OpenAI Chat Completions wire: POST
 // /v1/chat/completions, streaming `data: {chunk}` lines ending in
 // `data: [DONE]` (with a usage chunk when stream_options.include_usage),
 // or one JSON completion. Tool calls are an assistant message's

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The OpenAI Responses wire (cli-protocols.md §2.5): POST /v1/responses,
+// The OpenAI Responses wire: POST /v1/responses,
 // streaming SSE or one JSON response. Tool calls are function_call items,
 // their results function_call_output items in the next request's input.
 
@@ -175,7 +175,7 @@ func respObject(m rendered, out []map[string]any, done bool) map[string]any {
 		"temperature": 1, "top_p": 1, "usage": usage}
 }
 
-// respStream writes the event sequence of cli-protocols.md §2.5; it stops
+// respStream writes the Responses API's event sequence; it stops
 // early when the client goes away.
 func respStream(w *sseWriter, m rendered, st Step, out []map[string]any) {
 	seq := 0

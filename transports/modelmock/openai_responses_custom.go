@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Freeform ("custom") tools of the Responses wire (cli-protocols.md §2.5):
+// Freeform ("custom") tools of the Responses wire:
 // a client such as Codex offers apply_patch as {type:"custom", name}, and
 // the model calls it with a custom_tool_call item whose input is plain
 // text, streamed as response.custom_tool_call_input.delta/done. A scenario

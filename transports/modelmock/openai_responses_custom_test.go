@@ -22,7 +22,7 @@ func postResponses(t *testing.T, url string, body any) *http.Response {
 	return resp
 }
 
-// codexTools is the tool list Codex offers (cli-protocols.md §2.1): a
+// codexTools is the tool list Codex offers: a
 // function shell tool and the freeform apply_patch.
 var codexTools = []any{
 	map[string]any{"type": "function", "name": "exec_command"},

@@ -255,7 +255,7 @@ func TestOpenAIErrorCarriesRetryAfter(t *testing.T) {
 	}
 }
 
-// The request shapes real clients send (cli-protocols.md §2.5 captures):
+// The request shapes real clients send (as captured from them):
 // Codex's developer messages and input_text parts, opencode's and
 // copilot's role tool messages and null content.
 func TestOpenAIDecodesClientShapes(t *testing.T) {

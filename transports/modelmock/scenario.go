@@ -134,15 +134,14 @@ func (s *Step) tools() []ToolCall {
 // Duration is a time.Duration written as a Go duration string ("250ms").
 type Duration = messages.Duration
 
-// Default replies: the conventions of the reference mock in
-// cli-protocols.md §1.5.
+// Default replies: the conventions of the reference mock the agent CLIs
+// were verified against.
 var (
 	DefaultReply           = Step{Text: "PONG(model={{model}}): {{input}}"}
 	DefaultToolResultReply = Step{Text: "TOOL_DONE: is_error={{is_error}} result={{result}}"}
 )
 
-// Reference returns the scenario of the reference mock (cli-protocols.md
-// §1.5): "TOOL:WRITE <path> <text>" writes text plus a newline to path with
+// Reference returns the scenario of the reference mock: "TOOL:WRITE <path> <text>" writes text plus a newline to path with
 // the Write tool, "TOOL:BASH <cmd>" runs cmd with Bash, "TOOL:PATCH <path>
 // <text>" adds path with Codex's apply_patch, "TOOL:SHELL <cmd>" runs cmd
 // with Codex's exec_command, "SLOW" streams ten
@@ -156,7 +155,7 @@ func Reference() *Scenario {
 		{Match: Match{Regex: `TOOL:BASH (.*)`}, Steps: []Step{
 			{Tool: &ToolCall{Name: "Bash", Input: json.RawMessage(`{"command":"{{1}}","description":"run a command"}`)}},
 		}},
-		// Codex (cli-protocols.md §2.5): apply_patch adding a file, exec_command
+		// Codex: apply_patch adding a file, exec_command
 		{Match: Match{Regex: `TOOL:PATCH (\S+) (.*)`}, Steps: []Step{
 			{Tool: &ToolCall{Name: "apply_patch", Input: json.RawMessage(`{"input":"*** Begin Patch\n*** Add File: {{1}}\n+{{2}}\n*** End Patch\n"}`)}},
 		}},

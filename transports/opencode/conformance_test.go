@@ -31,7 +31,7 @@ func backend(t *testing.T) acptest.Backend {
 }
 
 // mockSpec points opencode at the mock through a provider in the session's
-// configuration (cli-protocols.md §3.1).
+// configuration.
 func mockSpec(t *testing.T, mock *modelmock.Server) transports.SessionSpec {
 	provider := `{"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Loopback Mock",` +
 		`"options":{"baseURL":"` + mock.URL() + `/v1","apiKey":"sk-mock"},` +

@@ -14,7 +14,7 @@ import (
 const ID = "opencode"
 
 // PinnedVersion is the opencode-ai version this backend was verified
-// against (cli-protocols.md §3.1); CI installs exactly this one.
+// against; CI installs exactly this one.
 const PinnedVersion = "1.18.33"
 
 // EnvBinary names the opencode executable (CI sets it to the pinned
