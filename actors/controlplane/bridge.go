@@ -178,8 +178,8 @@ func (b *Bridge) store() store.Store {
 	return b.st
 }
 
-// Listen is the live-event seam: it sees every event of every session as
-// it is emitted (before it is durable), on the session's goroutine.
+// Listen is the live-event seam: it sees every event of every session once
+// it is made durable (the runtime hands events over after the store has them).
 func (b *Bridge) Listen(sid string, ev messages.PersistedEvent) { b.listen(sid, ev, false) }
 
 func (b *Bridge) listen(sid string, ev messages.PersistedEvent, foreign bool) {

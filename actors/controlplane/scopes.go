@@ -239,6 +239,12 @@ func (s *Server) feedVisible(ctx context.Context, scope string, seen map[string]
 	if v, ok := seen[sid]; ok {
 		return v
 	}
+	if s.bridge != nil && s.bridge.isForeign(sid) {
+		// another node's session has no record in this store; a cluster
+		// serves its sessions to the default token only
+		seen[sid] = scope == s.scopes.def
+		return seen[sid]
+	}
 	rec, err := s.store().GetMeta(ctx, sid)
 	v := err == nil && s.scopes.visible(scope, rec)
 	if err == nil {

@@ -293,10 +293,11 @@ func (st *stream) fill(ctx context.Context, sid string, upTo uint64) error {
 }
 
 // awaitDurable holds a live event until the store has it (bounded by
-// durableWait): the listener fires before the write, and an event sent
-// before it is durable could vanish in a crash, its seq then reused by the
-// next process (the orphan sweep's event) and a reconnecting client would
-// skip that one. Reading LastSeq is cheap (stores cache it).
+// durableWait). The runtime hands events over once durable, so this is a
+// guard, not the durability point: an event sent before it is durable could
+// vanish in a crash, its seq then reused by the next process (the orphan
+// sweep's event) and a reconnecting client would skip that one. Reading
+// LastSeq is cheap (stores cache it).
 func (st *stream) awaitDurable(ctx context.Context, sid string, seq uint64) error {
 	if st.durable[sid] >= seq || st.s.bridge.isForeign(sid) {
 		return nil // a foreign session's events are durable on their node
