@@ -218,7 +218,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	var later, laterND, bareLater, perm, barePerm latencies
+	var later, laterND, bareLater, perm, permND, barePerm latencies
 	diffs := 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
@@ -242,24 +242,19 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		}
 		bareLater.add(d)
 
-		// a permission turn: the agent writes a file, the runtime asks
-		target := filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i))
-		t0 = time.Now()
-		r, err = guideAndRead(octx, b, sid, "TOOL:WRITE "+target+" runtime", messages.KindClarification)
+		// a permission turn: the agent writes a file, the runtime asks;
+		// once with diff capture (the turn's diff has the file) and once
+		// without, to tell capture's share from the question's round trip
+		dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)))
 		if err != nil {
 			return fmt.Errorf("permission turn %d: %w", i, err)
 		}
-		if _, err := b.rt.Answer(octx, scope, messages.Answer{SessionID: sid, ClarificationID: r.ClarificationID, Decision: messages.DecisionAllowOnce}); err != nil {
-			return fmt.Errorf("answer %d: %w", i, err)
-		}
-		r, err = b.rt.ReadTurn(octx, scope, messages.ReadTurn{SessionID: sid})
-		if err == nil {
-			err = expectKind(r, messages.KindTurnComplete)
-		}
+		perm.add(dp)
+		dp, err = permissionTurn(octx, nodiff, sidND, filepath.Join(f.cwd, fmt.Sprintf("perm-nd-%d.txt", i)))
 		if err != nil {
-			return fmt.Errorf("permission turn %d: %w", i, err)
+			return fmt.Errorf("permission turn without diff capture %d: %w", i, err)
 		}
-		perm.since(t0)
+		permND.add(dp)
 		d, err = cli.turn("TOOL:WRITE " + filepath.Join(f.cwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
 		if err != nil {
 			return fmt.Errorf("bare permission turn %d: %w", i, err)
@@ -271,8 +266,27 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	l, nd, bl, pm, bp := later.summary(), laterND.summary(), bareLater.summary(), perm.summary(), barePerm.summary()
 	f.res.vs("later turn, diff capture on, p50", ms(l.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
 	f.res.vs("later turn, diff capture off, p50", ms(nd.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
-	f.res.vs("permission turn p50", ms(pm.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
+	f.res.vs("permission turn, diff capture on, p50", ms(pm.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
+	f.res.vs("permission turn, diff capture off, p50", ms(permND.summary().p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
 	return nil
+}
+
+// permissionTurn has the agent write target, answers the runtime's
+// clarification allow_once, and reads the turn to its end.
+func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string) (time.Duration, error) {
+	t0 := time.Now()
+	r, err := guideAndRead(ctx, b, sid, "TOOL:WRITE "+target+" runtime", messages.KindClarification)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := b.rt.Answer(ctx, scope, messages.Answer{SessionID: sid, ClarificationID: r.ClarificationID, Decision: messages.DecisionAllowOnce}); err != nil {
+		return 0, fmt.Errorf("answer: %w", err)
+	}
+	r, err = b.rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
+	if err == nil {
+		err = expectKind(r, messages.KindTurnComplete)
+	}
+	return time.Since(t0), err
 }
 
 // guideAndRead queues text as the next turn and reads its result, which
