@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
 )
 
@@ -284,7 +285,7 @@ func TestLiveResumeAfterClose(t *testing.T) {
 	// resuming an id with no transcript under this HOME starts a new
 	// conversation with the same id, and says so
 	l.close()
-	l.spec.ResumeExternalID = newUUID()
+	l.spec.ResumeExternalID = transports.NewUUID()
 	l.rec = newRecorder()
 	l.open()
 	w, _ := l.rec.wait(t, 10*time.Second, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvWarning })

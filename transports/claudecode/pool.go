@@ -187,7 +187,7 @@ func (t *Transport) bootWarm(ctx context.Context, kit *prockit.Kit, spec transpo
 	if err != nil {
 		return nil, err
 	}
-	s := newSession(t, spec, func(int, messages.Event) {}, bin, newUUID(), ws)
+	s := newSession(t, spec, func(int, messages.Event) {}, bin, transports.NewUUID(), ws)
 	s.ownGroup = g
 	version, err := s.boot(ctx, false)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
 	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // Compile-time checks of the abilities a claude-code session has.
@@ -64,7 +65,7 @@ type session struct {
 	stop      chan struct{} // closed by Close
 	closed    atomic.Bool
 	closeOnce sync.Once
-	events    *fifo[queuedEvent]
+	events    *subprocess.Queue[queuedEvent]
 	wg        sync.WaitGroup
 
 	mu       sync.Mutex
@@ -99,8 +100,8 @@ type proc struct {
 	stdin  io.WriteCloser
 	stdout *os.File
 	stderr *os.File
-	writes *fifo[[]byte] // a nil entry closes stdin
-	tail   *ring
+	writes *subprocess.Queue[[]byte] // a nil entry closes stdin
+	tail   *subprocess.Tail
 
 	readerDone chan struct{}
 	stderrDone chan struct{}
@@ -116,7 +117,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 	return &session{
 		t: t, spec: spec, sink: sink, bin: bin, ext: ext, nonce: transports.RandomHex(4),
 		stop:   make(chan struct{}),
-		events: newFifo[queuedEvent](),
+		events: subprocess.NewQueue[queuedEvent](),
 		core: newCore(coreConfig{outputCap: t.outputCap, lineCap: t.lineCap, allowed: spec.AllowedTools,
 			resumed: spec.ResumeExternalID != "", externalID: ext, posture: spec.Posture,
 			gate: func(tool string, input json.RawMessage) error { return gateCheck(ws, tool, input) }}),
@@ -177,7 +178,7 @@ func (s *session) boot(ctx context.Context, resume bool) (version string, err er
 		s.mu.Lock()
 		status := p.status
 		s.mu.Unlock()
-		tail := p.tail.text(1500)
+		tail := p.tail.Text(1500)
 		e := &messages.Error{Code: messages.CodeInternal, Op: messages.OpStart, Err: err}
 		switch {
 		case exited:
@@ -207,20 +208,20 @@ func (s *session) begin(version, note string) {
 	defer s.mu.Unlock()
 	p := s.proc
 	s.started = true
-	s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.ext, Model: s.spec.Model}})
+	s.events.Push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.ext, Model: s.spec.Model}})
 	for _, qe := range s.early {
-		s.events.push(qe)
+		s.events.Push(qe)
 	}
 	s.early = nil
 	if note != "" {
-		s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvWarning, Text: note}})
+		s.events.Push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvWarning, Text: note}})
 	}
 	if version != "" && version != PinnedVersion {
-		s.events.push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvWarning,
+		s.events.Push(queuedEvent{turn: 0, ev: messages.Event{Type: messages.EvWarning,
 			Text: fmt.Sprintf("claude %s is running; this transport was verified with %s", version, PinnedVersion)}})
 	}
 	if p.unreported {
-		s.apply(s.core.exited(exitOwn, p.status, p.tail.text(1500)), time.Time{})
+		s.apply(s.core.exited(exitOwn, p.status, p.tail.Text(1500)), time.Time{})
 	}
 }
 
@@ -265,7 +266,7 @@ func (s *session) spawn(resume bool) (*proc, error) {
 	errW.Close()
 	s.gen++
 	p := &proc{gen: s.gen, cmd: cmd, handle: h, pgid: h.Pgid, stdin: stdin, stdout: outR, stderr: errR,
-		writes: newFifo[[]byte](), tail: &ring{max: 16 << 10},
+		writes: subprocess.NewQueue[[]byte](), tail: subprocess.NewTail(16 << 10),
 		readerDone: make(chan struct{}), stderrDone: make(chan struct{}), exited: make(chan struct{})}
 	s.proc = p
 	s.wg.Add(4)
@@ -336,7 +337,7 @@ func (s *session) writeLoop(p *proc) {
 	defer s.wg.Done()
 	broken := false
 	for {
-		items, ok := p.writes.wait(nil)
+		items, ok := p.writes.Wait(nil)
 		for _, b := range items {
 			switch {
 			case b == nil:
@@ -380,7 +381,7 @@ func (s *session) waitLoop(p *proc) {
 	}
 	_ = p.stderr.Close()
 	<-p.stderrDone
-	p.writes.close()
+	p.writes.Close()
 	how := exitOwn
 	if p.interruptKill.Load() {
 		how = exitInterrupt
@@ -398,7 +399,7 @@ func (s *session) waitLoop(p *proc) {
 	case !s.started:
 		p.unreported = true
 	default:
-		s.apply(s.core.exited(how, status, p.tail.text(1500)), time.Time{})
+		s.apply(s.core.exited(how, status, p.tail.Text(1500)), time.Time{})
 	}
 	s.mu.Unlock()
 	close(p.exited)
@@ -408,7 +409,7 @@ func (s *session) waitLoop(p *proc) {
 func (s *session) apply(eff effects, readAt time.Time) {
 	if p := s.proc; p != nil {
 		for _, w := range eff.writes {
-			p.writes.push(w)
+			p.writes.Push(w)
 		}
 	}
 	for _, te := range eff.events {
@@ -444,14 +445,14 @@ func (s *session) push(qe queuedEvent) {
 		s.early = append(s.early, qe)
 		return
 	}
-	s.events.push(qe)
+	s.events.Push(qe)
 }
 
 // emitLoop is the only caller of the sink.
 func (s *session) emitLoop() {
 	defer s.wg.Done()
 	for {
-		batch, ok := s.events.wait(s.stop)
+		batch, ok := s.events.Wait(s.stop)
 		for _, qe := range batch {
 			if s.closed.Load() {
 				return
@@ -511,7 +512,7 @@ func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
 			return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("cannot restart %s: %v", s.bin, err))
 		}
 		s.core.respawned(resume)
-		s.events.push(queuedEvent{turn: turn, ev: messages.Event{Type: messages.EvWarning,
+		s.events.Push(queuedEvent{turn: turn, ev: messages.Event{Type: messages.EvWarning,
 			Text: fmt.Sprintf("claude was started again with %s; the previous process ended: %s", how, firstNonEmpty(prev, "unknown"))}})
 	}
 	eff, err := s.core.startTurn(turn, input)
@@ -675,7 +676,7 @@ func (s *session) controlWithin(ctx context.Context, op string, req map[string]a
 	id := fmt.Sprintf("req_%d_%s", s.nextID, s.nonce)
 	ch := make(chan ctlResult, 1)
 	s.pending[id] = pendingCtl{ch: ch, gen: p.gen}
-	p.writes.push(controlRequestLine(id, req))
+	p.writes.Push(controlRequestLine(id, req))
 	s.mu.Unlock()
 
 	timer := time.NewTimer(limit)
@@ -768,7 +769,7 @@ func (s *session) Close(ctx context.Context) error {
 // stopProc ends a process: stdin closed, then SIGTERM, then SIGKILL.
 func (s *session) stopProc(p *proc) {
 	defer s.wg.Done()
-	p.writes.push(nil)
+	p.writes.Push(nil)
 	for _, st := range []struct {
 		wait time.Duration
 		sig  syscall.Signal
@@ -783,83 +784,4 @@ func (s *session) stopProc(p *proc) {
 		}
 	}
 	<-p.exited
-}
-
-// ---- small helpers ----
-
-// fifo is an unbounded queue with one waiting consumer.
-type fifo[T any] struct {
-	mu     sync.Mutex
-	items  []T
-	closed bool
-	ready  chan struct{}
-}
-
-func newFifo[T any]() *fifo[T] { return &fifo[T]{ready: make(chan struct{}, 1)} }
-
-func (q *fifo[T]) push(v T) {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return
-	}
-	q.items = append(q.items, v)
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-}
-
-func (q *fifo[T]) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-}
-
-// wait returns what is queued, waiting for something; ok is false once
-// the queue is closed (with the last items) or stop is closed.
-func (q *fifo[T]) wait(stop <-chan struct{}) (items []T, ok bool) {
-	for {
-		q.mu.Lock()
-		items, q.items = q.items, nil
-		closed := q.closed
-		q.mu.Unlock()
-		if len(items) > 0 || closed {
-			return items, !closed
-		}
-		select {
-		case <-q.ready:
-		case <-stop:
-			return nil, false
-		}
-	}
-}
-
-// ring keeps the last max bytes written to it.
-type ring struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (r *ring) Write(b []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.buf = append(r.buf, b...)
-	if over := len(r.buf) - r.max; over > 0 {
-		r.buf = append(r.buf[:0], r.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-// text is the last n bytes, on one line.
-func (r *ring) text(n int) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return transports.TailText(r.buf, n)
 }

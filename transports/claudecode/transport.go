@@ -3,8 +3,6 @@ package claudecode
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
 	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/subprocess"
 	"github.com/codesession/codesession/transports/warmpool"
 )
 
@@ -156,7 +155,7 @@ func (t *Transport) Binary(env []string) (string, error) {
 	if t.binary != "" {
 		return t.binary, nil
 	}
-	if b := envValue(env, EnvBinary); b != "" {
+	if b := subprocess.EnvValue(env, EnvBinary); b != "" {
 		return b, nil
 	}
 	if b := os.Getenv(EnvBinary); b != "" {
@@ -251,7 +250,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	ext := spec.ResumeExternalID
 	if ext == "" {
-		ext = newUUID()
+		ext = transports.NewUUID()
 	}
 	s := newSession(t, spec, sink, bin, ext, ws)
 	if err := s.open(ctx); err != nil {
@@ -296,9 +295,9 @@ func buildArgs(spec transports.SessionSpec, ext string, resume bool) []string {
 // $HOME/.claude, then projects/<encoded cwd>/<id>.jsonl). known is false
 // when the place cannot be told.
 func transcriptExists(env []string, id string) (exists, known bool) {
-	dir := envValue(env, "CLAUDE_CONFIG_DIR")
+	dir := subprocess.EnvValue(env, "CLAUDE_CONFIG_DIR")
 	if dir == "" {
-		home := envValue(env, "HOME")
+		home := subprocess.EnvValue(env, "HOME")
 		if home == "" {
 			return false, false
 		}
@@ -352,67 +351,15 @@ func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
 
 // buildEnv is the process environment: the environment policy's allowlist
 // of the caller's environment (base), without the markers of a
-// surrounding session; then the host defaults; HOME; then the transport's and the session's extra entries,
-// which win.
+// surrounding session; HOME; the host defaults; then the transport's and
+// the session's extra entries, which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
-	var env []string
-	for _, kv := range envPolicy(spec).Build(base, nil) {
-		k, _, _ := strings.Cut(kv, "=")
-		if !scrubbed[k] {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
+	hostDefaults := []string{
 		"DISABLE_AUTOUPDATER=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"CLAUDE_CODE_SDK_READS_SESSION_STATE=1",
-	)
-	if spec.Home != "" {
-		env = append(env, "HOME="+spec.Home)
 	}
-	env = append(env, extra...)
-	env = append(env, spec.Env...)
-	return dedupEnv(env)
-}
-
-// dedupEnv keeps the last entry of each key, in the order of first
-// appearance.
-func dedupEnv(env []string) []string {
-	last := map[string]string{}
-	var order []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := last[k]; !ok {
-			order = append(order, k)
-		}
-		last[k] = kv
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, last[k])
-	}
-	return out
-}
-
-// envValue returns the last value of key in env.
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
-}
-
-// newUUID returns a random (version 4) UUID, as --session-id wants.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return subprocess.Environ(envPolicy(spec).Build(base, nil), scrubbed, spec.Home, hostDefaults, extra, spec.Env)
 }
 
 var errExited = errors.New("claude exited")

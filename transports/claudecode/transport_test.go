@@ -141,7 +141,7 @@ func TestNewUUID(t *testing.T) {
 	re := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {
-		u := newUUID()
+		u := transports.NewUUID()
 		assert.Regexp(t, re, u)
 		assert.False(t, seen[u])
 		seen[u] = true
