@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +151,9 @@ func crashRound(t *testing.T, faults bool, killAfter int) {
 	home := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashHomeEnv+"="+home)
+	// its own process group: the kill takes the git processes of its diff
+	// capture with it, as a machine's crash would
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if faults {
 		cmd.Env = append(cmd.Env, crashFaultsEnv+"=1")
 	}
@@ -180,8 +184,9 @@ func crashRound(t *testing.T, faults bool, killAfter int) {
 			break
 		}
 	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
 	_ = cmd.Wait()
+	requireLeasesFree(t, home)
 	if len(acked) == 0 {
 		t.Logf("child stderr:\n%s", stderr.String())
 		t.Skip("the child acknowledged nothing before the kill (a very slow machine): nothing to check")
@@ -232,4 +237,25 @@ func (w *lockedWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// requireLeasesFree waits until no process holds a runtime lease of home:
+// the boot sweep rightly spares the sessions of a runtime whose lease is
+// held, and a killed process's lock is released only once the kernel has
+// torn down every process that shared its descriptors. A lease still held
+// after a minute names its holders and fails the round.
+func requireLeasesFree(t *testing.T, home string) {
+	t.Helper()
+	locks, _ := filepath.Glob(filepath.Join(home, runtimesDir, "*.lock"))
+	deadline := time.Now().Add(time.Minute)
+	for _, l := range locks {
+		id := strings.TrimSuffix(filepath.Base(l), ".lock")
+		for leaseHeld(home, id) {
+			if time.Now().After(deadline) {
+				out, _ := exec.Command("sh", "-c", "ls -l /proc/[0-9]*/fd 2>/dev/null | grep -F "+id).CombinedOutput()
+				t.Fatalf("runtime %s's lease is still held a minute after the kill:\n%s", id, out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
