@@ -335,25 +335,7 @@ func (s *session) stderrLoop(p *proc) {
 
 func (s *session) writeLoop(p *proc) {
 	defer s.wg.Done()
-	broken := false
-	for {
-		items, ok := p.writes.Wait(nil)
-		for _, b := range items {
-			switch {
-			case b == nil:
-				_ = p.stdin.Close()
-				broken = true
-			case !broken:
-				if _, err := p.stdin.Write(b); err != nil {
-					broken = true // the process is gone; waitLoop reports it
-				}
-			}
-		}
-		if !ok {
-			_ = p.stdin.Close()
-			return
-		}
-	}
+	subprocess.Pump(p.writes, p.stdin) // a failed write: waitLoop reports the exit
 }
 
 // waitLoop waits for the process, lets the readers drain, cleans up the

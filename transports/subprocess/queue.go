@@ -1,6 +1,9 @@
 package subprocess
 
-import "sync"
+import (
+	"io"
+	"sync"
+)
 
 // Queue is an unbounded FIFO with one waiting consumer: what a session
 // writes to its process's stdin (a writer goroutine drains it, so a slow
@@ -59,6 +62,32 @@ func (q *Queue[T]) Wait(stop <-chan struct{}) (items []T, ok bool) {
 		case <-q.ready:
 		case <-stop:
 			return nil, false
+		}
+	}
+}
+
+// Pump writes the queued lines to w (a process's stdin) in order until the
+// queue is closed, then closes w. A nil entry closes w early (end of
+// input); after a failed write the rest is dropped: the process is gone,
+// and whoever waits for it reports that.
+func Pump(q *Queue[[]byte], w io.WriteCloser) {
+	broken := false
+	for {
+		items, ok := q.Wait(nil)
+		for _, b := range items {
+			switch {
+			case b == nil:
+				_ = w.Close()
+				broken = true
+			case !broken:
+				if _, err := w.Write(b); err != nil {
+					broken = true
+				}
+			}
+		}
+		if !ok {
+			_ = w.Close()
+			return
 		}
 	}
 }

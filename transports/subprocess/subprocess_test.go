@@ -3,6 +3,7 @@ package subprocess
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,4 +158,48 @@ func TestFindAndProbe(t *testing.T) {
 	assert.False(t, a.Available)
 	assert.Contains(t, a.Reason, "did not answer within 50ms")
 	assert.Equal(t, "", FirstField(" "))
+}
+
+// failingWriter accepts writes until fail, then errors; it records closes.
+type failingWriter struct {
+	got    []string
+	fail   int
+	closes int
+}
+
+func (w *failingWriter) Write(b []byte) (int, error) {
+	if len(w.got) == w.fail {
+		return 0, errors.New("broken pipe")
+	}
+	w.got = append(w.got, string(b))
+	return len(b), nil
+}
+
+func (w *failingWriter) Close() error { w.closes++; return nil }
+
+// Pump writes in order and closes at the end; a nil entry closes early and
+// ends the writing; a failed write drops the rest (the process is gone).
+func TestPump(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fail  int
+		items [][]byte
+		want  []string
+	}{
+		{"in order", 99, [][]byte{[]byte("a"), []byte("b")}, []string{"a", "b"}},
+		{"end of input", 99, [][]byte{[]byte("a"), nil, []byte("late")}, []string{"a"}},
+		{"failed write", 1, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, []string{"a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := NewQueue[[]byte]()
+			for _, b := range tc.items {
+				q.Push(b)
+			}
+			q.Close()
+			w := &failingWriter{fail: tc.fail}
+			Pump(q, w) // returns: the queue is closed
+			assert.Equal(t, tc.want, w.got)
+			assert.GreaterOrEqual(t, w.closes, 1, "stdin is closed at the end")
+		})
+	}
 }
