@@ -232,6 +232,9 @@ func runSession(ctx context.Context, s *streams, rt *actors.Runtime, cmd string,
 	out := newPrinter(o.json, s.stdout, s.stderr, op.Cwd)
 	if tp, ok := out.(*textPrinter); ok {
 		tp.live = o.live
+		if o.live != nil {
+			tp.w = o.live.printerWriter()
+		}
 	}
 	scope := cliScope()
 	sctx, cancel := context.WithTimeout(ctx, opTimeout)

@@ -14,16 +14,22 @@ import (
 // printer flushes it before each read-turn result, so the live text comes
 // first and the result (the record, text included) follows it. Only the
 // text mode streams; --json keeps one object per line.
+//
+// The printer writes through the same output lock (printerWriter): the
+// next turn's deltas can arrive while a result is being printed, and two
+// unsynchronized writers would interleave mid-line (and race on a buffer).
 type liveText struct {
 	w io.Writer
 
-	mu      sync.Mutex
-	wake    *sync.Cond
-	queue   []string
-	busy    bool // the writer holds text taken from the queue
-	midLine bool // the last text written did not end a line
-	closed  bool
-	done    chan struct{} // closed when the writer has returned
+	mu     sync.Mutex // guards the queue; the listener only ever takes this one
+	wake   *sync.Cond
+	queue  []string
+	busy   bool // the writer holds text taken from the queue
+	closed bool
+	done   chan struct{} // closed when the writer has returned
+
+	outMu   sync.Mutex // serializes every write to w
+	midLine bool       // guarded by outMu: the last live text did not end a line
 }
 
 func newLiveText(w io.Writer) *liveText {
@@ -59,6 +65,8 @@ func (l *liveText) write() {
 		}
 		text := strings.Join(l.queue, "")
 		l.queue, l.busy = nil, true
+		l.mu.Unlock()
+		l.outMu.Lock()
 		var b strings.Builder
 		for i, line := range strings.Split(text, "\n") {
 			if i > 0 {
@@ -74,8 +82,8 @@ func (l *liveText) write() {
 			b.WriteString(line)
 			l.midLine = true
 		}
-		l.mu.Unlock()
 		_, _ = io.WriteString(l.w, b.String())
+		l.outMu.Unlock()
 		l.mu.Lock()
 		l.busy = false
 		l.wake.Broadcast()
@@ -93,10 +101,30 @@ func (l *liveText) flush() {
 	for len(l.queue) > 0 || l.busy {
 		l.wake.Wait()
 	}
+	l.outMu.Lock()
+	l.endLineLocked()
+	l.outMu.Unlock()
+}
+
+// endLineLocked ends the line live text left open; outMu is held.
+func (l *liveText) endLineLocked() {
 	if l.midLine {
 		_, _ = io.WriteString(l.w, "\n")
 		l.midLine = false
 	}
+}
+
+// printerWriter is the writer the text printer uses while text streams:
+// each write takes the output lock and starts on a line of its own.
+func (l *liveText) printerWriter() io.Writer { return printerWriter{l} }
+
+type printerWriter struct{ l *liveText }
+
+func (p printerWriter) Write(b []byte) (int, error) {
+	p.l.outMu.Lock()
+	defer p.l.outMu.Unlock()
+	p.l.endLineLocked()
+	return p.l.w.Write(b)
 }
 
 // close writes what is queued, ends an open line and stops the writer;

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -51,4 +53,33 @@ func TestRunPrintsTextLiveBeforeTheResult(t *testing.T) {
 	results, _ := jsonLines(t, js.stdout) // every line is JSON: no live text
 	require.Len(t, results, 1)
 	assert.Equal(t, "streamed live words", results[0].Text)
+}
+
+// The next turn's deltas can arrive while the printer writes a result:
+// both go through one lock (a plain buffer here, so -race sees any
+// unsynchronized write) and a printed line never continues a live one.
+func TestLiveTextAndPrinterShareTheOutput(t *testing.T) {
+	var out bytes.Buffer
+	l := newLiveText(&out)
+	pw := l.printerWriter()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			l.listen("cs_x", delta("live "))
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		_, err := io.WriteString(pw, "printed\n")
+		require.NoError(t, err)
+	}
+	<-done
+	l.close()
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if strings.Contains(line, "printed") {
+			assert.Equal(t, "printed", line, "a printed line starts a line of its own")
+		}
+	}
+	assert.Equal(t, 200, strings.Count(out.String(), "printed\n"))
+	assert.Equal(t, 200, strings.Count(out.String(), "live "))
 }

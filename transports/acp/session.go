@@ -223,8 +223,14 @@ func (s *session) start(args, extra []string) error {
 			s.emitLocked(s.turn, messages.Event{Type: messages.EvError, Text: describeDropped(v, n, head)})
 		})
 	}()
-	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, tapWriter{w: stdin, tap: s.t.wire, dir: ">>"}, sdkR)
+	// The SDK starts its receive goroutine inside NewClientSideConnection
+	// and reads its logger unsynchronized, so SetLogger after it races
+	// with an agent that exits at once. The gate holds the receiver's
+	// first read until the logger is in place.
+	ready := make(chan struct{})
+	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, tapWriter{w: stdin, tap: s.t.wire, dir: ">>"}, gatedReader{r: sdkR, ready: ready})
 	s.conn.SetLogger(slog.New(slog.DiscardHandler))
+	close(ready)
 	return nil
 }
 
@@ -541,4 +547,15 @@ func (t tapWriter) Write(p []byte) (int, error) {
 		t.tap(t.dir, append([]byte(nil), p...))
 	}
 	return t.w.Write(p)
+}
+
+// gatedReader blocks reads until ready is closed.
+type gatedReader struct {
+	r     io.Reader
+	ready <-chan struct{}
+}
+
+func (g gatedReader) Read(p []byte) (int, error) {
+	<-g.ready
+	return g.r.Read(p)
 }
