@@ -160,13 +160,14 @@ func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, 
 	if !can {
 		return nil, nil, false
 	}
+	pool := t.pool // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
 	refill = func() {
 		tmpl := spec
 		tmpl.SessionID, tmpl.Procs = "", nil
-		t.pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key, tmpl, bin) })
+		pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key, tmpl, bin) })
 	}
 	for {
-		w, found := t.pool.Take(key)
+		w, found := pool.Take(key)
 		if !found {
 			return nil, refill, false
 		}

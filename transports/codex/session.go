@@ -714,6 +714,7 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	p, thread := s.proc, s.threadID
+	group, oldHome, freshHome := s.ownGroup, s.oldHome, s.freshHome
 	s.mu.Unlock()
 	if p != nil {
 		// end of input, then SIGTERM after 2 s and SIGKILL a second later
@@ -724,12 +725,12 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	close(s.stopEm)
 	<-s.emitted
-	s.ownGroup.Close() // the process is gone (Stop waited): its cgroup can go
-	if s.oldHome != "" {
-		_ = os.Remove(s.oldHome)
+	group.Close() // the process is gone (Stop waited for it): its cgroup can go
+	if oldHome != "" {
+		_ = os.Remove(oldHome)
 	}
 	if thread == "" {
-		_ = removeFresh(s.freshHome)
+		_ = removeFresh(freshHome)
 	}
 	return nil
 }
