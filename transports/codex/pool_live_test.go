@@ -137,8 +137,9 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	r.turn(a, recA, 1, "hello")
 
 	specB := r.spec("cs_b", "gpt-5.4", messages.EffortHigh, messages.PostureFull)
+	specB.AppendSystemPrompt = "warm-instructions-7f3"
 	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond,
-		"after A's first turn the pool booted one for the key (model, effort and posture are not part of it)")
+		"after A's first turn the pool booted one for the key (model, effort, posture and prompt are not part of it)")
 	pooled := warmRecords(t, r.kit.Dir)
 	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
 	require.Len(t, r.warmHomes(), 1, "the pooled process has a CODEX_HOME of its own")
@@ -173,6 +174,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	assert.Equal(t, "gpt-5.4", mt.Model)
 	assert.Equal(t, "high", mt.Effort)
 	assert.Equal(t, "danger-full-access", mt.Sandbox)
+	assert.Contains(t, mt.Body, "warm-instructions-7f3", "the appended system prompt went with thread/start")
 	rollouts, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "*", "rollout-*.jsonl"))
 	assert.NotEmpty(t, rollouts, "the thread is recorded in the session's CODEX_HOME, where a resume looks")
 
