@@ -104,7 +104,10 @@
 // that died while idle is discarded, never adopted; the pool refills a
 // key in the background after the adopting (or cold) session's first turn
 // has ended; DrainWarm (Runtime.Close) kills what is pooled and removes
-// its CODEX_HOMEs.
+// its CODEX_HOMEs. After a daemon is killed, proc's boot sweep kills its
+// pooled processes, and the next pool's first boot in that folder removes
+// the CODEX_HOMEs they left (sweepWarmHomes: by the process group each
+// home records).
 //
 // # Lifecycle
 //

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -52,7 +54,9 @@ import (
 // record); a discarded one is killed and its CODEX_HOME removed; DrainWarm
 // (the runtime closing) does that to all of its kit's; an adopted one
 // keeps its group until its session closes. A pooled process that died
-// while idle is never handed out.
+// while idle is never handed out. A daemon killed outright leaves pooled
+// CODEX_HOMEs behind (proc's boot sweep kills the processes); the first
+// boot of a later pool in the same folder removes them (sweepWarmHomes).
 
 // warmKey is what a pooled process must share with the start that adopts it.
 type warmKey struct {
@@ -214,6 +218,9 @@ func (t *Transport) bootWarm(ctx context.Context, key warmKey, spec transports.S
 	spec.Procs = g
 	w := &warmProc{}
 	codexHome := key.homes
+	if _, done := t.swept.LoadOrStore(key.homes, true); !done && !key.own {
+		sweepWarmHomes(key.homes, 2*t.startTimeout, time.Now())
+	}
 	if !key.own {
 		w.home = filepath.Join(key.homes, "."+name)
 		codexHome = w.home
@@ -227,11 +234,65 @@ func (t *Transport) bootWarm(ctx context.Context, key warmKey, spec transports.S
 	w.s.freshHome, w.s.ownGroup, w.s.pooled = w.home, g, true
 	ctx, cancel := context.WithTimeout(ctx, t.startTimeout)
 	defer cancel()
-	if _, err := w.s.boot(ctx); err != nil {
+	p, err := w.s.boot(ctx)
+	if err == nil && w.home != "" {
+		err = os.WriteFile(filepath.Join(w.home, ownerFile), []byte(strconv.Itoa(p.pgid)+"\n"), 0o600)
+	}
+	if err != nil {
 		_ = w.s.Close(context.Background())
 		return nil, err
 	}
 	return w, nil
+}
+
+// ownerFile, in a pooled CODEX_HOME, holds the process group of the
+// app-server booted with it: a later pool tells by it the homes a killed
+// daemon's pool left (proc's boot sweep killed their processes) from the
+// homes of live processes.
+const ownerFile = ".codesession-warm-pgid"
+
+// sweepWarmHomes removes what pools left under dir when their runtime
+// died: pooled CODEX_HOMEs whose app-server's process group is gone, ones
+// never given an owner (a boot that did not finish) older than grace, and
+// adoption links whose first process is gone (later processes of the
+// session use its CODEX_HOME's own path) or whose session's CODEX_HOME is
+// gone. A home whose group still runs, or whose group id was reused, stays.
+func sweepWarmHomes(dir string, grace time.Duration, now time.Time) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".warm-") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		link := e.Type()&fs.ModeSymlink != 0
+		b, err := os.ReadFile(filepath.Join(path, ownerFile))
+		if err != nil {
+			if _, serr := os.Stat(path); link && errors.Is(serr, fs.ErrNotExist) {
+				_ = os.Remove(path) // its session's CODEX_HOME was removed
+			} else if fi, lerr := os.Lstat(path); !link && lerr == nil && now.Sub(fi.ModTime()) > grace {
+				_ = os.RemoveAll(path)
+			}
+			continue
+		}
+		pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pgid <= 1 || groupRuns(pgid) {
+			continue
+		}
+		if link {
+			_ = os.Remove(path)
+		} else {
+			_ = os.RemoveAll(path)
+		}
+	}
+}
+
+// groupRuns: process group pgid has a process (ours or not).
+func groupRuns(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // writeConfig makes the CODEX_HOME home and writes spec's config.toml in it.

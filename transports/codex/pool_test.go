@@ -2,8 +2,12 @@ package codex
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,4 +75,46 @@ func TestWarmKey(t *testing.T) {
 	own.Env = append(own.Env, "CODEX_HOME="+t.TempDir())
 	k, target, ok := tr.warmKey(own, "/bin/codex")
 	assert.True(t, ok && k.own && target == "", "the user's CODEX_HOME is used as is, by pooled processes too")
+}
+
+// A pool sweeps what pools of dead runtimes left: CODEX_HOMEs whose
+// app-server's group is gone, boots that never finished (after the grace),
+// adoption links of gone processes; never a home whose group runs, one
+// still booting, or a session's CODEX_HOME.
+func TestSweepWarmHomes(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		require.NoError(t, cmd.Start())
+		return cmd
+	}
+	ended := run("true")
+	require.NoError(t, ended.Wait())
+	dead := ended.Process.Pid
+	live := run("sleep", "300")
+	t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+	home := func(name string, owner int) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(p, 0o700))
+		if owner != 0 {
+			require.NoError(t, os.WriteFile(filepath.Join(p, ownerFile), []byte(strconv.Itoa(owner)+"\n"), 0o600))
+		}
+		return p
+	}
+	home(".warm-dead", dead)
+	home(".warm-live", live.Process.Pid)
+	home(".warm-booting", 0)
+	stale := home(".warm-stale", 0)
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(stale, old, old))
+	home("cs_adopted", dead)
+	require.NoError(t, os.Symlink(filepath.Join(dir, "cs_adopted"), filepath.Join(dir, ".warm-adopted")))
+	home("cs_running", live.Process.Pid)
+	require.NoError(t, os.Symlink(filepath.Join(dir, "cs_running"), filepath.Join(dir, ".warm-running")))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "cs_removed"), filepath.Join(dir, ".warm-dangling")))
+	home("cs_plain", dead)
+
+	sweepWarmHomes(dir, time.Minute, time.Now())
+	assert.Equal(t, []string{".warm-booting", ".warm-live", ".warm-running", "cs_adopted", "cs_plain", "cs_running"}, entries(t, dir))
 }

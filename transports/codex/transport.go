@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -55,6 +56,7 @@ type Transport struct {
 	env            []string
 	trace          func(dir string, line []byte)
 	pool           *warmpool.Pool[warmKey, *warmProc]
+	swept          sync.Map // the folders of pooled CODEX_HOMEs swept once (sweepWarmHomes)
 }
 
 var _ transports.Transport = (*Transport)(nil)
