@@ -13,7 +13,8 @@
 // core (core.go: server messages and answers in, events and stdin writes
 // out, no I/O), the shell that runs the process (session.go), the
 // capability descriptor with the posture map (descriptor.go) and the
-// Transport with its Probe (`codex --version`).
+// Transport with its Probe (`codex --version`), and the warm pool
+// (pool.go).
 //
 // # CODEX_HOME and credentials
 //
@@ -79,6 +80,35 @@
 //     exiting between turns is a warning, and the next turn starts it again
 //     with thread/resume.
 //
+// # Processes and the warm pool
+//
+// Every app-server starts through the process kit (transports/proc) in
+// SessionSpec.Procs: its own process group under the watchdog, the
+// session's cgroup and a boot-sweep record, released when it exits.
+//
+// WithWarmPool(n) (the runtime's warmPool) keeps n app-servers per key
+// that have finished initialize, the ~2 s of a start (node launcher,
+// native boot, handshake) that the first turn otherwise waits for. The
+// key is what a process cannot change after boot: binary, cwd, the
+// process environment (hashed, a user's CODEX_HOME included), the folder
+// of the session's CODEX_HOME and the runtime's process kit. Each pooled
+// process has a CODEX_HOME of its own (".warm-<hex>" beside the session
+// homes). A start that fits adopts one: the home is renamed to the
+// session's CODEX_HOME (the old path stays a link for the running process
+// until the session closes), config.toml is rewritten for the session's
+// model, effort and posture, and thread/start carries cwd, model, sandbox,
+// approval policy and developer instructions (Codex reads config.toml
+// again for a new thread); nothing is restarted. A start whose CODEX_HOME
+// exists already, or that resumes a thread, boots its own. Pooled
+// processes boot under a group of their own in the runtime's kit; one
+// that died while idle is discarded, never adopted; the pool refills a
+// key in the background after the adopting (or cold) session's first turn
+// has ended; DrainWarm (Runtime.Close) kills what is pooled and removes
+// its CODEX_HOMEs. After a daemon is killed, proc's boot sweep kills its
+// pooled processes, and the next pool's first boot in that folder removes
+// the CODEX_HOMEs they left (sweepWarmHomes: by the process group each
+// home records).
+//
 // # Lifecycle
 //
 //	Open --initialize, thread/start|resume--> idle <--turn/start / turn/completed--> running
@@ -95,7 +125,12 @@
 // turn/interrupt) wait for their response, bounded by WithRequestTimeout
 // and the caller's context. From the moment Close is called no new event
 // is queued; Close closes stdin, signals the group (SIGTERM, then SIGKILL)
-// when the process lingers, and returns once the emitter drained.
+// when the process lingers, and returns once the emitter drained. A
+// pooled process is a session without a sink until a start adopts it (its
+// events wait, as a cold start's do until EvStarted); boots and refills
+// run on the warm pool's goroutines (transports/warmpool), one goroutine
+// per session waits for its first turn's end to refill, and the Transport
+// stays safe for concurrent use once SetWarmPool has been called.
 //
 // # Testing
 //
@@ -108,12 +143,16 @@
 // denied (the reason reaching the model), cancel, each posture row against
 // what the app-server reports and the sandbox the model request names,
 // per-turn model, effort and posture, restart on the same thread after a
-// kill between turns, death mid-turn, the transporttest conformance suite,
+// kill between turns, death mid-turn, the warm pool (adoption with the
+// asked model, effort and posture, a dead pooled process skipped, drain,
+// size 0, and through actors.Runtime: Runtime.Close leaves no process,
+// record or pooled CODEX_HOME), the transporttest conformance suite,
 // and a whole session through actors.Runtime (an apply_patch asked and
 // allowed, in the runtime's diff and Codex's own beside it; steer,
 // interrupt, stop and resume of the record on the same thread). They find
 // the CLI through $CODESESSION_CODEX_BIN or PATH and skip without it,
 // except under CI=true, where they fail. BenchmarkLineOverhead measures the
-// cost per app-server line against a generic JSON decode; WithTrace shows
-// the wire.
+// cost per app-server line against a generic JSON decode;
+// BenchmarkFirstTurn a start to its first turn's end with and without the
+// warm pool; WithTrace shows the wire.
 package codex

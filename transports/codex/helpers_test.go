@@ -72,7 +72,7 @@ func (r *recorder) all() []turnEvent {
 
 // wait returns the first event of turn n that pred accepts, failing the
 // test after liveTimeout.
-func (r *recorder) wait(t *testing.T, n int, what string, pred func(messages.Event) bool) messages.Event {
+func (r *recorder) wait(t testing.TB, n int, what string, pred func(messages.Event) bool) messages.Event {
 	t.Helper()
 	deadline := time.After(liveTimeout)
 	for {
@@ -95,7 +95,7 @@ func (r *recorder) wait(t *testing.T, n int, what string, pred func(messages.Eve
 }
 
 // turnEnd waits for turn n's close.
-func (r *recorder) turnEnd(t *testing.T, n int) messages.Event {
+func (r *recorder) turnEnd(t testing.TB, n int) messages.Event {
 	t.Helper()
 	return r.wait(t, n, "turn end", func(ev messages.Event) bool {
 		return ev.Type == messages.EvTurnEnd || (ev.Type == messages.EvError && ev.Fatal)
@@ -155,7 +155,7 @@ func openLive(t *testing.T, m *modelmock.Server, posture messages.Posture, opts 
 	return s.(*Session), rec, ws
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
 	t.Cleanup(cancel)
 	return ctx

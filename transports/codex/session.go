@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 )
 
@@ -29,6 +31,14 @@ type Session struct {
 	// freshHome is the CODEX_HOME Open made; removed at Close when the
 	// session never had a thread (see prepareHome)
 	freshHome string
+	// pooled is set for a warm pool's process until a start adopts it
+	// (pool.go); oldHome is the path an adopted process was booted with,
+	// a link to the session's CODEX_HOME removed at Close; ownGroup is the
+	// process group bookkeeping the first process was booted under, closed
+	// at Close.
+	pooled   bool
+	oldHome  string
+	ownGroup *prockit.Group
 
 	mu       sync.Mutex
 	core     *core
@@ -50,6 +60,11 @@ type Session struct {
 	wake    chan struct{}
 	stopEm  chan struct{}
 	emitted chan struct{}
+
+	// firstEnd is closed once the first turn has ended (the warm pool
+	// refills only then)
+	firstEnd  chan struct{}
+	firstOnce sync.Once
 }
 
 var (
@@ -82,13 +97,14 @@ type process struct {
 	calls  map[string]chan message
 	gone   bool
 
+	pgid      int // its process group (the command's pid)
 	stderr    subprocess.Tail
 	killedFor string // set before the shell kills it on purpose
 }
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin string, env []string) *Session {
 	s := &Session{t: t, spec: spec, sink: sink, bin: bin, env: env, posture: spec.Posture,
-		wake: make(chan struct{}, 1), stopEm: make(chan struct{}), emitted: make(chan struct{})}
+		wake: make(chan struct{}, 1), stopEm: make(chan struct{}), emitted: make(chan struct{}), firstEnd: make(chan struct{})}
 	s.core = newCore(coreConfig{outputCap: t.outputCap, posture: spec.Posture, ws: t.workspace(spec.Cwd)})
 	if e, ok := effortMap[spec.Effort]; ok {
 		s.effort = e
@@ -103,21 +119,21 @@ func (s *Session) emitter() {
 	defer close(s.emitted)
 	for {
 		s.emitMu.Lock()
-		q := s.queue
+		q, sink := s.queue, s.sink // a warm pool's adoption sets the sink
 		s.queue = nil
 		s.emitMu.Unlock()
 		for _, e := range q {
-			s.sink(e.turn, e.ev)
+			sink(e.turn, e.ev)
 		}
 		select {
 		case <-s.wake:
 		case <-s.stopEm:
 			s.emitMu.Lock()
-			q := s.queue
+			q, sink := s.queue, s.sink
 			s.queue = nil
 			s.emitMu.Unlock()
 			for _, e := range q {
-				s.sink(e.turn, e.ev)
+				sink(e.turn, e.ev)
 			}
 			return
 		}
@@ -129,6 +145,11 @@ func (s *Session) apply(fx effects) {
 	if !s.started {
 		s.early = append(s.early, fx.events...)
 		fx.events = nil
+	}
+	for _, e := range fx.events {
+		if e.turn > 0 && (e.ev.Type == messages.EvTurnEnd || e.ev.Type == messages.EvError && e.ev.Fatal) {
+			s.firstOnce.Do(func() { close(s.firstEnd) })
+		}
 	}
 	if len(fx.events) > 0 && !s.closed {
 		s.emitMu.Lock()
@@ -163,6 +184,13 @@ func steerParams(thread, turn, text string) map[string]any {
 
 func textInput(text string) []any {
 	return []any{map[string]any{"type": "text", "text": text, "text_elements": []any{}}}
+}
+
+// isGone: the process has exited (and was waited for).
+func (p *process) isGone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gone
 }
 
 // send queues a line for the writer; a gone process drops it.
@@ -213,26 +241,42 @@ func (p *process) call(ctx context.Context, method string, params any) (json.Raw
 var errExited = errors.New("the codex app-server exited")
 
 // start runs a new app-server and completes initialize and thread/start
-// (or thread/resume when the session has a thread already or resumes one).
+// (or thread/resume when the session has a thread already or resumes one),
+// both bounded by the start timeout.
 func (s *Session) start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
+	defer cancel()
+	p, err := s.boot(ctx)
+	if err != nil {
+		return err
+	}
+	return s.openThread(ctx, p)
+}
+
+// boot runs a new app-server, contained by the session's process group
+// (proc: its own process group under the watchdog, the group's cgroup and
+// boot-sweep record), and completes initialize: all a warm pool does ahead
+// of a start.
+func (s *Session) boot(ctx context.Context) (*process, error) {
 	cmd := exec.Command(s.bin, "app-server")
 	cmd.Dir = s.spec.Cwd
 	cmd.Env = s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &process{cmd: cmd, writes: make(chan []byte, 256), done: make(chan struct{}), calls: map[string]chan message{}}
 	cmd.Stderr = &p.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot open the codex app-server's stdin")
+		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot open the codex app-server's stdin")
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot open the codex app-server's stdout")
+		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot open the codex app-server's stdout")
 	}
 	p.stdin = stdin
-	if err := cmd.Start(); err != nil {
-		return messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, fmt.Sprintf("cannot start %s app-server: %v", s.bin, err))
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	if err != nil {
+		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, fmt.Sprintf("cannot start %s app-server: %v", s.bin, err))
 	}
+	p.pgid = h.Pgid
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()
@@ -259,6 +303,7 @@ func (s *Session) start(ctx context.Context) error {
 	go func() {
 		<-readerDone // stdout closed: the process is ending
 		p.exit = cmd.Wait()
+		h.Release() // what is left of the group dies; the record goes
 		p.mu.Lock()
 		p.gone = true
 		p.mu.Unlock()
@@ -267,28 +312,37 @@ func (s *Session) start(ctx context.Context) error {
 		s.processEnded(p)
 	}()
 
-	ctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
-	defer cancel()
-	fail := func(what string, err error) error {
-		s.kill(p, "handshake failed")
-		<-p.done
-		msg := fmt.Sprintf("codex app-server %s failed: %v", what, err)
-		if t := p.stderr.Text(600); t != "" {
-			msg += " (stderr: " + t + ")"
-		}
-		if errors.Is(err, errExited) && p.exit != nil {
-			msg += fmt.Sprintf(" [%v]", p.exit)
-		}
-		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, msg)
-	}
 	if _, err := p.call(ctx, "initialize", map[string]any{
 		"clientInfo":   map[string]any{"name": "codesession", "title": "codesession", "version": "1"},
 		"capabilities": nil,
 	}); err != nil {
-		return fail("initialize", err)
+		return nil, s.bootFailed(p, "initialize", err)
 	}
 	p.send(encodeNotification("initialized"))
+	return p, nil
+}
 
+// bootFailed kills p, waits for its end and says why the handshake failed,
+// with the end of its stderr.
+func (s *Session) bootFailed(p *process, what string, err error) error {
+	s.kill(p, "handshake failed")
+	<-p.done
+	msg := fmt.Sprintf("codex app-server %s failed: %v", what, err)
+	if t := p.stderr.Text(600); t != "" {
+		msg += " (stderr: " + t + ")"
+	}
+	if errors.Is(err, errExited) && p.exit != nil {
+		msg += fmt.Sprintf(" [%v]", p.exit)
+	}
+	return messages.Wrap(messages.CodeInternal, messages.OpStart, err, msg)
+}
+
+// openThread starts the session's thread on the initialized process p
+// (thread/resume when the session has a thread or resumes one): the cwd,
+// model, sandbox and approval policy go as its parameters, and Codex reads
+// the CODEX_HOME's config.toml again for it (verified on 0.169.0), so a
+// pooled process takes the adopting session's settings here.
+func (s *Session) openThread(ctx context.Context, p *process) error {
 	s.mu.Lock()
 	thread := s.threadID
 	if thread == "" {
@@ -304,7 +358,7 @@ func (s *Session) start(ctx context.Context) error {
 	}
 	res, err := p.call(ctx, method, params)
 	if err != nil {
-		return fail(method, err)
+		return s.bootFailed(p, method, err)
 	}
 	var r struct {
 		Thread struct {
@@ -316,7 +370,7 @@ func (s *Session) start(ctx context.Context) error {
 		Sandbox         json.RawMessage `json:"sandbox"`
 	}
 	if err := json.Unmarshal(res, &r); err != nil || r.Thread.ID == "" {
-		return fail(method, fmt.Errorf("no thread id in %s", clip(res, 200)))
+		return s.bootFailed(p, method, fmt.Errorf("no thread id in %s", clip(res, 200)))
 	}
 	s.mu.Lock()
 	s.threadID = r.Thread.ID
@@ -453,7 +507,7 @@ func (s *Session) kill(p *process, why string) {
 		p.killedFor = why
 	}
 	p.mu.Unlock()
-	pid := p.cmd.Process.Pid
+	pid := p.pgid
 	subprocess.Signal(pid, syscall.SIGTERM)
 	go subprocess.Escalate(pid, []subprocess.Step{{Wait: time.Second, Signal: syscall.SIGKILL}}, nil, p.done)
 }
@@ -660,18 +714,23 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	p, thread := s.proc, s.threadID
+	group, oldHome, freshHome := s.ownGroup, s.oldHome, s.freshHome
 	s.mu.Unlock()
 	if p != nil {
 		// end of input, then SIGTERM after 2 s and SIGKILL a second later
 		// (at once when ctx ends)
 		_ = p.stdin.Close()
-		subprocess.Stop(ctx, p.cmd.Process.Pid, p.done,
+		subprocess.Stop(ctx, p.pgid, p.done,
 			subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: time.Second, Signal: syscall.SIGKILL})
 	}
 	close(s.stopEm)
 	<-s.emitted
+	group.Close() // the process is gone (Stop waited for it): its cgroup can go
+	if oldHome != "" {
+		_ = os.Remove(oldHome)
+	}
 	if thread == "" {
-		_ = removeFresh(s.freshHome)
+		_ = removeFresh(freshHome)
 	}
 	return nil
 }

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
 	"github.com/codesession/codesession/transports/subprocess"
+	"github.com/codesession/codesession/transports/warmpool"
 )
 
 // EnvBinary names the codex executable when no WithBinary option is given
@@ -53,6 +55,8 @@ type Transport struct {
 	interruptGrace time.Duration
 	env            []string
 	trace          func(dir string, line []byte)
+	pool           *warmpool.Pool[warmKey, *warmProc]
+	swept          sync.Map // the folders of pooled CODEX_HOMEs swept once (sweepWarmHomes)
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -128,8 +132,9 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 }
 
 // Open writes the session's CODEX_HOME (unless the spec's environment
-// names one), starts `codex app-server`, completes initialize and
-// thread/start (thread/resume with SessionSpec.ResumeExternalID), and
+// names one), starts `codex app-server` (or adopts a warm pool's
+// initialized one, see pool.go), completes initialize and thread/start
+// (thread/resume with SessionSpec.ResumeExternalID), and
 // emits EvStarted (turn 0) with the thread id as the external session id.
 // Errors are *messages.Error: invalid for a bad spec, unsupported when the
 // CLI is missing, internal (with the end of its stderr) when it fails.
@@ -150,6 +155,20 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
 	}
+	s, refill, warm := t.adoptWarm(ctx, spec, sink, bin)
+	if !warm {
+		if s, err = t.openCold(ctx, spec, sink, bin); err != nil {
+			return nil, err
+		}
+	}
+	if refill != nil {
+		refillAfterFirstTurn(s, refill)
+	}
+	return s, nil
+}
+
+// openCold opens a session on an app-server of its own.
+func (t *Transport) openCold(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (*Session, error) {
 	env, fresh, err := t.prepareHome(spec)
 	if err != nil {
 		return nil, err
@@ -160,13 +179,19 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		_ = s.Close(context.Background())
 		return nil, err
 	}
+	s.begin()
+	return s, nil
+}
+
+// begin emits EvStarted (turn 0) with the thread id, then the events the
+// process sent before it: the session is open.
+func (s *Session) begin() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.started = true
 	early := s.early
 	s.early = nil
 	s.apply(effects{events: append([]turnEvent{{0, messages.Event{Type: messages.EvStarted, ExternalSessionID: s.threadID, Model: s.settings.Model}}}, early...)})
-	s.mu.Unlock()
-	return s, nil
 }
 
 // workspace is the gate of a session's working directory, or nil when it
@@ -190,31 +215,11 @@ func (t *Transport) workspace(cwd string) *gate.Workspace {
 // (thread/resume) and attaching to it (`codex resume`) read the thread
 // from it.
 func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, string, error) {
-	extra := append(append([]string(nil), t.env...), spec.Env...)
-	home := subprocess.EnvValue(extra, "CODEX_HOME")
+	home, own := t.codexHome(spec)
 	fresh := ""
-	own := home != ""
-	if !own {
-		switch {
-		case spec.Home != "":
-			home = filepath.Join(spec.Home, ".codex")
-		default:
-			root := t.homeRoot
-			if root == "" {
-				c, err := os.UserCacheDir()
-				if err != nil {
-					c = os.TempDir()
-				}
-				root = filepath.Join(c, "codesession", "codex-homes")
-			}
-			id := spec.SessionID
-			if id == "" {
-				id = "session-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			}
-			home = filepath.Join(root, filepath.Base(id))
-			if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
-				fresh = home
-			}
+	if !own && spec.Home == "" {
+		if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
+			fresh = home
 		}
 	}
 	if spec.Home != "" {
@@ -223,16 +228,38 @@ func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, string, 
 		}
 	}
 	if !own {
-		if err := os.MkdirAll(home, 0o700); err != nil {
-			return nil, "", messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's CODEX_HOME "+home)
-		}
-		cfg := configTOML(spec, subprocess.EnvValue(extra, EnvBaseURL))
-		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		if err := writeConfig(home, spec, t.env); err != nil {
 			_ = removeFresh(fresh)
-			return nil, "", messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot write the session's codex config.toml")
+			return nil, "", err
 		}
 	}
 	return buildEnv(os.Environ(), spec, t.env, home), fresh, nil
+}
+
+// codexHome is where a session's CODEX_HOME is: the user's own (own) when
+// the environment names one, else <SessionSpec.Home>/.codex, else a
+// folder named after the session id under the home root (a made-up name
+// for a spec without an id).
+func (t *Transport) codexHome(spec transports.SessionSpec) (home string, own bool) {
+	if home := subprocess.EnvValue(append(append([]string(nil), t.env...), spec.Env...), "CODEX_HOME"); home != "" {
+		return home, true
+	}
+	if spec.Home != "" {
+		return filepath.Join(spec.Home, ".codex"), false
+	}
+	root := t.homeRoot
+	if root == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			c = os.TempDir()
+		}
+		root = filepath.Join(c, "codesession", "codex-homes")
+	}
+	id := spec.SessionID
+	if id == "" {
+		id = "session-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return filepath.Join(root, filepath.Base(id)), false
 }
 
 // removeFresh removes a CODEX_HOME prepareHome made ("" is none).

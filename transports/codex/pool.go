@@ -1,0 +1,370 @@
+package codex
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/subprocess"
+	"github.com/codesession/codesession/transports/warmpool"
+)
+
+// The warm pool keeps `codex app-server` processes that have finished
+// initialize (about 2 s of the ~2.4 s a start costs on this machine: the
+// node launcher, the native binary's boot and the handshake) ready for the
+// next start with the same key. thread/start stays on the start's path
+// (about 0.1 to 0.3 s): it is the protocol's own way to give a thread its
+// cwd, model, sandbox and approval policy, and Codex reads config.toml
+// again for it, so an adopted process is set up exactly like a cold one.
+//
+// What cannot change after boot is the key: the binary, cwd, the process
+// environment (hashed; HOME, the model server's URL and key, a CODEX_HOME
+// the user named), the folder the session's CODEX_HOME goes in, and the
+// runtime's process kit. Model, effort, posture and the appended system
+// prompt are the adopting session's, applied at adoption: config.toml is
+// rewritten for its spec (model, effort, sandbox, provider, trust), then
+// thread/start carries cwd, model, sandbox, approval policy and developer
+// instructions; the thread id it returns is the session's external id.
+//
+// A pooled process has a CODEX_HOME of its own (".warm-<hex>" beside
+// where the adopting session's goes), never shared with a live session.
+// Adoption renames it to the session's CODEX_HOME, the very folder a cold
+// start would have made, so resume and `codex resume` find the thread
+// where they always do; the old path stays a symlink for the running
+// process until the session closes. A start whose CODEX_HOME exists
+// already (a resume, or a spec.Home used before) boots its own process, as
+// does one with ResumeExternalID. A CODEX_HOME the user named is used as
+// is, by pooled processes as by cold ones, and is part of the key.
+//
+// Pooled processes are contained like sessions: each boots through proc
+// under its own group of the runtime's kit (watchdog, cgroup, boot-sweep
+// record); a discarded one is killed and its CODEX_HOME removed; DrainWarm
+// (the runtime closing) does that to all of its kit's; an adopted one
+// keeps its group until its session closes. A pooled process that died
+// while idle is never handed out. A daemon killed outright leaves pooled
+// CODEX_HOMEs behind (proc's boot sweep kills the processes); the first
+// boot of a later pool in the same folder removes them (sweepWarmHomes).
+
+// warmKey is what a pooled process must share with the start that adopts it.
+type warmKey struct {
+	kit      *prockit.Kit
+	bin, cwd string
+	env      string // a hash of the process environment
+	homes    string // the folder of the adopter's CODEX_HOME, or the user's own CODEX_HOME
+	own      bool   // homes is the user's CODEX_HOME
+}
+
+// warmProc is a booted, initialized app-server waiting for a start.
+type warmProc struct {
+	s    *Session
+	home string // its own CODEX_HOME ("" when it is the user's)
+}
+
+// WithWarmPool keeps n initialized app-servers per key ready for the next
+// start (0, the default of New, disables the pool). The runtime sets it
+// from its config (warmPool).
+func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
+
+// SetWarmPool sets the warm pool's size per key (0 disables it), draining
+// what the previous pool held. Call it before the transport serves starts.
+func (t *Transport) SetWarmPool(n int) {
+	if t.pool != nil {
+		t.pool.Close()
+	}
+	t.pool = warmpool.New[warmKey, *warmProc](warmpool.Options[*warmProc]{Size: max(n, 0), Alive: (*warmProc).alive, Discard: (*warmProc).discard})
+}
+
+// WarmPool is the configured size per key.
+func (t *Transport) WarmPool() int {
+	if t.pool == nil {
+		return 0
+	}
+	return t.pool.Size()
+}
+
+// DrainWarm kills the pooled processes that belong to kit (a runtime
+// closing), removes their CODEX_HOMEs and refuses to boot more for it; a
+// nil kit drains everything.
+func (t *Transport) DrainWarm(kit *prockit.Kit) {
+	if t.pool == nil {
+		return
+	}
+	if kit == nil {
+		t.pool.Close()
+		return
+	}
+	t.pool.Drain(func(k warmKey) bool { return k.kit == kit })
+}
+
+// WarmIdle is how many pooled processes are ready for a start like spec
+// (for tests and the benchmark).
+func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
+	if t.pool == nil {
+		return 0
+	}
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		return 0
+	}
+	key, _, _ := t.warmKey(spec, bin)
+	return t.pool.Idle(key)
+}
+
+// WarmReady is how many pooled processes are ready, for any start.
+func (t *Transport) WarmReady() int {
+	if t.pool == nil {
+		return 0
+	}
+	return t.pool.IdleTotal()
+}
+
+// warmKey is spec's key and the CODEX_HOME its session gets ("" for the
+// user's own); ok is false when the start cannot adopt (its CODEX_HOME is
+// there already, or it resumes a thread).
+func (t *Transport) warmKey(spec transports.SessionSpec, bin string) (key warmKey, target string, ok bool) {
+	home, own := t.codexHome(spec)
+	sorted := buildEnv(os.Environ(), spec, t.env, "")
+	if own {
+		sorted = buildEnv(os.Environ(), spec, t.env, home)
+	}
+	sort.Strings(sorted)
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
+	key = warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: hex.EncodeToString(sum[:]), homes: home, own: own}
+	if own {
+		return key, "", spec.ResumeExternalID == ""
+	}
+	key.homes = filepath.Dir(home)
+	_, err := os.Lstat(home)
+	return key, home, spec.ResumeExternalID == "" && errors.Is(err, fs.ErrNotExist)
+}
+
+// adoptWarm hands the start a pooled process when one fits. refill boots
+// the key's replacement (the caller runs it once the session's first turn
+// is over, so the boot competes with neither the start nor that turn); it
+// is nil when the start could never adopt. ok is false when the start
+// must boot its own.
+func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (s *Session, refill func(), ok bool) {
+	if t.pool == nil || t.pool.Size() == 0 {
+		return nil, nil, false
+	}
+	key, target, can := t.warmKey(spec, bin)
+	if !can {
+		return nil, nil, false
+	}
+	pool := t.pool // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
+	refill = func() {
+		tmpl := spec
+		tmpl.SessionID, tmpl.Procs = "", nil
+		pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key, tmpl, bin) })
+	}
+	for {
+		w, found := pool.Take(key)
+		if !found {
+			return nil, refill, false
+		}
+		s, err := w.adopt(ctx, spec, sink, target)
+		if err == nil {
+			return s, refill, true
+		}
+		w.discard() // a process that could not take the session: try the next, else boot
+		if ctx.Err() != nil {
+			return nil, refill, false
+		}
+	}
+}
+
+// RefillDelay bounds how long the pool waits for a session's first turn to
+// end before it boots the session's replacement anyway.
+const RefillDelay = 30 * time.Second
+
+// refillAfterFirstTurn refills the pool once s's first turn has ended (or
+// s closed, or RefillDelay passed): on two cores a boot beside the first
+// turn slows that turn down, which is what the pool is there to avoid.
+func refillAfterFirstTurn(s *Session, refill func()) {
+	go func() {
+		t := time.NewTimer(RefillDelay)
+		defer t.Stop()
+		select {
+		case <-s.firstEnd:
+		case <-s.stopEm:
+		case <-t.C:
+		}
+		refill()
+	}()
+}
+
+// bootWarm starts and initializes an app-server for the pool, under a
+// group of its own in the key's kit and with a CODEX_HOME of its own
+// (unless the user named one).
+func (t *Transport) bootWarm(ctx context.Context, key warmKey, spec transports.SessionSpec, bin string) (*warmProc, error) {
+	name := "warm-" + transports.RandomHex(6)
+	var g *prockit.Group
+	if key.kit != nil {
+		g = key.kit.Group(name)
+	}
+	spec.Procs = g
+	w := &warmProc{}
+	codexHome := key.homes
+	if _, done := t.swept.LoadOrStore(key.homes, true); !done && !key.own {
+		sweepWarmHomes(key.homes, 2*t.startTimeout, time.Now())
+	}
+	if !key.own {
+		w.home = filepath.Join(key.homes, "."+name)
+		codexHome = w.home
+		if err := writeConfig(w.home, spec, t.env); err != nil {
+			g.Close()
+			_ = os.RemoveAll(w.home)
+			return nil, err
+		}
+	}
+	w.s = newSession(t, spec, func(int, messages.Event) {}, bin, buildEnv(os.Environ(), spec, t.env, codexHome))
+	w.s.freshHome, w.s.ownGroup, w.s.pooled = w.home, g, true
+	ctx, cancel := context.WithTimeout(ctx, t.startTimeout)
+	defer cancel()
+	p, err := w.s.boot(ctx)
+	if err == nil && w.home != "" {
+		err = os.WriteFile(filepath.Join(w.home, ownerFile), []byte(strconv.Itoa(p.pgid)+"\n"), 0o600)
+	}
+	if err != nil {
+		_ = w.s.Close(context.Background())
+		return nil, err
+	}
+	return w, nil
+}
+
+// ownerFile, in a pooled CODEX_HOME, holds the process group of the
+// app-server booted with it: a later pool tells by it the homes a killed
+// daemon's pool left (proc's boot sweep killed their processes) from the
+// homes of live processes.
+const ownerFile = ".codesession-warm-pgid"
+
+// sweepWarmHomes removes what pools left under dir when their runtime
+// died: pooled CODEX_HOMEs whose app-server's process group is gone, ones
+// never given an owner (a boot that did not finish) older than grace, and
+// adoption links whose first process is gone (later processes of the
+// session use its CODEX_HOME's own path) or whose session's CODEX_HOME is
+// gone. A home whose group still runs, or whose group id was reused, stays.
+func sweepWarmHomes(dir string, grace time.Duration, now time.Time) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".warm-") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		link := e.Type()&fs.ModeSymlink != 0
+		b, err := os.ReadFile(filepath.Join(path, ownerFile))
+		if err != nil {
+			if _, serr := os.Stat(path); link && errors.Is(serr, fs.ErrNotExist) {
+				_ = os.Remove(path) // its session's CODEX_HOME was removed
+			} else if fi, lerr := os.Lstat(path); !link && lerr == nil && now.Sub(fi.ModTime()) > grace {
+				_ = os.RemoveAll(path)
+			}
+			continue
+		}
+		pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pgid <= 1 || groupRuns(pgid) {
+			continue
+		}
+		if link {
+			_ = os.Remove(path)
+		} else {
+			_ = os.RemoveAll(path)
+		}
+	}
+}
+
+// groupRuns: process group pgid has a process (ours or not).
+func groupRuns(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// writeConfig makes the CODEX_HOME home and writes spec's config.toml in it.
+func writeConfig(home string, spec transports.SessionSpec, env []string) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's CODEX_HOME "+home)
+	}
+	baseURL := subprocess.EnvValue(append(append([]string(nil), env...), spec.Env...), EnvBaseURL)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(configTOML(spec, baseURL)), 0o600); err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot write the session's codex config.toml")
+	}
+	return nil
+}
+
+// alive: the process has not exited and nobody closed it.
+func (w *warmProc) alive() bool {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return w.s.pooled && !w.s.closed && w.s.proc != nil && !w.s.proc.isGone()
+}
+
+// discard kills the process and its group and removes its CODEX_HOME.
+func (w *warmProc) discard() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = w.s.Close(ctx)
+}
+
+// adopt makes the pooled process the session of spec: its CODEX_HOME
+// becomes target (renamed, with the old path left as a link for the
+// running process) with spec's config.toml, the core is spec's, and
+// thread/start opens spec's thread; then EvStarted goes to sink. On error
+// the process is left for the caller to discard.
+func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, target string) (*Session, error) {
+	s := w.s
+	s.mu.Lock()
+	p := s.proc
+	if !s.pooled || s.closed || p == nil || p.isGone() {
+		s.mu.Unlock()
+		return nil, errors.New("the warm codex app-server ended")
+	}
+	s.pooled = false
+	if w.home != "" {
+		if err := os.Rename(w.home, target); err != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("cannot move the warm CODEX_HOME: %w", err)
+		}
+		s.freshHome = target // until the thread exists: a failed adoption leaves nothing
+		if err := os.Symlink(target, w.home); err != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("cannot link the warm CODEX_HOME: %w", err)
+		}
+		s.oldHome = w.home
+		s.env = buildEnv(os.Environ(), spec, s.t.env, target) // for the processes after this one
+	}
+	s.spec = spec
+	s.posture, s.model, s.effort, s.sendPost = spec.Posture, "", effortMap[spec.Effort], false
+	s.core = newCore(coreConfig{outputCap: s.t.outputCap, posture: spec.Posture, ws: s.t.workspace(spec.Cwd)})
+	s.mu.Unlock()
+	if w.home != "" {
+		if err := writeConfig(target, spec, s.t.env); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
+	defer cancel()
+	if err := s.openThread(ctx, p); err != nil {
+		return nil, err
+	}
+	s.emitMu.Lock()
+	s.sink = sink
+	s.emitMu.Unlock()
+	s.begin()
+	return s, nil
+}

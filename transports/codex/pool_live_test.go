@@ -1,0 +1,248 @@
+package codex
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/modelmock"
+	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/proc/proctest"
+)
+
+// warmRecords reads the records of kit's process groups that a warm pool
+// booted (pooled or adopted since), by pgid.
+func warmRecords(t testing.TB, kitDir string) map[int]prockit.Record {
+	t.Helper()
+	out := map[int]prockit.Record{}
+	files, err := filepath.Glob(filepath.Join(kitDir, "*.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // released meanwhile
+		}
+		var r prockit.Record
+		require.NoError(t, json.Unmarshal(b, &r))
+		if strings.HasPrefix(r.SessionID, "warm-") {
+			out[r.Pgid] = r
+		}
+	}
+	return out
+}
+
+// groupAlive: a process of the group still runs (zombies left out).
+func groupAlive(pgid int) bool { return len(proctest.InGroup(pgid)) > 0 }
+
+// entries lists a folder's names, sorted.
+func entries(t testing.TB, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, de := range des {
+		out = append(out, de.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func pgidOf(s *Session) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.pgid
+}
+
+// poolRig is a transport with a warm pool, a process kit and a home root
+// of a test's own, against a mock.
+type poolRig struct {
+	t    *testing.T
+	kit  *prockit.Kit
+	root string
+	cwd  string
+	mock *modelmock.Server
+	tr   *Transport
+}
+
+func newPoolRig(t *testing.T, size int, sc *modelmock.Scenario) *poolRig {
+	bin := codexBinary(t)
+	kit, err := prockit.NewKit(t.TempDir(), "rt-warm-codex")
+	require.NoError(t, err)
+	r := &poolRig{t: t, kit: kit, root: t.TempDir(), cwd: t.TempDir(), mock: startMock(t, sc)}
+	r.tr = New(WithBinary(bin), WithHomeRoot(r.root), WithWarmPool(size))
+	t.Cleanup(func() { r.tr.DrainWarm(nil) })
+	return r
+}
+
+func (r *poolRig) spec(id, model string, e messages.Effort, p messages.Posture) transports.SessionSpec {
+	return transports.SessionSpec{SessionID: id, Cwd: r.cwd, Model: model, Effort: e, Posture: p, Procs: r.kit.Group(id), Env: mockEnv(r.mock)}
+}
+
+func (r *poolRig) open(spec transports.SessionSpec) (*Session, *recorder) {
+	r.t.Helper()
+	rec := newRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
+	defer cancel()
+	s, err := r.tr.Open(ctx, spec, rec.sink)
+	require.NoError(r.t, err)
+	r.t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s.(*Session), rec
+}
+
+// turn runs input as turn n and requires it to complete.
+func (r *poolRig) turn(s *Session, rec *recorder, n int, input string) messages.Event {
+	r.t.Helper()
+	require.NoError(r.t, s.StartTurn(ctxT(r.t), n, input))
+	end := rec.turnEnd(r.t, n)
+	require.Equal(r.t, messages.TurnCompleted, end.State, rec.dump())
+	return end
+}
+
+// warmHomes are the pooled CODEX_HOMEs (and links left by adoptions)
+// under the home root.
+func (r *poolRig) warmHomes() []string {
+	m, err := filepath.Glob(filepath.Join(r.root, ".warm-*"))
+	require.NoError(r.t, err)
+	return m
+}
+
+// A start adopts the app-server the pool booted after the previous
+// session's first turn: its CODEX_HOME becomes the session's, its thread
+// runs the asked model, effort and posture (full: a command outside the
+// workspace runs unasked), the pool refills after that first turn, and
+// draining kills what is pooled and removes its CODEX_HOME while the
+// adopted session lives on, to close later without a trace but its home.
+func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
+	outside := t.TempDir()
+	target := filepath.Join(outside, "full.txt")
+	r := newPoolRig(t, 1, &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{Text: "write outside"}, Steps: []modelmock.Step{shellStep("touch "+target, false), {Text: "written"}}},
+	}})
+	a, recA := r.open(r.spec("cs_a", mockModel, "", messages.PostureDefault))
+	assert.Empty(t, warmRecords(t, r.kit.Dir), "the pool boots nothing before the first turn has ended")
+	r.turn(a, recA, 1, "hello")
+
+	specB := r.spec("cs_b", "gpt-5.4", messages.EffortHigh, messages.PostureFull)
+	specB.AppendSystemPrompt = "warm-instructions-7f3"
+	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond,
+		"after A's first turn the pool booted one for the key (model, effort, posture and prompt are not part of it)")
+	pooled := warmRecords(t, r.kit.Dir)
+	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
+	require.Len(t, r.warmHomes(), 1, "the pooled process has a CODEX_HOME of its own")
+	pooledHome := r.warmHomes()[0]
+	assert.NotEqual(t, filepath.Join(r.root, "cs_a"), pooledHome)
+
+	b, recB := r.open(specB)
+	pgid := pgidOf(b)
+	assert.Contains(t, pooled, pgid, "the start adopted the pooled process")
+	home := filepath.Join(r.root, "cs_b")
+	fi, err := os.Lstat(home)
+	require.NoError(t, err)
+	assert.True(t, fi.IsDir(), "the session's CODEX_HOME is a folder where a cold start puts it")
+	link, err := os.Readlink(pooledHome)
+	require.NoError(t, err, "the pooled path is a link for the running process")
+	assert.Equal(t, home, link)
+
+	got := b.Settings()
+	assert.Equal(t, Settings{Sandbox: "dangerFullAccess", ApprovalPolicy: "never", Model: "gpt-5.4", Effort: "high"}, got,
+		"thread/start and the rewritten config.toml gave the thread the session's settings")
+	started := recB.wait(t, 0, "EvStarted", func(ev messages.Event) bool { return ev.Type == messages.EvStarted })
+	assert.Equal(t, b.ThreadID(), started.ExternalSessionID)
+	assert.NotEqual(t, a.ThreadID(), b.ThreadID())
+	assert.Equal(t, "gpt-5.4", started.Model)
+
+	r.turn(b, recB, 1, "write outside")
+	assert.FileExists(t, target, "full posture: the command outside the workspace ran")
+	for _, ev := range recB.turnEvents(1) {
+		assert.NotEqual(t, messages.EvClarification, ev.Type, "full posture asks nothing: %+v", ev)
+	}
+	mt := lastMeta(t, r.mock)
+	assert.Equal(t, "gpt-5.4", mt.Model)
+	assert.Equal(t, "high", mt.Effort)
+	assert.Equal(t, "danger-full-access", mt.Sandbox)
+	assert.Contains(t, mt.Body, "warm-instructions-7f3", "the appended system prompt went with thread/start")
+	rollouts, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "*", "rollout-*.jsonl"))
+	assert.NotEmpty(t, rollouts, "the thread is recorded in the session's CODEX_HOME, where a resume looks")
+
+	// A's own turn still runs on its own process and model.
+	r.turn(a, recA, 2, "hello again")
+	assert.Equal(t, mockModel, lastMeta(t, r.mock).Model)
+
+	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond, "B's first turn refilled the pool")
+	refilled := warmRecords(t, r.kit.Dir)
+	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
+	r.tr.DrainWarm(r.kit)
+	assert.Equal(t, 0, r.tr.WarmReady())
+	for p := range refilled {
+		if p == pgid {
+			assert.True(t, groupAlive(p), "draining the pool leaves an adopted session alone")
+			continue
+		}
+		assert.Eventually(t, func() bool { return !groupAlive(p) }, liveTimeout, 20*time.Millisecond, "the pooled process group %d was killed", p)
+	}
+	assert.Equal(t, []string{pooledHome}, r.warmHomes(), "the drained process's CODEX_HOME is gone; the adopted one's link stays while it runs")
+
+	r.turn(b, recB, 2, "still here")
+	require.NoError(t, b.Close(context.Background()))
+	require.NoError(t, a.Close(context.Background()))
+	assert.False(t, groupAlive(pgid), "the adopted process ended with its session")
+	assert.Empty(t, warmRecords(t, r.kit.Dir), "no record of a pooled or adopted process is left")
+	assert.Equal(t, []string{"cs_a", "cs_b"}, entries(t, r.root), "the sessions' CODEX_HOMEs, nothing else")
+}
+
+// A pooled process that died while idle is never adopted: the start boots
+// its own, and the dead one's CODEX_HOME goes.
+func TestLiveWarmPoolSkipsDeadProcess(t *testing.T) {
+	r := newPoolRig(t, 1, &modelmock.Scenario{})
+	a, recA := r.open(r.spec("cs_a", mockModel, "", messages.PostureDefault))
+	r.turn(a, recA, 1, "hello")
+	specB := r.spec("cs_b", "gpt-5.4", "", messages.PosturePlan)
+	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond)
+	pooled := warmRecords(t, r.kit.Dir)
+	require.Len(t, pooled, 1)
+	var dead int
+	for p := range pooled {
+		dead = p
+	}
+	require.NoError(t, syscall.Kill(-dead, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return !groupAlive(dead) }, liveTimeout, 20*time.Millisecond)
+
+	b, recB := r.open(specB)
+	assert.NotEqual(t, dead, pgidOf(b), "the dead pooled process was not adopted")
+	assert.NotContains(t, warmRecords(t, r.kit.Dir), pgidOf(b), "the start booted its own process, in its own group")
+	assert.Equal(t, "readOnly", b.Settings().Sandbox)
+	r.turn(b, recB, 1, "hello")
+	assert.Equal(t, "gpt-5.4", lastMeta(t, r.mock).Model)
+	assert.Equal(t, "read-only", lastMeta(t, r.mock).Sandbox)
+	r.tr.DrainWarm(r.kit) // what B's first turn refilled
+	assert.Empty(t, r.warmHomes(), "the dead process's CODEX_HOME was removed, and the refill's at the drain")
+}
+
+// With the pool off a start boots its own app-server, as before the pool:
+// nothing is booted ahead, nothing is pooled after a turn.
+func TestLiveWarmPoolOff(t *testing.T) {
+	r := newPoolRig(t, 0, &modelmock.Scenario{})
+	a, recA := r.open(r.spec("cs_a", mockModel, "", messages.PostureDefault))
+	r.turn(a, recA, 1, "hello")
+	b, recB := r.open(r.spec("cs_b", mockModel, "", messages.PostureDefault))
+	r.turn(b, recB, 1, "hello")
+	assert.NotEqual(t, pgidOf(a), pgidOf(b))
+	assert.Empty(t, warmRecords(t, r.kit.Dir), "no process was booted for a pool")
+	assert.Equal(t, 0, r.tr.WarmReady())
+	assert.Empty(t, r.warmHomes())
+	assert.Equal(t, []string{"cs_a", "cs_b"}, entries(t, r.root))
+}
