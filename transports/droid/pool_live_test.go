@@ -126,6 +126,7 @@ func pgidOf(s *session) int {
 // pool refills, and draining the runtime's kit kills what is pooled,
 // records included, and leaves the adopted session alone.
 func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
+	t.Parallel()
 	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
 		Match: modelmock.Match{Regex: `RUN (\S+) RISK=(\w+)`},
 		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Execute",
@@ -195,6 +196,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 // A pooled process that died while idle is not adopted: the start boots a
 // fresh one and its first turn completes.
 func TestLiveWarmPoolSkipsADeadProcess(t *testing.T) {
+	t.Parallel()
 	r := newPoolRig(t, nil, 1)
 	ctx := ctxFor(t, 5*time.Minute)
 	specA := r.spec(mockModelID, messages.PostureDefault)
@@ -226,6 +228,7 @@ func TestLiveWarmPoolSkipsADeadProcess(t *testing.T) {
 // Pool size 0 boots at start as before: no process is booted ahead, and
 // none after the first turn.
 func TestLiveWarmPoolSizeZeroBootsAtStart(t *testing.T) {
+	t.Parallel()
 	r := newPoolRig(t, nil, 0)
 	spec := r.spec(mockModelID, messages.PostureDefault)
 	rec := newRecorder()
