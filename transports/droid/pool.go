@@ -37,7 +37,8 @@ import (
 // autonomy level of the posture, the effort, and the model when it differs
 // from the boot's (verified with 0.215.0: a session initialized on a Chat
 // Completions model and switched this way sends its next turn to the
-// switched-to model, even on another provider). A resume
+// switched-to model, even on another provider, with the same tools and
+// the same instructions as a session initialized on that model). A resume
 // (ResumeExternalID) never uses the pool: it is droid.load_session on a
 // process of its own.
 //
