@@ -12,8 +12,10 @@
 //
 // # Process and environment
 //
-// The process runs in its own process group in SessionSpec.Cwd with the
-// caller's environment less other vendors' credentials, HOME=SessionSpec.Home
+// The process runs in its own process group under proc's watchdog
+// (SessionSpec.Procs: the session's cgroup and a boot-sweep record, so no
+// droid outlives the runtime) in SessionSpec.Cwd with the caller's
+// environment less other vendors' credentials, HOME=SessionSpec.Home
 // when set, then WithEnv and SessionSpec.Env. The model is droid's: a
 // bring-your-own-key model (customModels in $HOME/.factory/settings.json,
 // selected as custom:<Display-Name>-<n>) needs no Factory login. The binary
@@ -60,6 +62,20 @@
 //     EvError; the stream goes on. The process exiting mid-turn is a fatal
 //     EvError and the session refuses further turns.
 //
+// # Warm pool
+//
+// With WithWarmPool(n) (the runtime sets it from its config, warmPool) the
+// transport keeps n droid processes per key booted and initialized ahead
+// of need: droid takes seconds to answer its first request after a spawn,
+// and that is most of a cold start. A start adopts one: autonomy, effort
+// and, when it differs, the model go in the one
+// droid.update_session_settings a cold start sends anyway; nothing is
+// restarted. The key is what initialize fixes for good (binary, cwd,
+// environment with HOME, a model named or not, the runtime's kit). The
+// pool refills after the adopting session's first turn; a pooled process
+// that died while idle is never adopted; DrainWarm kills what a runtime's
+// kit pooled. pool.go says why each piece is there.
+//
 // # Concurrency
 //
 // A session's state is one core under one mutex. Per process a stdout
@@ -75,7 +91,10 @@
 // (FuzzParseLine); the core with table tests; the shell live against the
 // real CLI and modelmock (Chat Completions): text, permission allowed and
 // denied, the gate, posture and effort as droid reported them, interrupt,
-// resume, and the transporttest conformance suite. Live tests find the CLI
+// resume, the warm pool (adoption proved by the pooled pid, its model and
+// autonomy in effect, a dead pooled process skipped, the drain by pid, size
+// 0), and the transporttest conformance suite. BenchmarkFirstTurn times a
+// start's first turn with and without the pool. Live tests find the CLI
 // through $CODESESSION_DROID_BIN or PATH and skip without it, except under
 // CI=true, where they fail.
 package droid

@@ -16,6 +16,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 )
 
@@ -63,11 +64,21 @@ type session struct {
 	pending  map[string]chan callResult
 	turnDone map[int]chan struct{}
 	early    []queuedEvent
+	// ownGroup is the process bookkeeping a pooled process was booted in
+	// (not the session's own): closed once every goroutine of the session
+	// is done.
+	ownGroup     *prockit.Group
+	ownGroupOnce sync.Once
+	// firstEnd is closed when a turn first ends: the warm pool refills
+	// after it, so a boot never competes with the session's first turn.
+	firstEnd     chan struct{}
+	firstEndOnce sync.Once
 }
 
 type proc struct {
 	gen    int
 	cmd    *exec.Cmd
+	handle *prockit.Handle
 	pgid   int
 	stdin  io.WriteCloser
 	stdout *os.File
@@ -92,6 +103,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 			idPrefix: "cs-" + transports.RandomHex(4) + "-"}),
 		pending:  map[string]chan callResult{},
 		turnDone: map[int]chan struct{}{},
+		firstEnd: make(chan struct{}),
 	}
 }
 
@@ -106,6 +118,12 @@ func (s *session) open(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	s.begin()
+	return nil
+}
+
+// begin emits EvStarted (turn 0), then what came before it.
+func (s *session) begin() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.started = true
@@ -114,20 +132,29 @@ func (s *session) open(ctx context.Context) error {
 		s.events.Push(qe)
 	}
 	s.early = nil
-	return nil
 }
 
 // start spawns a process and runs the handshake: initialize (or load),
 // then the session settings. Its errors are typed.
 func (s *session) start(ctx context.Context, resume bool, op string) error {
+	hctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
+	defer cancel()
+	p, err := s.initialize(hctx, resume, op)
+	if err != nil {
+		return err
+	}
+	return s.applySettings(hctx, p, op, nil)
+}
+
+// initialize spawns a process and sends droid.initialize_session (or
+// droid.load_session when resume), bounded by ctx. Its errors are typed.
+func (s *session) initialize(hctx context.Context, resume bool, op string) (*proc, error) {
 	s.mu.Lock()
 	p, err := s.spawn()
 	s.mu.Unlock()
 	if err != nil {
-		return messages.Wrap(messages.CodeInternal, op, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
+		return nil, messages.Wrap(messages.CodeInternal, op, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
 	}
-	hctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
-	defer cancel()
 	method := methodInitialize
 	params := map[string]any{"sessionId": s.ext, "machineId": "codesession", "cwd": s.spec.Cwd}
 	if s.spec.Model != "" {
@@ -140,12 +167,23 @@ func (s *session) start(ctx context.Context, resume bool, op string) error {
 		delete(params, "cwd")
 	}
 	if _, err := s.call(hctx, op, method, params); err != nil {
-		return s.startErr(p, op, method, err)
+		return nil, s.startErr(p, op, method, err)
 	}
+	return p, nil
+}
+
+// applySettings sends the posture's autonomy level and the effort (and
+// extra settings, a pooled process's model) with
+// droid.update_session_settings, and warns where droid reports others.
+func (s *session) applySettings(hctx context.Context, p *proc, op string, extra map[string]any) error {
 	s.mu.Lock()
 	posture := s.core.posture
 	s.mu.Unlock()
-	if _, err := s.call(hctx, op, methodUpdateSettings, s.settings(posture)); err != nil {
+	params := s.settings(posture)
+	for k, v := range extra {
+		params[k] = v
+	}
+	if _, err := s.call(hctx, op, methodUpdateSettings, params); err != nil {
 		return s.startErr(p, op, methodUpdateSettings, err)
 	}
 	s.checkSettings(posture)
@@ -211,9 +249,6 @@ func (s *session) spawn() (*proc, error) {
 	cmd := exec.Command(s.bin, buildArgs()...)
 	cmd.Dir = s.spec.Cwd
 	cmd.Env = s.env()
-	// its own process group, so signals reach droid's tools too (no
-	// Pdeathsig: it fires when the forking OS thread exits)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -231,7 +266,11 @@ func (s *session) spawn() (*proc, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := cmd.Start(); err != nil {
+	// its own process group under proc's watchdog (and the session's
+	// cgroup, and a boot-sweep record), so signals reach droid's tools too
+	// and nothing of it outlives the runtime, SIGKILL included
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	if err != nil {
 		stdin.Close()
 		for _, f := range []*os.File{outR, outW, errR, errW} {
 			f.Close()
@@ -241,7 +280,7 @@ func (s *session) spawn() (*proc, error) {
 	outW.Close()
 	errW.Close()
 	s.gen++
-	p := &proc{gen: s.gen, cmd: cmd, pgid: cmd.Process.Pid, stdin: stdin, stdout: outR, stderr: errR,
+	p := &proc{gen: s.gen, cmd: cmd, handle: h, pgid: h.Pgid, stdin: stdin, stdout: outR, stderr: errR,
 		writes: subprocess.NewQueue[[]byte](), tail: subprocess.NewTail(16 << 10),
 		readerDone: make(chan struct{}), stderrDone: make(chan struct{}), exited: make(chan struct{})}
 	s.proc = p
@@ -317,6 +356,7 @@ func (s *session) writeLoop(p *proc) {
 func (s *session) waitLoop(p *proc) {
 	defer s.wg.Done()
 	err := p.cmd.Wait()
+	defer p.handle.Release()
 	status := "exit status 0"
 	if err != nil {
 		status = err.Error()
@@ -365,6 +405,9 @@ func (s *session) apply(eff effects) {
 	}
 	for _, te := range eff.events {
 		s.push(queuedEvent{turn: te.turn, ev: te.ev})
+		if te.ev.Type == messages.EvTurnEnd {
+			s.firstEndOnce.Do(func() { close(s.firstEnd) })
+		}
 	}
 	if eff.closed {
 		for turn, ch := range s.turnDone {
@@ -614,6 +657,7 @@ func (s *session) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
+		s.ownGroupOnce.Do(s.ownGroup.Close)
 		close(done)
 	}()
 	select {

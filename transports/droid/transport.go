@@ -9,6 +9,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
 	"github.com/codesession/codesession/transports/subprocess"
+	"github.com/codesession/codesession/transports/warmpool"
 )
 
 // EnvBinary names the droid executable when no WithBinary option is given
@@ -44,9 +45,13 @@ type Transport struct {
 	startTimeout   time.Duration
 	deadlines      InterruptDeadlines
 	env            []string
+	pool           *warmpool.Pool[warmKey, *warmProc]
 }
 
-var _ transports.Transport = (*Transport)(nil)
+var (
+	_ transports.Transport  = (*Transport)(nil)
+	_ transports.WarmPooler = (*Transport)(nil)
+)
 
 // Option configures a Transport.
 type Option func(*Transport)
@@ -114,7 +119,9 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // Open starts one droid process for the session, completes the handshake
 // (droid.initialize_session with a fresh UUID, or droid.load_session of
 // SessionSpec.ResumeExternalID), applies posture and effort with
-// droid.update_session_settings and emits EvStarted (turn 0). It fails
+// droid.update_session_settings and emits EvStarted (turn 0). With a warm
+// pool (WithWarmPool, SetWarmPool) it adopts a pooled process of the same
+// key instead of booting one (see pool.go). It fails
 // with a *messages.Error: invalid for a bad spec (an explicit
 // AllowedTools included: droid has no per-tool allow-list), unsupported
 // when the CLI is missing, internal or timeout when droid exits or does
@@ -145,6 +152,11 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
 		}
 	}
+	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin, ws)
+	if ok {
+		refillAfterFirstTurn(warm, refill)
+		return warm, nil
+	}
 	ext := spec.ResumeExternalID
 	if ext == "" {
 		ext = transports.NewUUID()
@@ -153,6 +165,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
+	refillAfterFirstTurn(s, refill)
 	return s, nil
 }
 

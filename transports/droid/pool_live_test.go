@@ -1,0 +1,252 @@
+package droid
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/modelmock"
+	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/proc/proctest"
+)
+
+// secondModelID is the second custom model writePoolSettings configures:
+// same mock, another model name, so a turn's text tells which one ran.
+const secondModelID = "custom:Loopback-Mock-(two)-1"
+
+// writePoolSettings points droid in home at the mock with two
+// bring-your-own-key Chat Completions models (mock-model and mock-model-two).
+func writePoolSettings(t testing.TB, home, mockURL string) {
+	t.Helper()
+	model := func(name, display string) map[string]any {
+		return map[string]any{"model": name, "displayName": display, "baseUrl": mockURL + "/v1",
+			"apiKey": "sk-mock", "provider": "generic-chat-completion-api", "maxOutputTokens": 8192}
+	}
+	b, err := json.Marshal(map[string]any{"customModels": []map[string]any{
+		model("mock-model", "Loopback Mock (chat)"), model("mock-model-two", "Loopback Mock (two)")}})
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".factory"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".factory", "settings.json"), b, 0o600))
+}
+
+// warmRecords reads the kit's records of pooled processes' groups (those
+// booted for the pool, adopted or not), by pgid.
+func warmRecords(t testing.TB, kit *prockit.Kit) map[int]prockit.Record {
+	t.Helper()
+	out := map[int]prockit.Record{}
+	files, err := filepath.Glob(filepath.Join(kit.Dir, "*.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // released meanwhile
+		}
+		var r prockit.Record
+		require.NoError(t, json.Unmarshal(b, &r))
+		if strings.HasPrefix(r.SessionID, "warm-") {
+			out[r.Pgid] = r
+		}
+	}
+	return out
+}
+
+// groupAlive: a process of the group still runs (zombies left out).
+func groupAlive(pgid int) bool { return len(proctest.InGroup(pgid)) > 0 }
+
+// poolRig is a droid transport with a warm pool of size n, one modelmock
+// and one HOME and workspace, so every start shares a key.
+type poolRig struct {
+	t        testing.TB
+	tr       *Transport
+	kit      *prockit.Kit
+	mock     *modelmock.Server
+	cwd      string
+	home     string
+	sessions int
+}
+
+func newPoolRig(t testing.TB, sc *modelmock.Scenario, n int) *poolRig {
+	t.Helper()
+	bin := droidBinary(t)
+	mock, err := modelmock.Start(t, sc)
+	require.NoError(t, err)
+	kit, err := prockit.NewKit(t.TempDir(), "rt-droid-warm-test")
+	require.NoError(t, err)
+	r := &poolRig{t: t, tr: New(WithBinary(bin), WithWarmPool(n)), kit: kit, mock: mock, cwd: t.TempDir(), home: t.TempDir()}
+	writePoolSettings(t, r.home, mock.URL())
+	t.Cleanup(func() { r.tr.DrainWarm(nil) })
+	return r
+}
+
+func (r *poolRig) spec(model string, p messages.Posture) transports.SessionSpec {
+	r.sessions++
+	id := "cs_pool_" + string(rune('a'+r.sessions))
+	return transports.SessionSpec{SessionID: id, Cwd: r.cwd, Home: r.home, Model: model, Posture: p, Procs: r.kit.Group(id)}
+}
+
+// open starts a session of spec, closed at the end of the test.
+func (r *poolRig) open(spec transports.SessionSpec, rec *recorder) *session {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := r.tr.Open(ctx, spec, rec.sink)
+	require.NoError(r.t, err)
+	r.t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer ccancel()
+		_ = s.Close(cctx)
+	})
+	return s.(*session)
+}
+
+func (r *poolRig) waitIdle(spec transports.SessionSpec, n int, why string) {
+	r.t.Helper()
+	require.Eventually(r.t, func() bool { return r.tr.WarmIdle(spec) == n }, 3*time.Minute, 50*time.Millisecond, why)
+}
+
+func pgidOf(s *session) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc.pgid
+}
+
+// A start adopts the pooled process booted after the previous start's
+// first turn: its model and autonomy are set with
+// droid.update_session_settings and are what the first turn runs with, the
+// pool refills, and draining the runtime's kit kills what is pooled,
+// records included, and leaves the adopted session alone.
+func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
+	t.Parallel()
+	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
+		Match: modelmock.Match{Regex: `RUN (\S+) RISK=(\w+)`},
+		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "Execute",
+			Input: json.RawMessage(`{"command":"touch {{1}}","riskLevel":"{{2}}","riskLevelReason":"the mock says so"}`)}}},
+	}}}
+	r := newPoolRig(t, sc, 1)
+	ctx := ctxFor(t, 5*time.Minute)
+
+	specA := r.spec(mockModelID, messages.PostureDefault)
+	recA := newRecorder()
+	a := r.open(specA, recA)
+	assert.Empty(t, warmRecords(t, r.kit), "the pool refills only after the first turn")
+	require.NoError(t, a.StartTurn(ctx, 1, "which model?"))
+	assert.Equal(t, "PONG(model=mock-model): which model?", recA.turnEnd(t, 1).Text)
+	specB := r.spec(secondModelID, messages.PostureFull)
+	r.waitIdle(specB, 1, "A's first turn refilled the pool for its key (model and posture are not part of it)")
+	pooled := warmRecords(t, r.kit)
+	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
+
+	recB := newRecorder()
+	b := r.open(specB, recB)
+	pgid := pgidOf(b)
+	assert.Contains(t, pooled, pgid, "the start adopted the pooled process")
+	startedA := recA.wait(t, time.Minute, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
+	startedB := recB.wait(t, time.Minute, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
+	assert.Regexp(t, `^[0-9a-f-]{36}$`, startedB.ev.ExternalSessionID)
+	assert.NotEqual(t, startedA.ev.ExternalSessionID, startedB.ev.ExternalSessionID)
+	assert.Equal(t, secondModelID, startedB.ev.Model)
+	b.mu.Lock()
+	reported := b.core.settings
+	b.mu.Unlock()
+	assert.Equal(t, secondModelID, reported.ModelID, "droid reports the model set at adoption")
+	assert.Equal(t, "high", reported.AutonomyLevel, "droid reports the autonomy of posture full")
+
+	require.NoError(t, b.StartTurn(ctx, 1, "which model?"))
+	end := recB.turnEnd(t, 1)
+	require.Equal(t, messages.TurnCompleted, end.State, dump(recB.all()))
+	assert.Equal(t, "PONG(model=mock-model-two): which model?", end.Text, "the model set at adoption answered the first turn")
+	// at autonomy high droid runs a medium-risk command without asking
+	// (at "off", the pooled process's own, it asks: see TestLiveAcceptEditsAndTheGate)
+	target := filepath.Join(r.cwd, "medium.txt")
+	require.NoError(t, b.StartTurn(ctx, 2, "RUN "+target+" RISK=medium"))
+	require.Equal(t, messages.TurnCompleted, recB.turnEnd(t, 2).State, dump(recB.all()))
+	assert.Empty(t, recB.ofType(2, messages.EvClarification), "autonomy high was in effect")
+	assert.FileExists(t, target)
+
+	r.waitIdle(specB, 1, "the adoption refilled the pool")
+	refilled := warmRecords(t, r.kit)
+	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
+	r.tr.DrainWarm(r.kit)
+	assert.Equal(t, 0, r.tr.WarmReady())
+	for p := range refilled {
+		if p == pgid {
+			assert.True(t, groupAlive(p), "draining the pool leaves an adopted session alone")
+			continue
+		}
+		assert.Eventually(t, func() bool { return !groupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	require.NoError(t, b.Close(cctx))
+	assert.Eventually(t, func() bool { return !groupAlive(pgid) }, time.Minute, 20*time.Millisecond, "the adopted process ended with its session")
+	assert.Empty(t, warmRecords(t, r.kit), "no record of a pooled or adopted process is left")
+	assert.Equal(t, 0, r.tr.WarmReady(), "a drained kit is never refilled")
+}
+
+// A pooled process that died while idle is not adopted: the start boots a
+// fresh one and its first turn completes.
+func TestLiveWarmPoolSkipsADeadProcess(t *testing.T) {
+	t.Parallel()
+	r := newPoolRig(t, nil, 1)
+	ctx := ctxFor(t, 5*time.Minute)
+	specA := r.spec(mockModelID, messages.PostureDefault)
+	recA := newRecorder()
+	a := r.open(specA, recA)
+	require.NoError(t, a.StartTurn(ctx, 1, "hello"))
+	require.Equal(t, messages.TurnCompleted, recA.turnEnd(t, 1).State, dump(recA.all()))
+	specB := r.spec(mockModelID, messages.PostureDefault)
+	r.waitIdle(specB, 1, "A's first turn refilled the pool")
+	pooled := warmRecords(t, r.kit)
+	require.Len(t, pooled, 1)
+	var dead int
+	for p := range pooled {
+		dead = p
+	}
+	require.NoError(t, syscall.Kill(-dead, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return !groupAlive(dead) }, time.Minute, 20*time.Millisecond)
+
+	recB := newRecorder()
+	b := r.open(specB, recB)
+	assert.NotEqual(t, dead, pgidOf(b), "the dead pooled process was not adopted")
+	assert.NotContains(t, warmRecords(t, r.kit), pgidOf(b), "the start booted its own process, in its own group")
+	require.NoError(t, b.StartTurn(ctx, 1, "hello"))
+	end := recB.turnEnd(t, 1)
+	require.Equal(t, messages.TurnCompleted, end.State, dump(recB.all()))
+	assert.Equal(t, "PONG(model=mock-model): hello", end.Text)
+}
+
+// Pool size 0 boots at start as before: no process is booted ahead, and
+// none after the first turn.
+func TestLiveWarmPoolSizeZeroBootsAtStart(t *testing.T) {
+	t.Parallel()
+	r := newPoolRig(t, nil, 0)
+	spec := r.spec(mockModelID, messages.PostureDefault)
+	rec := newRecorder()
+	s := r.open(spec, rec)
+	require.NoError(t, s.StartTurn(ctxFor(t, 3*time.Minute), 1, "hello"))
+	require.Equal(t, messages.TurnCompleted, rec.turnEnd(t, 1).State, dump(rec.all()))
+	time.Sleep(2 * time.Second) // a refill would have started by now
+	assert.Empty(t, warmRecords(t, r.kit), "nothing was booted for a pool")
+	assert.Equal(t, 0, r.tr.WarmReady())
+	var own bool
+	files, err := filepath.Glob(filepath.Join(r.kit.Dir, "*.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var rec prockit.Record
+		require.NoError(t, json.Unmarshal(b, &rec))
+		own = own || (rec.SessionID == spec.SessionID && rec.Pgid == pgidOf(s))
+	}
+	assert.True(t, own, "the session's process runs in the session's own group, recorded for the boot sweep")
+}
