@@ -44,10 +44,10 @@ func WithMaxFiles(n int) Option { return func(g *Git) { g.maxFiles = n } }
 
 // Git is the capture of seed 000 §6 for one working directory: git when the
 // directory is inside a work tree at the turn's start, else the tool-event
-// fallback. A turn's state is all in its Baseline; between turns it keeps
-// only what a session does not change (where the repository is, and the
-// overrides of its filter drivers), checked against the repository's
-// config files at every use (cache.go). It is safe for concurrent use.
+// fallback. Between turns it keeps where the repository is and the
+// overrides of its filter drivers, checked against the repository's config
+// files at every use (cache.go), and the session's snapshot of the work
+// tree (scratch.go). It is safe for concurrent use.
 type Git struct {
 	cwd      string
 	bin      string
@@ -58,6 +58,11 @@ type Git struct {
 
 	mu     sync.Mutex
 	cached *discovered // nil until a Begin found a work tree
+
+	// smu serializes the uses of the session's snapshot (scratch.go):
+	// a Begin waits for the previous turn's Settle and Finish.
+	smu sync.Mutex
+	sc  *scratchState // nil until a Begin seeds it
 }
 
 // NewGit returns the capture for cwd. It does no I/O: whether cwd is a work
@@ -82,6 +87,7 @@ const (
 	kindGit      baseKind = iota + 1
 	kindFallback          // no git or no work tree: tool events
 	kindBroken            // the baseline could not be taken
+	kindScratch           // the session's snapshot (scratch.go)
 )
 
 // repo is where a work tree's git lives.
@@ -108,6 +114,10 @@ type gitBaseline struct {
 	// the ones that existed are in dir's index with their content.
 	known map[string]bool
 	dir   string // "" until something needs a scratch index
+
+	// kindScratch: the session's snapshot and its state at Begin
+	sc   *scratchState
+	snap *snapshot
 }
 
 func (g *Git) bound(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -144,6 +154,15 @@ func (g *Git) begin(ctx context.Context) (*gitBaseline, error) {
 	}
 	if why != "" {
 		return &gitBaseline{kind: kindFallback, why: why}, nil
+	}
+	g.smu.Lock()
+	sb, ok, err := g.scratchBegin(ctx, d)
+	g.smu.Unlock()
+	if ok {
+		if err != nil {
+			return &gitBaseline{}, err
+		}
+		return sb, nil
 	}
 	r, rp := d.runner(), d.rp
 	// HEAD comes from the same status run (--branch; --no-ahead-behind so an
@@ -326,6 +345,9 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	case d.rp.top != b.repo.top || d.rp.objects != b.repo.objects:
 		return messages.TurnDiff{}, fmt.Errorf("git: the work tree moved during the turn (%s, was %s)", d.rp.top, b.repo.top)
 	}
+	if b.kind == kindScratch {
+		return g.scratchFinish(ctx, b, d)
+	}
 	r := d.runner()
 	start := b.head
 	if start == "" {
@@ -426,12 +448,21 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	}
 	// the scratch index now holds the end state: diff it against the
 	// baseline tree
-	// one run says the files (raw and numstat records, NUL-terminated) and
-	// the patch after them; only the patch is capped
+	if !limit {
+		cand = nil
+	}
+	return g.diffAgainst(ctx, s, baseTree, cand)
+}
+
+// diffAgainst diffs the scratch index of s against tree (limited to
+// pathspec, when given) in one run, which says the files (raw and numstat
+// records, NUL-terminated) and the patch after them; only the patch is
+// capped.
+func (g *Git) diffAgainst(ctx context.Context, s *runner, tree string, pathspec []string) (messages.TurnDiff, error) {
 	args := []string{"diff-index", "-z", "--raw", "--numstat", "-p", "--no-color",
-		"--submodule=short", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", baseTree}
-	if limit {
-		args = append(append(args, "--"), cand...)
+		"--submodule=short", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", tree}
+	if len(pathspec) > 0 {
+		args = append(append(args, "--"), pathspec...)
 	}
 	head, patch, cutOff, err := s.headedRun(ctx, g.maxBytes+1, args...)
 	if err != nil {
