@@ -30,9 +30,10 @@ type scratchState struct {
 	repo repo
 	disc *discovered // the discovery S was seeded under (a new one re-seeds)
 
-	seed   string    // stamp of the repository's index and excludes S was seeded from
-	reseed bool      // .gitignore changed: seed again at the next Begin
-	cur    *snapshot // S's content as it stands
+	seed      string    // stamp of the repository's index and excludes S was seeded from
+	reseed    bool      // .gitignore changed: seed again at the next Begin
+	cur       *snapshot // S's content as it stands
+	statusWay bool      // S holds a gitlink: the last Begin took the status way
 }
 
 // snapshot is one state of S; tree is "" until written (write-tree).
@@ -156,7 +157,8 @@ func (g *Git) scratchBegin(ctx context.Context, d *discovered) (b *gitBaseline, 
 		}
 		seeded = true
 	}
-	if links, err := indexHasGitlink(sc.index(), d.rp.hashSize()); err != nil || links {
+	links, err := indexHasGitlink(sc.index(), d.rp.hashSize())
+	if sc.statusWay = err != nil || links; sc.statusWay {
 		return nil, false, nil
 	}
 	s := d.runner().scratch(sc.dir, d.rp.objects)
@@ -192,7 +194,7 @@ func namesIgnoreFile(out []byte) bool { return bytes.Contains(out, []byte(".giti
 // on a racily clean entry). Callers hold smu.
 func (g *Git) settle(ctx context.Context, d *discovered) error {
 	sc := g.sc
-	if sc == nil || sc.cur.tree != "" {
+	if sc == nil || sc.cur.tree != "" || sc.statusWay {
 		return nil
 	}
 	if d.rp != sc.repo {
@@ -219,7 +221,7 @@ func (g *Git) Settle(ctx context.Context) {
 	defer cancel()
 	g.smu.Lock()
 	defer g.smu.Unlock()
-	if g.sc == nil || g.sc.cur.tree != "" {
+	if g.sc == nil || g.sc.cur.tree != "" || g.sc.statusWay {
 		return
 	}
 	d, why, err := g.repository(ctx)

@@ -123,6 +123,8 @@ func TestGitlinkTakesTheStatusWay(t *testing.T) {
 		assert.NotContains(t, runs.begin, "add", "turn %d", turn)
 		assert.Equal(t, 1, count(runs.begin, "status"), "turn %d: Begin's own status only, none inside the submodule", turn)
 		assert.Equal(t, 1, count(runs.finish, "status"), "turn %d", turn)
+		assert.Empty(t, runs.afterBegin, "turn %d: no snapshot to settle", turn)
+		assert.Empty(t, runs.afterFinish, "turn %d", turn)
 	}
 }
 
