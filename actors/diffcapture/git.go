@@ -127,10 +127,11 @@ func (g *Git) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithCancel(ctx)
 }
 
-// Begin records HEAD and what git status reports, hashing the content of
-// every reported path that exists, so Finish diffs those against their
-// content now rather than against HEAD. It never returns an error: a
-// problem rides in the Baseline and Finish reports it.
+// Begin snapshots the work tree: the session's snapshot brought up to date
+// (scratch.go), or, the status way, HEAD and what git status reports with
+// the content of every reported path that exists hashed, so Finish diffs
+// those against their content now rather than against HEAD. It never
+// returns an error: a problem rides in the Baseline and Finish reports it.
 func (g *Git) Begin(ctx context.Context) (b Baseline, _ error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -301,11 +302,11 @@ func (b *gitBaseline) remove() {
 	}
 }
 
-// Finish diffs the work tree now against the baseline: a tree of the
-// baseline (HEAD at Begin with the reported paths' content then) against
-// the work tree now, both built in the scratch index from only the paths
-// that can differ, so the cost is two work-tree scans (diff-index, ls-files)
-// plus work proportional to what changed. Commits made during the
+// Finish diffs the work tree now against the baseline: the session's
+// snapshot brought up to date against the tree of the one Begin took, or,
+// the status way, a tree of the baseline (HEAD at Begin with the reported
+// paths' content then) against the work tree now, both built in a scratch
+// index from only the paths that can differ. Commits made during the
 // turn are folded in (the work tree is compared, not HEAD), files already
 // dirty at Begin show only this turn's change, and untracked files are
 // additions. It never fails: problems become source none with a warning.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/codesession/codesession/messages"
 )
@@ -32,12 +33,77 @@ type scratchState struct {
 
 	seed      string    // stamp of the repository's index and excludes S was seeded from
 	reseed    bool      // .gitignore changed: seed again at the next Begin
-	cur       *snapshot // S's content as it stands
+	cur       *snapshot // S's content as it stands; nil until taken
 	statusWay bool      // S holds a gitlink: the last Begin took the status way
+	taken     int       // snapshots taken (names their copies)
 }
 
-// snapshot is one state of S; tree is "" until written (write-tree).
-type snapshot struct{ tree string }
+// snapshot is one state of S: a copy of S as it was, until the tree of it
+// is written (write-tree on the copy, so the next add to S need not wait
+// for it).
+type snapshot struct {
+	mu    sync.Mutex // held while its tree is written
+	index string     // the copy; "" once written or dropped
+	tree  string
+}
+
+// take records S as it stands as the current snapshot (a copy of S; a
+// missing S is the empty tree). Callers hold smu.
+func (sc *scratchState) take() error {
+	if sc.cur != nil {
+		sc.cur.drop()
+	}
+	sc.cur = nil
+	in, err := os.ReadFile(sc.index())
+	if errors.Is(err, os.ErrNotExist) {
+		sc.cur = &snapshot{tree: sc.repo.emptyTree}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("scratch snapshot: %w", err)
+	}
+	sc.taken++
+	p := filepath.Join(sc.dir, fmt.Sprintf("snapshot-%d", sc.taken))
+	if err := os.WriteFile(p, in, 0o600); err != nil {
+		return fmt.Errorf("scratch snapshot: %w", err)
+	}
+	sc.cur = &snapshot{index: p}
+	return nil
+}
+
+// drop removes the copy of a snapshot no turn needs any more, unless its
+// tree is being written just now (the copy then stays until Close).
+func (sn *snapshot) drop() {
+	if sn.mu.TryLock() {
+		if sn.index != "" {
+			_ = os.Remove(sn.index)
+			sn.index = ""
+		}
+		sn.mu.Unlock()
+	}
+}
+
+// write writes the snapshot's tree if it is not written yet, under d, the
+// discovery of the moment (write-tree too runs a clean filter on a racily
+// clean entry), with its objects in the private directory dir.
+func (sn *snapshot) write(ctx context.Context, d *discovered, dir string) error {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if sn.tree != "" {
+		return nil
+	}
+	if sn.index == "" {
+		return errors.New("git: the scratch snapshot of the turn's start is gone")
+	}
+	tree, err := writeTree(ctx, d.runner().scratchIndex(sn.index, dir, d.rp.objects))
+	if err != nil {
+		return err
+	}
+	sn.tree = tree
+	_ = os.Remove(sn.index)
+	sn.index = ""
+	return nil
+}
 
 func (sc *scratchState) index() string { return filepath.Join(sc.dir, "index") }
 
@@ -61,7 +127,7 @@ func (g *Git) newScratch(d *discovered) (*scratchState, error) {
 		return nil, fmt.Errorf("scratch directory: %w", err)
 	}
 	runtime.AddCleanup(g, func(d string) { _ = os.RemoveAll(d) }, dir)
-	return &scratchState{dir: dir, repo: d.rp, disc: d, reseed: true, cur: &snapshot{}}, nil
+	return &scratchState{dir: dir, repo: d.rp, disc: d, reseed: true}, nil
 }
 
 // dropScratch forgets the session's snapshot (after a failed run S may be
@@ -94,7 +160,11 @@ func seedStamp(rp repo) string {
 // index's times so git judges racily clean entries as it would in the
 // original. No index (a repository with nothing staged yet): S starts empty.
 func (sc *scratchState) seedFrom(rp repo) error {
-	sc.seed, sc.reseed, sc.cur = seedStamp(rp), false, &snapshot{}
+	sc.seed, sc.reseed = seedStamp(rp), false
+	if sc.cur != nil {
+		sc.cur.drop()
+		sc.cur = nil
+	}
 	src := filepath.Join(rp.gitDir, "index")
 	_ = os.Remove(sc.index())
 	in, err := os.Open(src)
@@ -168,8 +238,9 @@ func (g *Git) scratchBegin(ctx context.Context, d *discovered) (b *gitBaseline, 
 			g.dropScratch()
 			return nil, true, err
 		}
-		if len(out) > 0 {
-			sc.cur = &snapshot{}
+		if len(out) > 0 && sc.cur != nil {
+			sc.cur.drop()
+			sc.cur = nil
 		}
 		// an ignore rule changed since the last capture point: S may hold
 		// paths that are ignored now, which status -uall would not report.
@@ -183,53 +254,42 @@ func (g *Git) scratchBegin(ctx context.Context, d *discovered) (b *gitBaseline, 
 		}
 		seeded = true
 	}
+	if sc.cur == nil {
+		if err := sc.take(); err != nil {
+			g.dropScratch()
+			return nil, true, err
+		}
+	}
 	return &gitBaseline{kind: kindScratch, repo: d.rp, sc: sc, snap: sc.cur}, true, nil
 }
 
 // namesIgnoreFile says whether add -v output names a .gitignore.
 func namesIgnoreFile(out []byte) bool { return bytes.Contains(out, []byte(".gitignore'")) }
 
-// settle writes the tree of S's current snapshot if it is not written yet,
-// under d, the discovery of the moment (write-tree too runs a clean filter
-// on a racily clean entry). Callers hold smu.
-func (g *Git) settle(ctx context.Context, d *discovered) error {
-	sc := g.sc
-	if sc == nil || sc.cur.tree != "" || sc.statusWay {
-		return nil
-	}
-	if d.rp != sc.repo {
-		g.dropScratch()
-		return nil
-	}
-	tree, err := writeTree(ctx, d.runner().scratch(sc.dir, sc.repo.objects))
-	if err != nil {
-		g.dropScratch()
-		return err
-	}
-	sc.cur.tree = tree
-	return nil
-}
-
 // Settle does the work the last Begin or Finish left for after its answer
 // was handed back: writing the tree of the snapshot it took (the baseline
 // of this turn, or of the next one when nothing changes in between). The
-// session's differ calls it while the driver reads; Begin and Finish do it
-// themselves when it has not run.
+// session's differ calls it while the turn runs or the driver reads; it
+// works on the snapshot's own copy, so a Begin or Finish meanwhile need not
+// wait for it unless it needs that very tree (then it waits, or writes the
+// tree itself when Settle has not run).
 func (g *Git) Settle(ctx context.Context) {
 	defer func() { _ = recover() }() // never fails a turn: Finish sees a lost snapshot
 	ctx, cancel := g.bound(ctx)
 	defer cancel()
 	g.smu.Lock()
-	defer g.smu.Unlock()
-	if g.sc == nil || g.sc.cur.tree != "" || g.sc.statusWay {
+	sc := g.sc
+	if sc == nil || sc.statusWay || sc.cur == nil {
+		g.smu.Unlock()
 		return
 	}
+	sn, dir := sc.cur, sc.dir
+	g.smu.Unlock()
 	d, why, err := g.repository(ctx)
-	if err != nil || why != "" {
-		g.dropScratch()
+	if err != nil || why != "" || d.rp != sc.repo {
 		return
 	}
-	_ = g.settle(ctx, d)
+	_ = sn.write(ctx, d, dir)
 }
 
 // scratchFinish diffs S brought to the work tree now against the tree of
@@ -245,13 +305,8 @@ func (g *Git) scratchFinish(ctx context.Context, b *gitBaseline, d *discovered) 
 	if sc.repo != d.rp {
 		return messages.TurnDiff{}, fmt.Errorf("git: the work tree moved during the turn (%s, was %s)", d.rp.top, sc.repo.top)
 	}
-	if b.snap.tree == "" {
-		if b.snap != sc.cur {
-			return messages.TurnDiff{}, errors.New("git: the scratch snapshot of the turn's start was replaced")
-		}
-		if err := g.settle(ctx, d); err != nil {
-			return messages.TurnDiff{}, err
-		}
+	if err := b.snap.write(ctx, d, sc.dir); err != nil {
+		return messages.TurnDiff{}, err
 	}
 	// runs under the discovery of this Finish: a filter driver configured
 	// during the turn is switched off too
@@ -266,7 +321,10 @@ func (g *Git) scratchFinish(ctx context.Context, b *gitBaseline, d *discovered) 
 		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
 	}
 	if len(out) > 0 {
-		sc.cur = &snapshot{}
+		if err := sc.take(); err != nil {
+			g.dropScratch()
+			return messages.TurnDiff{}, err
+		}
 		if namesIgnoreFile(out) {
 			sc.reseed = true
 		}

@@ -3,7 +3,9 @@ package diffcapture
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,5 +175,37 @@ func TestParseIndexGitlinks(t *testing.T) {
 	for _, bad := range [][]byte{nil, []byte("DIRC"), append([]byte("DIRC\x00\x00\x00\x09\x00\x00\x00\x00"), make([]byte, 20)...)} {
 		_, err := parseIndexGitlinks(bad, 20)
 		assert.Error(t, err)
+	}
+}
+
+// Settle runs beside the next turn's Begin and Finish, as the differ runs
+// it: each turn's diff is still that turn's alone.
+func TestSettleBesideTheNextTurn(t *testing.T) {
+	r := newRepo(t)
+	r.write("a.txt", "0\n")
+	r.commitAll("init")
+	g := NewGit(r.dir)
+	ctx := testCtx(t)
+	var settles sync.WaitGroup
+	defer settles.Wait()
+	content := "0\n"
+	for turn := 1; turn <= 6; turn++ {
+		if turn%2 == 0 {
+			content += "between " + strconv.Itoa(turn) + "\n"
+			r.write("a.txt", content)
+		}
+		b, err := g.Begin(ctx)
+		require.NoError(t, err)
+		settles.Go(func() { g.Settle(ctx) })
+		content += "turn " + strconv.Itoa(turn) + "\n"
+		r.write("a.txt", content)
+		r.write("n"+strconv.Itoa(turn)+".txt", "new\n")
+		d := g.Finish(ctx, b, nil)
+		settles.Go(func() { g.Settle(ctx) })
+		require.Empty(t, d.Warning, "turn %d", turn)
+		assert.Equal(t, []messages.FileChange{
+			{Path: "a.txt", Status: "M", Insertions: 1},
+			{Path: "n" + strconv.Itoa(turn) + ".txt", Status: "A", Insertions: 1},
+		}, d.Files, "turn %d", turn)
 	}
 }
