@@ -316,6 +316,22 @@ func (g *Git) scratchFinish(ctx context.Context, b *gitBaseline, d *discovered) 
 		g.dropScratch()
 		return messages.TurnDiff{}, err
 	}
+	if seedStamp(d.rp) != sc.seed {
+		// the repository's index changed during the turn: a path staged
+		// past .gitignore is in the turn's diff, as status reports it
+		forced, err := sc.forcedPaths(d.rp)
+		if err != nil {
+			return messages.TurnDiff{}, err
+		}
+		if len(forced) > 0 {
+			more, err := s.input(ctx, nulJoin(forced), "add", "-f", "-v", "--pathspec-from-file=-", "--pathspec-file-nul")
+			if err != nil {
+				g.dropScratch()
+				return messages.TurnDiff{}, err
+			}
+			out = append(out, more...)
+		}
+	}
 	if len(out) == 0 && b.snap == sc.cur {
 		// S is the baseline snapshot still: nothing changed
 		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
@@ -352,7 +368,20 @@ var errIndexFormat = errors.New("scratch index: unknown format")
 // parseIndexGitlinks is indexHasGitlink's parser (fuzzed: the index's
 // names come from the work tree).
 func parseIndexGitlinks(b []byte, hashSize int) (bool, error) {
-	if len(b) < 12+hashSize || string(b[:4]) != "DIRC" {
+	links := false
+	split, err := walkIndex(b, hashSize, func(_ []byte, mode uint32) bool {
+		links = mode&0o170000 == 0o160000
+		return !links
+	})
+	return links || split, err
+}
+
+// walkIndex calls fn with the name and mode of each entry of an index file
+// (versions 2 to 4) until fn returns false; split says the index is split
+// (its other entries are in a shared index elsewhere). name is valid only
+// during the call.
+func walkIndex(b []byte, hashSize int, fn func(name []byte, mode uint32) bool) (split bool, _ error) {
+	if hashSize <= 0 || len(b) < 12+hashSize || string(b[:4]) != "DIRC" {
 		return false, errIndexFormat
 	}
 	version := binary.BigEndian.Uint32(b[4:8])
@@ -363,43 +392,55 @@ func parseIndexGitlinks(b []byte, hashSize int) (bool, error) {
 	end := len(b) - hashSize // the trailing checksum
 	pos := 12
 	fixed := 40 + hashSize + 2 // times, dev, ino, mode, uid, gid, size; id; flags
+	var name []byte            // version 4: the previous name, which the next one shares a prefix of
 	for range n {
 		if pos+fixed > end {
 			return false, errIndexFormat
 		}
 		start := pos
 		mode := binary.BigEndian.Uint32(b[pos+24 : pos+28])
-		if mode&0o170000 == 0o160000 {
-			return true, nil
-		}
 		flags := binary.BigEndian.Uint16(b[pos+40+hashSize:])
 		pos += fixed
 		if version >= 3 && flags&0x4000 != 0 {
 			pos += 2
 		}
 		if version == 4 {
-			// a varint (bytes to strip from the previous name), then the
-			// rest of the name, NUL-terminated; no padding
-			for {
-				if pos >= end {
+			// git's offset varint (bytes to strip from the previous name),
+			// then the rest of the name, NUL-terminated; no padding
+			if pos >= end {
+				return false, errIndexFormat
+			}
+			c := b[pos]
+			pos++
+			strip := int(c & 0x7f)
+			for c&0x80 != 0 {
+				if pos >= end || strip > len(name) {
 					return false, errIndexFormat
 				}
-				c := b[pos]
+				c = b[pos]
 				pos++
-				if c&0x80 == 0 {
-					break
-				}
+				strip = (strip+1)<<7 | int(c&0x7f)
+			}
+			if strip > len(name) {
+				return false, errIndexFormat
 			}
 			nul := bytes.IndexByte(b[pos:end], 0)
 			if nul < 0 {
 				return false, errIndexFormat
 			}
+			name = append(name[:len(name)-strip], b[pos:pos+nul]...)
 			pos += nul + 1
+			if !fn(name, mode) {
+				return false, nil
+			}
 			continue
 		}
 		nul := bytes.IndexByte(b[pos:end], 0)
 		if nul < 0 {
 			return false, errIndexFormat
+		}
+		if !fn(b[pos:pos+nul], mode) {
+			return false, nil
 		}
 		pos += nul
 		// padded with 1 to 8 NULs to a multiple of 8 from the entry's start
@@ -424,6 +465,45 @@ func parseIndexGitlinks(b []byte, hashSize int) (bool, error) {
 		return false, errIndexFormat
 	}
 	return false, nil
+}
+
+// forcedPaths lists the files the repository's index holds that S does
+// not, though they exist: paths staged past .gitignore (git add -f), which
+// add -A does not pick up but status reports. Stages above 0 and gitlinks
+// are left out (S takes the status way for those anyway).
+func (sc *scratchState) forcedPaths(rp repo) ([]string, error) {
+	real, err := os.ReadFile(filepath.Join(rp.gitDir, "index"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	mine, err := os.ReadFile(sc.index())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	have := map[string]bool{}
+	if len(mine) > 0 {
+		if _, err := walkIndex(mine, rp.hashSize(), func(name []byte, _ uint32) bool { have[string(name)] = true; return true }); err != nil {
+			return nil, err
+		}
+	}
+	var out []string
+	split, err := walkIndex(real, rp.hashSize(), func(name []byte, mode uint32) bool {
+		if mode&0o170000 != 0o160000 && !have[string(name)] {
+			p := string(name)
+			if fi, err := os.Lstat(filepath.Join(rp.top, filepath.FromSlash(p))); err == nil && (fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0) {
+				out = append(out, p)
+				have[p] = true
+			}
+		}
+		return true
+	})
+	if err != nil || split {
+		return nil, err // a split index: its shared part is not read here
+	}
+	return out, nil
 }
 
 // hashSize is the length of the repository's object ids.

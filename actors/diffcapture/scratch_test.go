@@ -159,6 +159,10 @@ func TestParseIndexGitlinks(t *testing.T) {
 		has, err := parseIndexGitlinks(read(), 20)
 		require.NoError(t, err, "version %s", v)
 		assert.False(t, has, "version %s", v)
+		var names []string
+		_, err = walkIndex(read(), 20, func(name []byte, _ uint32) bool { names = append(names, string(name)); return true })
+		require.NoError(t, err, "version %s", v)
+		assert.Equal(t, []string{"a.txt", "dir/b.txt", "ita.txt"}, names, "version %s", v)
 		r.git("update-index", "--add", "--cacheinfo", "160000,"+strings.TrimSpace(r.git("rev-parse", "HEAD"))+",zz/link")
 		has, err = parseIndexGitlinks(read(), 20)
 		require.NoError(t, err, "version %s", v)
@@ -208,4 +212,33 @@ func TestSettleBesideTheNextTurn(t *testing.T) {
 			{Path: "n" + strconv.Itoa(turn) + ".txt", Status: "A", Insertions: 1},
 		}, d.Files, "turn %d", turn)
 	}
+}
+
+// A file staged past .gitignore during the turn (git add -f) is an
+// addition, as status reports it; add -A alone would not see it.
+func TestFileForceAddedDuringTheTurn(t *testing.T) {
+	r := newRepo(t)
+	r.write(".gitignore", "*.log\nbuild/\n")
+	r.write("a.txt", "a\n")
+	r.commitAll("init")
+	cg := newCountingGit(t)
+	g := NewGit(r.dir, WithGitBinary(cg.bin))
+	runs, d := countedTurn(t, g, cg, func() {
+		r.write("keep.log", "kept\n")
+		r.write("build/out.txt", "out\n")
+		r.write("other.log", "not staged\n")
+		r.git("add", "-f", "keep.log", "build/out.txt")
+	})
+	require.Empty(t, d.Warning)
+	assert.Equal(t, []messages.FileChange{
+		{Path: "build/out.txt", Status: "A", Insertions: 1},
+		{Path: "keep.log", Status: "A", Insertions: 1},
+	}, d.Files)
+	assert.Equal(t, []string{"add", "add", "diff-index"}, runs.finish)
+
+	// from then on the snapshot holds them: a change shows, one add again
+	runs, d = countedTurn(t, g, cg, func() { r.write("keep.log", "kept\nmore\n") })
+	require.Empty(t, d.Warning)
+	assert.Equal(t, []messages.FileChange{{Path: "keep.log", Status: "M", Insertions: 1}}, d.Files)
+	assert.Equal(t, []string{"add", "diff-index"}, runs.finish)
 }
