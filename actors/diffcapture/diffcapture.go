@@ -32,7 +32,10 @@
 // unchanged (cache.go). The snapshot is seeded again from the repository's
 // index when that index or info/exclude changed (the agent staged or
 // committed) or a .gitignore did, so paths ignored now drop out as status
-// would drop them. Commits made during the turn are folded in (the work
+// would drop them; when the index changed during the turn, Finish reads it
+// for files the snapshot lacks (staged past .gitignore with add -f, which
+// add -A does not pick up) and adds those with -f: one more run, only then.
+// Commits made during the turn are folded in (the work
 // tree is compared, not HEAD), files already dirty at Begin show only this
 // turn's change, new untracked files are additions, and renames are found
 // across tracked and untracked files alike.
