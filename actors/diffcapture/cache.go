@@ -65,22 +65,27 @@ func (g *Git) repository(ctx context.Context) (*discovered, string, error) {
 func repoStamp(rp repo) string {
 	var s string
 	for i, p := range []string{rp.top, rp.common, filepath.Join(rp.common, "config"), filepath.Join(rp.gitDir, "config.worktree")} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			s += "-|"
-			continue
-		}
-		st, _ := fi.Sys().(*syscall.Stat_t)
-		if st == nil {
-			return fmt.Sprintf("unstamped %p", &s) // never equal: no cache
-		}
-		s += fmt.Sprintf("%d:%d", st.Dev, st.Ino)
-		if i >= 2 {
-			s += fmt.Sprintf(":%d:%d.%d:%d.%d", st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
-		}
-		s += "|"
+		s += statStamp(p, i >= 2)
 	}
 	return s
+}
+
+// statStamp is one file's part of a stamp: its identity, and with full
+// its size and times too; "-|" when it does not exist.
+func statStamp(p string, full bool) string {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "-|"
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st == nil {
+		return fmt.Sprintf("unstamped %p|", &p) // never equal: no cache
+	}
+	s := fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	if full {
+		s += fmt.Sprintf(":%d:%d.%d:%d.%d", st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	return s + "|"
 }
 
 // changedSince lists what the work tree (through the index) changed

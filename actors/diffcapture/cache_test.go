@@ -45,11 +45,42 @@ func (c *countingGit) take(t *testing.T) []string {
 	return strings.Fields(string(b))
 }
 
-// The git runs of a turn: discovery (rev-parse, config) once per session,
-// then one status at Begin and at Finish, the scratch index and one diff
-// (plus the baseline's hashes and tree when the tree was dirty at Begin).
-// Before the cache, the merged runs and the pathspec diff a one-file turn
-// took 11.
+// runsOfTurn is what one turn ran: on the turn's path (Begin before the
+// turn reaches the backend, Finish before its result is handed out) and off
+// it (Settle, which the session's differ runs after each answer).
+type runsOfTurn struct {
+	begin, afterBegin, finish, afterFinish []string
+}
+
+// countedTurn runs one turn as the session's differ does: Begin, Settle,
+// the turn, Finish, Settle, taking the git runs of each step.
+func countedTurn(t *testing.T, g *Git, cg *countingGit, turn func()) (runsOfTurn, messages.TurnDiff) {
+	t.Helper()
+	ctx := testCtx(t)
+	_ = cg.take(t)
+	var runs runsOfTurn
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	runs.begin = cg.take(t)
+	g.Settle(ctx)
+	runs.afterBegin = cg.take(t)
+	if turn != nil {
+		turn()
+	}
+	d := g.Finish(ctx, b, nil)
+	runs.finish = cg.take(t)
+	g.Settle(ctx)
+	runs.afterFinish = cg.take(t)
+	return runs, d
+}
+
+// The git runs of each kind of turn, on the turn's path and off it.
+// Discovery (rev-parse, config) runs once per session. A later turn runs
+// one add at Begin (it refreshes the session's snapshot and says whether
+// anything changed since the last one) and one add and one diff at Finish;
+// the tree of a new snapshot is written after the answer. Before the
+// session snapshot the same turns ran four to six, all on the path; before
+// the discovery cache eleven.
 func TestGitRunsPerTurn(t *testing.T) {
 	r := newRepo(t)
 	r.write("a.txt", "a\n")
@@ -57,55 +88,87 @@ func TestGitRunsPerTurn(t *testing.T) {
 	cg := newCountingGit(t)
 	g := NewGit(r.dir, WithGitBinary(cg.bin))
 
-	d := capture(t, g, func() { r.write("a.txt", "a\nturn 1\n") })
+	runs, d := countedTurn(t, g, cg, func() { r.write("a.txt", "a\nturn 1\n") })
 	require.Empty(t, d.Warning)
 	require.Len(t, d.Files, 1)
-	first := cg.take(t)
-	assert.Equal(t, []string{"rev-parse", "config", "status", "status", "update-index", "diff-index"}, first)
+	assert.Equal(t, runsOfTurn{
+		begin:       []string{"rev-parse", "config", "add"},
+		afterBegin:  []string{"write-tree"},
+		finish:      []string{"add", "diff-index"},
+		afterFinish: []string{"write-tree"},
+	}, runs, "the first turn of a session: discovery, and a new snapshot")
 
 	for turn := 2; turn <= 3; turn++ {
-		r.commitAll("between turns") // a clean start: nothing to hash at Begin
-		_ = cg.take(t)
-		d = capture(t, g, func() { r.write("a.txt", "a\nturn "+string(rune('0'+turn))+"\n") })
+		runs, d = countedTurn(t, g, cg, func() { r.write("a.txt", "a\nturn "+string(rune('0'+turn))+"\n") })
 		require.Empty(t, d.Warning)
 		require.Len(t, d.Files, 1)
 		assert.Equal(t, "M", d.Files[0].Status)
 		assert.Contains(t, d.UnifiedDiff, "+turn "+string(rune('0'+turn)))
-		runs := cg.take(t)
-		assert.Equal(t, []string{"status", "status", "update-index", "diff-index"}, runs,
-			"turn %d: discovery is cached and the tree was clean, so a turn is two statuses, the scratch index and one diff against HEAD", turn)
+		assert.NotContains(t, d.UnifiedDiff, "+turn "+string(rune('0'+turn-1)), "the previous turn's change is not this turn's")
+		assert.Equal(t, runsOfTurn{
+			begin:       []string{"add"},
+			finish:      []string{"add", "diff-index"},
+			afterFinish: []string{"write-tree"},
+		}, runs, "turn %d: nothing changed between turns, so the last snapshot's tree is the baseline", turn)
 	}
 
-	// a turn that changes nothing: the two statuses only
-	r.commitAll("between turns")
-	_ = cg.take(t)
-	d = capture(t, g, nil)
+	// a turn that changes nothing: one add at each end, nothing after
+	runs, d = countedTurn(t, g, cg, nil)
 	require.Empty(t, d.Warning)
 	assert.Empty(t, d.Files)
-	assert.Equal(t, []string{"status", "status"}, cg.take(t))
+	assert.Equal(t, runsOfTurn{begin: []string{"add"}, finish: []string{"add"}}, runs)
 
-	// a file dirty at Begin is hashed into the scratch index then, and the
-	// diff runs against a tree of the baseline: two more runs
+	// a file changed between turns: the Begin snapshot's tree is written
+	// after the baseline is handed back
 	r.write("a.txt", "dirty before\n")
-	d = capture(t, g, func() { r.write("a.txt", "dirty before\nand the turn\n") })
+	runs, d = countedTurn(t, g, cg, func() { r.write("a.txt", "dirty before\nand the turn\n") })
 	require.Empty(t, d.Warning)
 	require.Len(t, d.Files, 1)
-	assert.Equal(t, []string{"status", "update-index", "status", "write-tree", "update-index", "diff-index"}, cg.take(t))
-	r.commitAll("between turns")
-	_ = cg.take(t)
+	assert.Equal(t, 1, d.Files[0].Insertions, "only this turn's change")
+	assert.Equal(t, 0, d.Files[0].Deletions)
+	assert.Equal(t, runsOfTurn{
+		begin:       []string{"add"},
+		afterBegin:  []string{"write-tree"},
+		finish:      []string{"add", "diff-index"},
+		afterFinish: []string{"write-tree"},
+	}, runs)
 
-	// a mid-turn commit moves HEAD: the candidates come from the start
-	// commit instead (diff-index and ls-files), and the commit is folded in
-	d = capture(t, g, func() {
+	// a commit between turns: the repository's index changed, so Begin
+	// seeds the snapshot from it again (a copy, no run) before its add
+	r.commitAll("between turns")
+	runs, d = countedTurn(t, g, cg, nil)
+	require.Empty(t, d.Warning)
+	assert.Empty(t, d.Files)
+	assert.Equal(t, runsOfTurn{begin: []string{"add"}, afterBegin: []string{"write-tree"}, finish: []string{"add"}}, runs)
+
+	// a mid-turn commit is folded in: the work tree is compared, whatever
+	// HEAD says
+	runs, d = countedTurn(t, g, cg, func() {
 		r.write("b.txt", "b\n")
 		r.commitAll("agent")
 	})
 	require.Empty(t, d.Warning)
 	require.Len(t, d.Files, 1)
 	assert.Equal(t, "b.txt", d.Files[0].Path)
-	runs := cg.take(t)
-	assert.Contains(t, runs, "ls-files")
-	assert.NotContains(t, runs, "rev-parse")
+	assert.Equal(t, runsOfTurn{
+		begin:       []string{"add"},
+		finish:      []string{"add", "diff-index"},
+		afterFinish: []string{"write-tree"},
+	}, runs)
+
+	// without Settle (a caller that never calls it) Begin and Finish do
+	// the work themselves, on the path
+	ctx := testCtx(t)
+	r.write("a.txt", "dirty again\n")
+	_ = cg.take(t)
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	r.write("c.txt", "c\n")
+	d = g.Finish(ctx, b, nil)
+	require.Empty(t, d.Warning)
+	require.Len(t, d.Files, 1)
+	assert.Equal(t, "c.txt", d.Files[0].Path)
+	assert.Equal(t, []string{"add", "write-tree", "add", "diff-index"}, cg.take(t))
 }
 
 // A filter driver the agent configures between turns is seen at the next

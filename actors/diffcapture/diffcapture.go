@@ -5,45 +5,78 @@
 //
 // Git (NewGit, GitFactory: the runtime's default) is the capture: when the
 // working directory is inside a git work tree at Begin, the turn's diff is
-// the work tree at Finish against the work tree at Begin. Begin records HEAD
-// and the paths of one `git status --porcelain=v2 -z --branch -uall` and hashes the content of every
-// path status reported (dirty, staged, unmerged, untracked) into a scratch
-// index whose objects live in a private temporary directory (the
+// the work tree at Finish against the work tree at Begin. It keeps a
+// snapshot of the work tree per session (scratch.go): a scratch index,
+// seeded with a copy of the repository's index, holding every tracked path
+// and every untracked path .gitignore does not exclude (what status -uall
+// reports), with its objects in a private temporary directory (the
 // repository's objects are read through the alternates; nothing is written
-// into the repository, and GIT_OPTIONAL_LOCKS=0 keeps its index unlocked).
+// into the repository). `git add -A -v` brings the snapshot to the work
+// tree, hashing only what its stat data says changed, and prints a line per
+// path whose content changed.
+//
+// On the turn's path: Begin runs one add (nothing printed: the tree of the
+// last snapshot is the baseline, else the baseline is the snapshot now,
+// its tree written later); Finish runs one add and, when it printed
+// anything, one diff of the snapshot against the baseline's tree
+// (diff-index --cached -M -z: raw and numstat records, then the patch, of
+// which only the patch is capped). Off it, after the answer was handed
+// back (Settle, which the session's differ calls while the turn starts or
+// the driver reads the result): write-tree, the tree of the snapshot just
+// taken. Begin and Finish write a tree still owed themselves, under the
+// same lock, so a Settle that has not run costs time, never correctness.
+// A clean later turn runs two git processes on its path (three when it
+// changed something) and at most one after; the session's first Begin also
+// finds where the repository is and the overrides of its filter drivers
+// (rev-parse, config), kept while the repository's config files are
+// unchanged (cache.go). The snapshot is seeded again from the repository's
+// index when that index or info/exclude changed (the agent staged or
+// committed) or a .gitignore did, so paths ignored now drop out as status
+// would drop them; when the index changed during the turn, Finish reads it
+// for files the snapshot lacks (staged past .gitignore with add -f, which
+// add -A does not pick up) and adds those with -f: one more run, only then.
+// Commits made during the turn are folded in (the work
+// tree is compared, not HEAD), files already dirty at Begin show only this
+// turn's change, new untracked files are additions, and renames are found
+// across tracked and untracked files alike.
+//
+// A repository whose index holds a gitlink (a submodule, an embedded
+// repository) takes the status way instead, because add refreshes a
+// gitlink by running git status inside it, under that repository's own
+// configuration: Begin records HEAD and the paths of one `git status
+// --porcelain=v2 -z --branch -uall --ignore-submodules=dirty` and hashes
+// the content of every path status reported into a per-turn scratch index;
 // Finish lists the paths that can differ (one status again while HEAD has
-// not moved; after a mid-turn commit diff-index against the start commit and
-// ls-files --others; and the paths status reported at Begin), brings a
-// scratch index to their content now and diffs it in one run (diff-index
-// --cached -M -z: raw and numstat records, then the patch, of which only
-// the patch is capped) against the baseline: with a clean tree at Begin
-// that is the start commit, limited to the candidates by pathspec; else a
-// tree of their baseline content written from the scratch index. Where the
-// repository is and the overrides of its filter drivers are found once
-// per session (rev-parse, config) and kept while the repository's config
-// files are unchanged (cache.go), so a turn on a clean tree runs four git
-// processes (two statuses, the scratch index, one diff)
-// where it ran eleven: commits made during
-// the turn are folded in, files already dirty at Begin show only this turn's
-// change, new untracked files are additions, and renames are found across
-// tracked and untracked files alike. The result is capped: the unified diff
-// at DefaultMaxDiffBytes (Truncated, with a marker line), the file list at
-// DefaultMaxFiles (FilesOmitted counts the rest); the summary covers every
-// file. git runs without a shell (see run.go), with NUL-delimited output, a
-// timeout, a scrubbed environment, and command-line configuration that
-// switches off hooks, fsmonitor, external diff, textconv, the pager and
-// every filter driver the repository configures, so a repository an agent
-// can write to cannot make a capture run its programs.
+// not moved; after a mid-turn commit diff-index against the start commit
+// and ls-files --others; and the paths status reported at Begin), brings a
+// scratch index to their content now and diffs it in one run against the
+// baseline (the start commit limited to the candidates by pathspec, or a
+// tree of their baseline content): four processes on the path.
+//
+// The result is capped: the unified diff at DefaultMaxDiffBytes
+// (Truncated, with a marker line), the file list at DefaultMaxFiles
+// (FilesOmitted counts the rest); the summary covers every file. git runs
+// without a shell (see run.go), with NUL-delimited output (add's lines are
+// only counted, never parsed for paths), a timeout, a scrubbed environment
+// (GIT_OPTIONAL_LOCKS=0: the repository's index is never locked or
+// refreshed), and command-line configuration that switches off hooks,
+// fsmonitor, external diff, textconv, the pager and every filter driver the
+// repository configures, so a repository an agent can write to cannot make
+// a capture run its programs. What add may hash is what status -uall
+// reports: regular files, symlinks and repositories (git skips fifos and
+// sockets itself), as the status way's update-index does.
 //
 // Without git, or outside a work tree, the fallback is the edit-tool paths
 // the session collected (ToolEventDiff: each path as status M without line
 // counts, source tool-events); no paths is source none. Noop reports source
 // none for every turn.
 //
-// Concurrency: a Capturer is used by one actor, one call at a time, from a
-// goroutine the actor owns (captures run git and take time); Git keeps a
-// turn's state in the Baseline, its per-session cache under a mutex, and is
-// safe for concurrent use. Capture problems
+// Concurrency: a Capturer is used by one actor, from goroutines the actor
+// owns (captures run git and take time); Git keeps a turn's state in the
+// Baseline, its per-session cache and snapshot under mutexes (Begin,
+// Finish and Settle take the snapshot's lock in turn), and is safe for
+// concurrent use. The snapshot's directory is removed by Close or once the
+// Git is collected. Capture problems
 // never fail a turn: Begin never returns an error from Git (a failed
 // baseline rides in the Baseline), and Finish turns any problem, a panic
 // included, into source none with the problem in TurnDiff.Warning.
@@ -51,7 +84,7 @@
 // Testing: the tests build real temporary repositories (HOME is a temporary
 // directory; user.name and user.email are set per repository) and drive
 // Begin, a turn's edits and Finish; TestGitRunsPerTurn counts the git runs
-// of each kind of turn through a logging wrapper; BenchmarkCapture and BenchmarkBareGit
+// of each kind of turn, on its path and after, through a logging wrapper; BenchmarkCapture and BenchmarkBareGit
 // time the capture against the bare git commands of seed 000 §6 on a
 // generated 10,000-file repository in the same run.
 package diffcapture
@@ -74,6 +107,16 @@ type Capturer interface {
 	// available). It never fails: problems are reported in the diff's
 	// Warning with source none.
 	Finish(ctx context.Context, b Baseline, editPaths []string) messages.TurnDiff
+}
+
+// Settler is a Capturer with work it can do after an answer of Begin or
+// Finish was handed back, off the turn's path (Git writes the tree of the
+// snapshot it took). The session's differ calls Settle after each answer;
+// the Capturer serializes it with the next Begin and Finish, which do what
+// is still left themselves. It never fails: a problem shows in the next
+// Finish.
+type Settler interface {
+	Settle(ctx context.Context)
 }
 
 // Factory builds the Capturer for a session's working directory and backend.

@@ -2,6 +2,8 @@ package diffcapture
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -42,5 +44,29 @@ func FuzzGitOutput(f *testing.F) {
 		if !bytes.Equal(got, out) {
 			t.Fatalf("the split lost or invented bytes: %q -> head %q, patch %q", out, w.head, w.patch.buf.Bytes())
 		}
+	})
+}
+
+// FuzzIndexGitlinks feeds the index parser (whose names come from the work
+// tree) real index files of every version and their mutations: it answers
+// or errs, never panics or reads past the end.
+func FuzzIndexGitlinks(f *testing.F) {
+	if _, err := exec.LookPath("git"); err == nil {
+		r := newRepo(f)
+		r.write("a.txt", "a\n")
+		r.write("dir/b.txt", "b\n")
+		r.commitAll("init")
+		for _, v := range []string{"2", "3", "4"} {
+			r.git("update-index", "--index-version", v)
+			b, err := os.ReadFile(r.path(".git/index"))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b, uint8(20))
+		}
+	}
+	f.Add([]byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x00"), uint8(20))
+	f.Fuzz(func(t *testing.T, b []byte, hashSize uint8) {
+		_, _ = parseIndexGitlinks(b, int(hashSize%40))
 	})
 }

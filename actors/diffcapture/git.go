@@ -44,10 +44,10 @@ func WithMaxFiles(n int) Option { return func(g *Git) { g.maxFiles = n } }
 
 // Git is the capture of seed 000 §6 for one working directory: git when the
 // directory is inside a work tree at the turn's start, else the tool-event
-// fallback. A turn's state is all in its Baseline; between turns it keeps
-// only what a session does not change (where the repository is, and the
-// overrides of its filter drivers), checked against the repository's
-// config files at every use (cache.go). It is safe for concurrent use.
+// fallback. Between turns it keeps where the repository is and the
+// overrides of its filter drivers, checked against the repository's config
+// files at every use (cache.go), and the session's snapshot of the work
+// tree (scratch.go). It is safe for concurrent use.
 type Git struct {
 	cwd      string
 	bin      string
@@ -58,6 +58,11 @@ type Git struct {
 
 	mu     sync.Mutex
 	cached *discovered // nil until a Begin found a work tree
+
+	// smu serializes the uses of the session's snapshot (scratch.go):
+	// a Begin waits for the previous turn's Settle and Finish.
+	smu sync.Mutex
+	sc  *scratchState // nil until a Begin seeds it
 }
 
 // NewGit returns the capture for cwd. It does no I/O: whether cwd is a work
@@ -82,6 +87,7 @@ const (
 	kindGit      baseKind = iota + 1
 	kindFallback          // no git or no work tree: tool events
 	kindBroken            // the baseline could not be taken
+	kindScratch           // the session's snapshot (scratch.go)
 )
 
 // repo is where a work tree's git lives.
@@ -108,6 +114,10 @@ type gitBaseline struct {
 	// the ones that existed are in dir's index with their content.
 	known map[string]bool
 	dir   string // "" until something needs a scratch index
+
+	// kindScratch: the session's snapshot and its state at Begin
+	sc   *scratchState
+	snap *snapshot
 }
 
 func (g *Git) bound(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -117,10 +127,11 @@ func (g *Git) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithCancel(ctx)
 }
 
-// Begin records HEAD and what git status reports, hashing the content of
-// every reported path that exists, so Finish diffs those against their
-// content now rather than against HEAD. It never returns an error: a
-// problem rides in the Baseline and Finish reports it.
+// Begin snapshots the work tree: the session's snapshot brought up to date
+// (scratch.go), or, the status way, HEAD and what git status reports with
+// the content of every reported path that exists hashed, so Finish diffs
+// those against their content now rather than against HEAD. It never
+// returns an error: a problem rides in the Baseline and Finish reports it.
 func (g *Git) Begin(ctx context.Context) (b Baseline, _ error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -144,6 +155,15 @@ func (g *Git) begin(ctx context.Context) (*gitBaseline, error) {
 	}
 	if why != "" {
 		return &gitBaseline{kind: kindFallback, why: why}, nil
+	}
+	g.smu.Lock()
+	sb, ok, err := g.scratchBegin(ctx, d)
+	g.smu.Unlock()
+	if ok {
+		if err != nil {
+			return &gitBaseline{}, err
+		}
+		return sb, nil
 	}
 	r, rp := d.runner(), d.rp
 	// HEAD comes from the same status run (--branch; --no-ahead-behind so an
@@ -282,11 +302,11 @@ func (b *gitBaseline) remove() {
 	}
 }
 
-// Finish diffs the work tree now against the baseline: a tree of the
-// baseline (HEAD at Begin with the reported paths' content then) against
-// the work tree now, both built in the scratch index from only the paths
-// that can differ, so the cost is two work-tree scans (diff-index, ls-files)
-// plus work proportional to what changed. Commits made during the
+// Finish diffs the work tree now against the baseline: the session's
+// snapshot brought up to date against the tree of the one Begin took, or,
+// the status way, a tree of the baseline (HEAD at Begin with the reported
+// paths' content then) against the work tree now, both built in a scratch
+// index from only the paths that can differ. Commits made during the
 // turn are folded in (the work tree is compared, not HEAD), files already
 // dirty at Begin show only this turn's change, and untracked files are
 // additions. It never fails: problems become source none with a warning.
@@ -325,6 +345,9 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 		return messages.TurnDiff{}, fmt.Errorf("git: the work tree is gone (%s)", why)
 	case d.rp.top != b.repo.top || d.rp.objects != b.repo.objects:
 		return messages.TurnDiff{}, fmt.Errorf("git: the work tree moved during the turn (%s, was %s)", d.rp.top, b.repo.top)
+	}
+	if b.kind == kindScratch {
+		return g.scratchFinish(ctx, b, d)
 	}
 	r := d.runner()
 	start := b.head
@@ -426,12 +449,21 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	}
 	// the scratch index now holds the end state: diff it against the
 	// baseline tree
-	// one run says the files (raw and numstat records, NUL-terminated) and
-	// the patch after them; only the patch is capped
+	if !limit {
+		cand = nil
+	}
+	return g.diffAgainst(ctx, s, baseTree, cand)
+}
+
+// diffAgainst diffs the scratch index of s against tree (limited to
+// pathspec, when given) in one run, which says the files (raw and numstat
+// records, NUL-terminated) and the patch after them; only the patch is
+// capped.
+func (g *Git) diffAgainst(ctx context.Context, s *runner, tree string, pathspec []string) (messages.TurnDiff, error) {
 	args := []string{"diff-index", "-z", "--raw", "--numstat", "-p", "--no-color",
-		"--submodule=short", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", baseTree}
-	if limit {
-		args = append(append(args, "--"), cand...)
+		"--submodule=short", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", tree}
+	if len(pathspec) > 0 {
+		args = append(append(args, "--"), pathspec...)
 	}
 	head, patch, cutOff, err := s.headedRun(ctx, g.maxBytes+1, args...)
 	if err != nil {

@@ -259,6 +259,7 @@ func TestCaptureWritesNothingIntoTheRepository(t *testing.T) {
 	d := g.Finish(ctx, b, nil)
 	require.Empty(t, d.Warning)
 	require.Len(t, d.Files, 2)
+	g.Settle(ctx) // the work left for after the answer writes nothing there either
 
 	assert.Equal(t, before, objectFiles(t, r), "no object was written into .git/objects")
 	idx2, err := os.Stat(r.path(".git/index"))
@@ -266,7 +267,11 @@ func TestCaptureWritesNothingIntoTheRepository(t *testing.T) {
 	assert.Equal(t, idx.ModTime(), idx2.ModTime(), "the index was not rewritten")
 	tmp, err = os.ReadDir(scratch)
 	require.NoError(t, err)
-	assert.Empty(t, tmp, "Finish removed its scratch directory")
+	assert.Len(t, tmp, 1, "the session's snapshot stays for the next turn")
+	require.NoError(t, g.Close())
+	tmp, err = os.ReadDir(scratch)
+	require.NoError(t, err)
+	assert.Empty(t, tmp, "Close removed the scratch directory")
 }
 
 func objectFiles(t *testing.T, r *testRepo) []string {

@@ -189,9 +189,14 @@ func (r *runner) input(ctx context.Context, stdin []byte, args ...string) ([]byt
 // the repository's objects through the alternates: captures build their
 // trees there and never write into the repository.
 func (r *runner) scratch(dir, objects string) *runner {
+	return r.scratchIndex(dir+string(os.PathSeparator)+"index", dir, objects)
+}
+
+// scratchIndex is scratch with the index file at index.
+func (r *runner) scratchIndex(index, dir, objects string) *runner {
 	c := *r
 	c.extra = []string{
-		"GIT_INDEX_FILE=" + dir + string(os.PathSeparator) + "index",
+		"GIT_INDEX_FILE=" + index,
 		"GIT_OBJECT_DIRECTORY=" + dir + string(os.PathSeparator) + "objects",
 		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + quoteAlternate(objects),
 	}

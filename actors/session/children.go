@@ -391,6 +391,7 @@ func (d *differ) Receive(c *actor.Context) {
 			var b diffcapture.Baseline
 			err := safely(func() (err error) { b, err = cp.Begin(ctx); return err })
 			engine.Send(self, captureBegun{turn: m.Turn, base: b, err: err})
+			settle(cp, timeout)
 		}()
 	case captureBegun:
 		if m.err != nil {
@@ -420,10 +421,25 @@ func (d *differ) Receive(c *actor.Context) {
 				diff.Warning = warn
 			}
 			engine.Send(self, captureDone{turn: m.Turn, diff: diff})
+			settle(cp, timeout)
 		}()
 	case captureDone:
 		c.Send(d.parent, diffReady{turn: m.turn, diff: m.diff})
 	}
+}
+
+// settle runs, after an answer was sent, the work a Capturer left for
+// then (diffcapture.Settler): off the turn's path, while the session
+// starts the turn or the driver reads the result. The Capturer serializes
+// it with the next Begin and Finish itself.
+func settle(cp diffcapture.Capturer, timeout time.Duration) {
+	s, ok := cp.(diffcapture.Settler)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = safely(func() error { s.Settle(ctx); return nil })
 }
 
 // safely runs f, a capturer call on a goroutine of its own (no actor's
