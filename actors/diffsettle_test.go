@@ -58,3 +58,31 @@ func TestDiffCaptureSettlesOffTheTurnsPath(t *testing.T) {
 	require.Eventually(t, func() bool { return settled.Load() == 2 }, time.Minute, 10*time.Millisecond,
 		"Settle ran after the baseline and after the diff")
 }
+
+// closingCapture counts Close calls.
+type closingCapture struct {
+	diffcapture.Noop
+	closed *atomic.Int32
+}
+
+func (c closingCapture) Close() error { c.closed.Add(1); return nil }
+
+// A capture that keeps per-session state (git's scratch snapshot) is
+// closed once the session's diff child has stopped for good at its end.
+func TestDiffCaptureIsClosedWhenTheSessionEnds(t *testing.T) {
+	cfg := testConfig(t)
+	var closed atomic.Int32
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("done")}}}
+	rt := newRuntime(t, cfg, sc,
+		WithDiffCapture(func(string, messages.Descriptor) diffcapture.Capturer {
+			return closingCapture{closed: &closed}
+		}))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	readKind(t, rt, "s", st.SessionID)
+	assert.Zero(t, closed.Load(), "not while the session lives")
+	_, err = rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return closed.Load() == 1 }, time.Minute, 10*time.Millisecond)
+}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"time"
@@ -355,6 +356,7 @@ func (a *Actor) Receive(c *actor.Context) {
 		a.retryArmed = false
 	case childrenStopped:
 		a.core.ChildrenStopped(now)
+		a.closeCapturer()
 	case releaseDeadline:
 		a.core.ReleaseDeadline()
 	case persistStopped:
@@ -384,6 +386,15 @@ func (a *Actor) releaseParked() {
 		}
 	}
 	a.parked = kept
+}
+
+// closeCapturer lets a capturer that keeps per-session state on disk (git's
+// scratch snapshot) remove it once the diff child has stopped for good: the
+// differ cannot, since hollywood stops it on every crash too.
+func (a *Actor) closeCapturer() {
+	if cl, ok := a.o.Capturer.(io.Closer); ok {
+		_ = cl.Close()
+	}
 }
 
 // lifeEffects carries out the core's steps of the session's end.
