@@ -7,11 +7,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/subprocess"
+	"github.com/codesession/codesession/transports/warmpool"
 )
 
 // Defaults of the options.
@@ -37,6 +39,9 @@ type Transport struct {
 	grace        time.Duration
 	env          []string
 	wire         func(dir string, line []byte)
+
+	poolMu sync.Mutex
+	pool   *warmpool.Pool[warmKey, *warmProc] // nil until SetWarmPool
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -164,6 +169,11 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
 		}
 	}
+	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin)
+	if ok {
+		refillAfterFirstTurn(warm, refill)
+		return warm, nil
+	}
 	s, err := newSession(t, spec, sink, bin)
 	if err != nil {
 		return nil, err
@@ -171,6 +181,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
+	refillAfterFirstTurn(s, refill)
 	return s, nil
 }
 
