@@ -352,7 +352,7 @@ func BenchFirstTurn(b *testing.B, be Backend) {
 	// warm up both (a first start in a fresh HOME costs more) and fill the pool
 	run(cold, "cs-bench-warmup-cold")
 	run(pool, "cs-bench-warmup-pool")
-	var warmTotal, coldTotal, warmOpen, coldOpen time.Duration
+	var warmTotal, coldTotal, warmOpen, coldOpen, coldInit, coldNew time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -365,8 +365,17 @@ func BenchFirstTurn(b *testing.B, be Backend) {
 			b.Fatalf("iteration %d: the pooled start did not adopt", i)
 		}
 		warmTotal, warmOpen = warmTotal+tot, warmOpen+open
+		t0 := time.Now()
 		tot, open, _ = run(cold, "cs-bench-cold")
 		coldTotal, coldOpen = coldTotal+tot, coldOpen+open
+		// what the pool takes off the start path: the process's boot and
+		// initialize, then session/new (both answered before Open returns)
+		initAt := cold.Wire.FirstAfter(t0, "<<", `"agentCapabilities"`)
+		newAt := cold.Wire.FirstAfter(initAt, "<<", `"result"`, `"sessionId"`)
+		if initAt.IsZero() || newAt.IsZero() {
+			b.Fatal("the wire shows no initialize or session/new answer")
+		}
+		coldInit, coldNew = coldInit+initAt.Sub(t0), coldNew+newAt.Sub(initAt)
 	}
 	n := float64(b.N)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
@@ -374,6 +383,8 @@ func BenchFirstTurn(b *testing.B, be Backend) {
 	b.ReportMetric(ms(coldTotal), "nopool-ms")
 	b.ReportMetric(ms(warmOpen), "pool-open-ms")
 	b.ReportMetric(ms(coldOpen), "nopool-open-ms")
+	b.ReportMetric(ms(coldInit), "nopool-boot+init-ms")
+	b.ReportMetric(ms(coldNew), "nopool-session/new-ms")
 	b.ReportMetric(float64(warmTotal)/float64(coldTotal), "pool/nopool")
 	b.ReportMetric(0, "ns/op")
 }
