@@ -137,10 +137,12 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // Open starts the agent's process for the session, completes initialize
 // and session/new (or session/load for SessionSpec.ResumeExternalID, where
 // the agent offers it), selects the posture's mode, and emits EvStarted
-// (turn 0) with the agent's session id. It fails with a *messages.Error:
-// invalid for a bad spec, unsupported for a missing CLI or an ability the
-// agent lacks, internal (with the end of its stderr) when the agent exits
-// or does not answer.
+// (turn 0) with the agent's session id. With a warm pool it adopts a
+// pooled session of the same key instead (the posture's mode selected
+// where it differs), and the pool refills after the first turn. It fails
+// with a *messages.Error: invalid for a bad spec, unsupported for a
+// missing CLI or an ability the agent lacks, internal (with the end of its
+// stderr) when the agent exits or does not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
 	spec, err := transports.CheckSpec(spec, sink)
 	if err != nil {
