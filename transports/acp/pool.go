@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
@@ -167,28 +166,9 @@ func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, 
 	}
 }
 
-// RefillDelay bounds how long the pool waits for a session's first turn to
-// end before it boots the session's replacement anyway.
-const RefillDelay = 30 * time.Second
-
 // refillAfterFirstTurn refills the pool once s's first turn has ended (or
-// s died or closed, or RefillDelay passed): a node boot beside the first
-// turn on two cores slows that turn down (claude's pool measured it three
-// times slower).
-func refillAfterFirstTurn(s *session, refill func()) {
-	if refill == nil {
-		return
-	}
-	go func() {
-		tm := time.NewTimer(RefillDelay)
-		defer tm.Stop()
-		select {
-		case <-s.firstEnd:
-		case <-tm.C:
-		}
-		refill()
-	}()
-}
+// s died or closed, or warmpool.RefillDelay passed).
+func refillAfterFirstTurn(s *session, refill func()) { warmpool.RefillAfter(s.firstEnd, nil, refill) }
 
 // bootWarm starts a session for the pool under a group of its own in kit:
 // the process, initialize, session/new and the posture's mode.
