@@ -13,7 +13,7 @@ func TestLiveWarmPool(t *testing.T) {
 	acptest.WarmPoolRun(t, backend(t), `"modeId":"plan"`, "gemini-2.5-pro")
 }
 
-// TestLiveNoPool: with a pool of size 0 each start boots its own process.
+// TestLiveNoPool: with a pool of size 0 a start boots its own process.
 func TestLiveNoPool(t *testing.T) { acptest.NoPoolRun(t, backend(t)) }
 
 // BenchmarkFirstTurn: start -> first turn with and without the warm pool,
