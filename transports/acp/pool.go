@@ -47,6 +47,8 @@ import (
 // process that died while idle is never adopted (the start boots its
 // own).
 
+var _ transports.WarmPooler = (*Transport)(nil)
+
 // warmKey is what a pooled process must share with the start that adopts it.
 type warmKey struct {
 	kit                   *prockit.Kit
