@@ -21,9 +21,9 @@ import (
 )
 
 // TestLiveRuntimeCloseDrainsWarmPool: a session through actors.Runtime
-// fills copilot's warm pool after its first turn; Runtime.Close kills the
-// session's process and the pooled one (checked by pid) and leaves no
-// process record.
+// fills copilot's warm pool after its first turn; Runtime.Close drains the
+// pool, kills the session's process and the pooled one (checked by pid)
+// and leaves no process record.
 func TestLiveRuntimeCloseDrainsWarmPool(t *testing.T) {
 	bin := subprocesstest.Find(t, copilot.EnvBinary, copilot.Agent().Install, "copilot")
 	mock, err := modelmock.Start(t, nil)
@@ -84,6 +84,12 @@ func TestLiveRuntimeCloseDrainsWarmPool(t *testing.T) {
 	closed = true
 	if err := rt.Close(cctx); err != nil {
 		t.Fatalf("Runtime.Close: %v", err)
+	}
+	// the pool itself was drained (where cgroups are writable, closing the
+	// kit kills a forgotten pooled process too, so the pids alone would not
+	// tell)
+	if n := tr.WarmReady(); n != 0 {
+		t.Errorf("%d processes still pooled after Runtime.Close", n)
 	}
 	for _, p := range []int{own, pooled} {
 		if !acptest.GroupGone(p) {
