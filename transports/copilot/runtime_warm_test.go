@@ -2,8 +2,6 @@ package copilot_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/copilot"
 	"github.com/codesession/codesession/transports/modelmock"
-	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
@@ -66,7 +63,7 @@ func TestLiveRuntimeCloseDrainsWarmPool(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	recs := records(t, filepath.Join(cfg.Home, "run", "procs"))
+	recs := records(filepath.Join(cfg.Home, "run", "procs"))
 	var pooled, own int
 	for pgid, sid := range recs {
 		switch sid {
@@ -96,24 +93,15 @@ func TestLiveRuntimeCloseDrainsWarmPool(t *testing.T) {
 			t.Errorf("process group %d outlived Runtime.Close", p)
 		}
 	}
-	if left := records(t, filepath.Join(cfg.Home, "run", "procs")); len(left) != 0 {
+	if left := records(filepath.Join(cfg.Home, "run", "procs")); len(left) != 0 {
 		t.Errorf("process records left after Runtime.Close: %v", left)
 	}
 }
 
 // records maps the pgid of each process record under dir to its session.
-func records(t *testing.T, dir string) map[int]string {
+func records(dir string) map[int]string {
 	out := map[int]string{}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		var r prockit.Record
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for _, r := range acptest.Records(dir) {
 		out[r.Pgid] = r.SessionID
 	}
 	return out

@@ -133,15 +133,27 @@ func (st *Started) Turn(t testing.TB, n int, input string) []messages.Event {
 // ends).
 func (w *Warm) PooledPids() map[int]bool {
 	out := map[int]bool{}
-	files, _ := filepath.Glob(filepath.Join(w.Kit.Dir, "*.json"))
+	for _, r := range Records(w.Kit.Dir) {
+		if strings.HasPrefix(r.SessionID, "warm-") {
+			out[r.Pgid] = true
+		}
+	}
+	return out
+}
+
+// Records are the process records (one per live process group) under a
+// kit's directory.
+func Records(dir string) []prockit.Record {
+	var out []prockit.Record
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue // released meanwhile
 		}
 		var r prockit.Record
-		if json.Unmarshal(b, &r) == nil && strings.HasPrefix(r.SessionID, "warm-") {
-			out[r.Pgid] = true
+		if json.Unmarshal(b, &r) == nil {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -312,14 +324,8 @@ func NoPoolRun(t *testing.T, b Backend) {
 
 // recordedAs: the kit's record of group pgid names session id.
 func recordedAs(kit *prockit.Kit, pgid int, id string) bool {
-	files, _ := filepath.Glob(filepath.Join(kit.Dir, "*.json"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		var r prockit.Record
-		if json.Unmarshal(b, &r) == nil && r.Pgid == pgid && r.SessionID == id {
+	for _, r := range Records(kit.Dir) {
+		if r.Pgid == pgid && r.SessionID == id {
 			return true
 		}
 	}
