@@ -80,8 +80,9 @@ type Config struct {
 	Daemon Daemon `json:"daemon"`
 
 	// WarmPool is how many initialized agent processes a backend that can
-	// (claude-code) keeps ready per (binary, cwd, environment, start-only
-	// settings) for the next start; 0 disables it.
+	// (claude-code, codex, droid, opencode, copilot, gemini) keeps ready per
+	// (binary, cwd, environment, start-only settings) for the next start;
+	// 0 disables it.
 	WarmPool int `json:"warmPool"`
 
 	// Cluster makes the daemon a node of a cluster (cluster.go).

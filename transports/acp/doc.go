@@ -7,7 +7,8 @@
 //
 // # Lifecycle
 //
-//	Open: spawn (own process group) -> initialize (no fs, no terminal)
+//	Open: spawn (proc kit: own process group, watchdog, cgroup, record)
+//	      -> initialize (no fs, no terminal)
 //	      -> session/new | session/load (resume, where loadSession is offered)
 //	      -> mode for the posture (session/set_mode or the "mode" config option)
 //	      -> EvStarted{ExternalSessionID: the ACP session id}
@@ -17,6 +18,24 @@
 //	Interrupt: session/cancel (a pending question answered cancelled);
 //	      after the grace the process is killed and the turn closed interrupted
 //	Close: stdin closed, SIGTERM, SIGKILL to the group; every goroutine waited
+//
+// # The warm pool
+//
+// With WithWarmPool (the runtime sets it from its config, warmPool) a
+// transport keeps booted sessions ready: spawned, initialized, session/new
+// done and the posture's mode selected, per key (kit, binary, cwd, HOME,
+// model, effort, and the environment's hash: everything that makes two
+// processes not interchangeable). Open adopts one when it can (not for a
+// resume): the mode of the start's posture is selected through the
+// protocol where it differs, then EvStarted. The key is learnt from use,
+// so the first start of a key boots its own; the pool refills once the
+// adopting (or booting) session's first turn has ended. A pooled process
+// has its own group in the runtime's kit and its own scratch directory;
+// one that died idle is discarded, never adopted; DrainWarm kills what is
+// pooled (the runtime calls it when it closes). See pool.go.
+//
+//	boot (pool) -> idle -> adopted by Open -> a session like any other
+//	                    \-> died idle / drained / evicted -> killed, discarded
 //
 // A tool is named in events by its ACP kind (edit, execute, read, ...),
 // the one name the agents share; EditToolNames lists the kinds that change
@@ -58,4 +77,6 @@
 // FuzzFilterLines fuzzes the reader. The backends run the transporttest
 // conformance suite and their own live tests against the real CLIs and
 // transports/modelmock; WithWireTap shows what a CLI actually received.
+// acptest.WarmPoolRun, NoPoolRun and BenchFirstTurn are the warm pool's
+// live checks and benchmark, run by each backend.
 package acp

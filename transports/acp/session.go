@@ -18,6 +18,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 )
 
@@ -47,6 +48,16 @@ type session struct {
 	modes      map[string]bool
 	modeOption acpsdk.SessionConfigId
 
+	// ownGroup is the process bookkeeping the process was started in when
+	// it is not the session's own (a warm process booted under the pool's
+	// group): closed once the process is gone.
+	ownGroup *prockit.Group
+	// firstEnd is closed when a turn first ends (or the session dies or
+	// closes): the warm pool refills after it, so a boot never competes
+	// with the session's first turn.
+	firstEnd     chan struct{}
+	firstEndOnce sync.Once
+
 	mu          sync.Mutex
 	closed      bool // nothing is emitted once set
 	dead        bool
@@ -58,6 +69,7 @@ type session struct {
 	running     bool
 	interrupted bool
 	pendingAsk  string
+	mode        string // the agent mode last selected ("" before any)
 	tools       map[string]*toolState
 	notes       []string // deny reasons the agent has not been told yet
 }
@@ -84,7 +96,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot create the session's scratch directory")
 	}
 	return &session{t: t, spec: spec, sink: sink, bin: bin, scratch: scratch, ws: ws, posture: spec.Posture,
-		stderr: subprocess.NewTail(8 << 10), exited: make(chan struct{}), readerDone: make(chan struct{}),
+		stderr: subprocess.NewTail(8 << 10), exited: make(chan struct{}), readerDone: make(chan struct{}), firstEnd: make(chan struct{}),
 		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), tools: map[string]*toolState{}}, nil
 }
 
@@ -102,14 +114,32 @@ func (s *session) emit(turn int, ev messages.Event) {
 }
 
 func (s *session) emitLocked(turn int, ev messages.Event) {
+	if ev.Type == messages.EvTurnEnd || (ev.Type == messages.EvError && ev.Fatal) {
+		s.endedFirst()
+	}
 	if !s.closed {
 		s.sink(turn, ev)
 	}
 }
 
-// open starts the process and the ACP session. On failure everything it
-// started is stopped again.
+// endedFirst marks the first turn over (idempotent).
+func (s *session) endedFirst() { s.firstEndOnce.Do(func() { close(s.firstEnd) }) }
+
+// open starts the process and the ACP session and emits EvStarted. On
+// failure everything it started is stopped again.
 func (s *session) open(ctx context.Context) error {
+	if err := s.boot(ctx); err != nil {
+		return err
+	}
+	s.begin()
+	return nil
+}
+
+// boot starts the process, completes initialize and session/new (or
+// session/load) and selects the posture's mode: everything of a start but
+// EvStarted, which a warm process emits only once a start adopts it. On
+// failure everything it started is stopped again.
+func (s *session) boot(ctx context.Context) error {
 	fail := func(err error) error {
 		s.kill()
 		s.wait()
@@ -166,6 +196,13 @@ func (s *session) open(ctx context.Context) error {
 	if err := s.selectMode(ctx, s.spec.Posture); err != nil {
 		return fail(messages.AsError(messages.OpStart, err))
 	}
+	return nil
+}
+
+// begin makes the booted session live: EvStarted with the agent's session
+// id, then the reports of lines dropped before it, then the watch for the
+// process's death.
+func (s *session) begin() {
 	s.mu.Lock()
 	s.opened = true
 	s.emitLocked(0, messages.Event{Type: messages.EvStarted, ExternalSessionID: string(s.sid), Model: s.spec.Model})
@@ -176,7 +213,6 @@ func (s *session) open(ctx context.Context) error {
 	s.mu.Unlock()
 	s.watched = make(chan struct{})
 	go s.watch()
-	return nil
 }
 
 // start spawns the process in its own process group with its stdout
@@ -185,7 +221,6 @@ func (s *session) start(args, extra []string) error {
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.ws.Given()
 	cmd.Env = buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...), s.t.agent.Scrub)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = s.stderr
 	cmd.WaitDelay = 2 * time.Second
 	stdin, err := cmd.StdinPipe()
@@ -197,15 +232,22 @@ func (s *session) start(args, extra []string) error {
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot make the agent's stdout pipe")
 	}
 	cmd.Stdout = outW
-	if err := cmd.Start(); err != nil {
+	// its own process group under proc's watchdog (and the session's
+	// cgroup and boot-sweep record), so nothing of it outlives the
+	// runtime, SIGKILL included
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	if err != nil {
 		_ = outR.Close()
 		_ = outW.Close()
+		_ = stdin.Close()
 		return messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
 	}
 	_ = outW.Close() // the child holds its own copy
-	s.cmd, s.pgid, s.stdin = cmd, cmd.Process.Pid, stdin
+	s.cmd, s.pgid, s.stdin = cmd, h.Pgid, stdin
 	go func() {
 		_ = cmd.Wait()
+		h.Release()
+		s.ownGroup.Close()
 		close(s.exited)
 	}()
 	sdkR, sdkW := io.Pipe()
@@ -484,6 +526,9 @@ func (s *session) selectMode(ctx context.Context, p messages.Posture) error {
 	if err != nil {
 		return messages.Wrap(messages.CodeInternal, messages.OpSetPosture, err, fmt.Sprintf("%s refused mode %q: %v", s.t.agent.Descriptor.ID, id, err))
 	}
+	s.mu.Lock()
+	s.mode = id
+	s.mu.Unlock()
 	return nil
 }
 
@@ -499,6 +544,7 @@ func (s *session) Close(ctx context.Context) error {
 	s.closed, s.running = true, false
 	pending := s.pendingAsk
 	s.mu.Unlock()
+	s.endedFirst()
 	if pending != "" {
 		_ = s.asks.Answer(pending, messages.DecisionCancel, "")
 	}
@@ -559,3 +605,7 @@ func (g gatedReader) Read(p []byte) (int, error) {
 	<-g.ready
 	return g.r.Read(p)
 }
+
+// Pid is the agent process's pid (the leader of its process group), for
+// tests and the benchmark that tell a pooled process from a fresh one.
+func (s *session) Pid() int { return s.pgid }

@@ -7,11 +7,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/subprocess"
+	"github.com/codesession/codesession/transports/warmpool"
 )
 
 // Defaults of the options.
@@ -37,6 +39,9 @@ type Transport struct {
 	grace        time.Duration
 	env          []string
 	wire         func(dir string, line []byte)
+
+	poolMu sync.Mutex
+	pool   *warmpool.Pool[warmKey, *warmProc] // nil until SetWarmPool
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -132,10 +137,12 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // Open starts the agent's process for the session, completes initialize
 // and session/new (or session/load for SessionSpec.ResumeExternalID, where
 // the agent offers it), selects the posture's mode, and emits EvStarted
-// (turn 0) with the agent's session id. It fails with a *messages.Error:
-// invalid for a bad spec, unsupported for a missing CLI or an ability the
-// agent lacks, internal (with the end of its stderr) when the agent exits
-// or does not answer.
+// (turn 0) with the agent's session id. With a warm pool it adopts a
+// pooled session of the same key instead (the posture's mode selected
+// where it differs), and the pool refills after the first turn. It fails
+// with a *messages.Error: invalid for a bad spec, unsupported for a
+// missing CLI or an ability the agent lacks, internal (with the end of its
+// stderr) when the agent exits or does not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
 	spec, err := transports.CheckSpec(spec, sink)
 	if err != nil {
@@ -164,6 +171,11 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
 		}
 	}
+	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin)
+	if ok {
+		refillAfterFirstTurn(warm, refill)
+		return warm, nil
+	}
 	s, err := newSession(t, spec, sink, bin)
 	if err != nil {
 		return nil, err
@@ -171,6 +183,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
+	refillAfterFirstTurn(s, refill)
 	return s, nil
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
-func backend(t *testing.T) acptest.Backend {
+func backend(t testing.TB) acptest.Backend {
 	return acptest.Backend{
 		Bin:  subprocesstest.Find(t, EnvBinary, Agent().Install, "copilot"),
 		New:  func(opts ...acp.Option) transports.Transport { return New(opts...) },
@@ -36,7 +36,7 @@ func backend(t *testing.T) acptest.Backend {
 }
 
 // mockSpec is Copilot's BYOK offline mode against the mock.
-func mockSpec(t *testing.T, mock *modelmock.Server) transports.SessionSpec {
+func mockSpec(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
 	return transports.SessionSpec{Home: acptest.SharedHome, Env: []string{
 		"COPILOT_OFFLINE=true", "COPILOT_PROVIDER_BASE_URL=" + mock.URL() + "/v1",
 		"COPILOT_PROVIDER_API_KEY=sk-mock", "COPILOT_MODEL=mock-model"}}

@@ -23,7 +23,7 @@ func TestLiveEffort(t *testing.T) {
 	b := backend(t)
 	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{Match: modelmock.Match{Text: "effort probe"}, Steps: []modelmock.Step{{Text: "ok"}}}}}
 	spec := b.Spec
-	b.Spec = func(t *testing.T, mock *modelmock.Server) transports.SessionSpec {
+	b.Spec = func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
 		s := spec(t, mock)
 		s.Effort = messages.EffortHigh
 		return s

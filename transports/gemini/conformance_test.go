@@ -12,7 +12,7 @@ import (
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
-func backend(t *testing.T) acptest.Backend {
+func backend(t testing.TB) acptest.Backend {
 	return acptest.Backend{
 		Bin:  subprocesstest.Find(t, EnvBinary, Agent().Install, "gemini"),
 		New:  func(opts ...acp.Option) transports.Transport { return New(opts...) },
@@ -35,7 +35,7 @@ func backend(t *testing.T) acptest.Backend {
 }
 
 // mockSpec points gemini at the mock's Gemini wire.
-func mockSpec(t *testing.T, mock *modelmock.Server) transports.SessionSpec {
+func mockSpec(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
 	return transports.SessionSpec{Home: acptest.SharedHome, Model: "gemini-2.5-pro", Env: []string{
 		"GOOGLE_GEMINI_BASE_URL=" + mock.URL(), "GEMINI_API_KEY=mock-key"}}
 }

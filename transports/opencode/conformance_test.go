@@ -13,7 +13,7 @@ import (
 )
 
 // backend is opencode for the shared ACP harness.
-func backend(t *testing.T) acptest.Backend {
+func backend(t testing.TB) acptest.Backend {
 	return acptest.Backend{
 		Bin:  subprocesstest.Find(t, EnvBinary, Agent().Install, "opencode"),
 		New:  func(opts ...acp.Option) transports.Transport { return New(opts...) },
@@ -32,7 +32,7 @@ func backend(t *testing.T) acptest.Backend {
 
 // mockSpec points opencode at the mock through a provider in the session's
 // configuration.
-func mockSpec(t *testing.T, mock *modelmock.Server) transports.SessionSpec {
+func mockSpec(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
 	provider := `{"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Loopback Mock",` +
 		`"options":{"baseURL":"` + mock.URL() + `/v1","apiKey":"sk-mock"},` +
 		`"models":{"mock-model":{"name":"Mock Model","tool_call":true,"limit":{"context":128000,"output":8192}}}}}}`

@@ -3,6 +3,7 @@ package warmpool
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // DefaultMaxKeys is how many keys hold idle items at once unless
@@ -231,4 +232,30 @@ func (p *Pool[K, V]) Drain(match func(K) bool) {
 func (p *Pool[K, V]) Close() {
 	p.Drain(func(K) bool { return true })
 	p.wg.Wait()
+}
+
+// RefillDelay bounds how long a refill waits for the session that used an
+// item to finish its first turn.
+const RefillDelay = 30 * time.Second
+
+// RefillAfter runs refill in the background once first or stop is closed
+// (a nil channel never is), or RefillDelay has passed: a new item boots
+// after the session that took one has had its first turn, so the boot
+// competes with neither its start nor that turn (on two cores a node boot
+// beside claude's first turn made that turn three times slower). A nil
+// refill does nothing.
+func RefillAfter(first, stop <-chan struct{}, refill func()) {
+	if refill == nil {
+		return
+	}
+	go func() {
+		t := time.NewTimer(RefillDelay)
+		defer t.Stop()
+		select {
+		case <-first:
+		case <-stop:
+		case <-t.C:
+		}
+		refill()
+	}()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -141,4 +142,30 @@ func TestSizeZeroDisables(t *testing.T) {
 	p.Refill("a", b.boot("a"))
 	p.Close()
 	assert.Equal(t, 0, b.booted)
+}
+
+func TestRefillAfterWaitsForTheFirstTurnOrTheDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first, stop := make(chan struct{}), make(chan struct{})
+		var mu sync.Mutex
+		var fired []string
+		mark := func(s string) func() {
+			return func() { mu.Lock(); fired = append(fired, s); mu.Unlock() }
+		}
+		got := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), fired...) }
+		warmpool.RefillAfter(first, nil, mark("first"))
+		warmpool.RefillAfter(nil, stop, mark("stop"))
+		warmpool.RefillAfter(nil, nil, mark("delay"))
+		warmpool.RefillAfter(first, stop, nil) // nothing to run
+		synctest.Wait()
+		assert.Empty(t, got(), "nothing refills before the first turn ends")
+		close(first)
+		synctest.Wait()
+		close(stop)
+		synctest.Wait()
+		assert.Equal(t, []string{"first", "stop"}, got())
+		time.Sleep(warmpool.RefillDelay)
+		synctest.Wait()
+		assert.Equal(t, []string{"first", "stop", "delay"}, got())
+	})
 }

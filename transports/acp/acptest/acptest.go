@@ -63,7 +63,7 @@ type Backend struct {
 	// New builds the transport with the given options.
 	New func(opts ...acp.Option) transports.Transport
 	// Spec points a session at the mock (Env, Home, Model).
-	Spec  func(t *testing.T, mock *modelmock.Server) transports.SessionSpec
+	Spec  func(t testing.TB, mock *modelmock.Server) transports.SessionSpec
 	Tools Tools
 	// OutputCap replaces the package's OutputCap, for a CLI that cuts big
 	// outputs itself below it.

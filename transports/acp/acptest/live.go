@@ -21,6 +21,7 @@ import (
 type Wire struct {
 	mu    sync.Mutex
 	lines [][2]string
+	at    []time.Time // when each line was seen
 }
 
 // Tap is the WithWireTap option that records into w.
@@ -31,6 +32,7 @@ func (w *Wire) Tap() acp.Option {
 		for _, l := range bytes.Split(b, []byte("\n")) {
 			if len(bytes.TrimSpace(l)) > 0 {
 				w.lines = append(w.lines, [2]string{dir, string(l)})
+				w.at = append(w.at, time.Now())
 			}
 		}
 	})
@@ -54,6 +56,27 @@ next:
 		out = append(out, l[1])
 	}
 	return out
+}
+
+// FirstAfter is when the first line in direction dir (">>" written,
+// "<<" read) after t0 that contains every one of subs was seen (zero when
+// none was).
+func (w *Wire) FirstAfter(t0 time.Time, dir string, subs ...string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+next:
+	for i, l := range w.lines {
+		if l[0] != dir || w.at[i].Before(t0) {
+			continue
+		}
+		for _, s := range subs {
+			if !strings.Contains(l[1], s) {
+				continue next
+			}
+		}
+		return w.at[i]
+	}
+	return time.Time{}
 }
 
 // Live is one live session of a backend's own tests: its transport with a
