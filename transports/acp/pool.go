@@ -2,11 +2,8 @@ package acp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/codesession/codesession/messages"
@@ -70,51 +67,14 @@ type warmProc struct {
 // from its config (warmPool).
 func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
 
-// SetWarmPool sets the warm pool's size per key (0 disables it), draining
-// what the previous pool held.
-func (t *Transport) SetWarmPool(n int) {
-	p := warmpool.New[warmKey, *warmProc](warmpool.Options[*warmProc]{Size: max(n, 0), Alive: (*warmProc).alive, Discard: (*warmProc).discard})
-	t.poolMu.Lock()
-	old := t.pool
-	t.pool = p
-	t.poolMu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-}
-
-// warm is the current pool (nil when none was ever set).
-func (t *Transport) warm() *warmpool.Pool[warmKey, *warmProc] {
-	t.poolMu.Lock()
-	defer t.poolMu.Unlock()
-	return t.pool
-}
-
-// WarmPool is the configured size per key.
-func (t *Transport) WarmPool() int {
-	if p := t.warm(); p != nil {
-		return p.Size()
-	}
-	return 0
-}
-
-// DrainWarm kills the pooled processes that belong to kit (a runtime
-// closing) and refuses to boot more for it; a nil kit drains everything.
-func (t *Transport) DrainWarm(kit *prockit.Kit) {
-	p := t.warm()
-	switch {
-	case p == nil:
-	case kit == nil:
-		p.Close()
-	default:
-		p.Drain(func(k warmKey) bool { return k.kit == kit })
-	}
+func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
+	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit })
 }
 
 // WarmIdle is how many pooled processes are ready for a start like spec
 // (spec.Cwd as Open would default it).
 func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
-	p := t.warm()
+	p := t.Current()
 	if p == nil {
 		return 0
 	}
@@ -125,20 +85,9 @@ func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
 	return p.Idle(t.warmKey(spec, bin))
 }
 
-// WarmReady is how many pooled processes are ready, for any start.
-func (t *Transport) WarmReady() int {
-	if p := t.warm(); p != nil {
-		return p.IdleTotal()
-	}
-	return 0
-}
-
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
-	env := buildEnv(os.Environ(), spec, t.env, t.agent.Scrub)
-	slices.Sort(env)
-	sum := sha256.Sum256([]byte(strings.Join(env, "\x00")))
 	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, home: spec.Home, model: spec.Model, effort: spec.Effort,
-		appendPrompt: spec.AppendSystemPrompt, passEnv: strings.Join(spec.PassEnv, "\x00"), env: hex.EncodeToString(sum[:])}
+		appendPrompt: spec.AppendSystemPrompt, passEnv: strings.Join(spec.PassEnv, "\x00"), env: warmpool.EnvKey(buildEnv(os.Environ(), spec, t.env, t.agent.Scrub))}
 }
 
 // adoptWarm hands the start a pooled session when one fits; refill boots
@@ -146,7 +95,7 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 // is over; nil when there is no pool). ok is false when the start must
 // boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (s *session, refill func(), ok bool) {
-	p := t.warm()
+	p := t.Current()
 	if p == nil || p.Size() == 0 || spec.ResumeExternalID != "" {
 		return nil, nil, false
 	}

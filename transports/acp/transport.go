@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -40,8 +39,7 @@ type Transport struct {
 	env          []string
 	wire         func(dir string, line []byte)
 
-	poolMu sync.Mutex
-	pool   *warmpool.Pool[warmKey, *warmProc] // nil until SetWarmPool
+	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -89,6 +87,7 @@ func WithWireTap(f func(dir string, line []byte)) Option { return func(t *Transp
 func New(agent Agent, opts ...Option) *Transport {
 	t := &Transport{agent: agent, outputCap: DefaultOutputCap, lineCap: DefaultLineCap,
 		startTimeout: DefaultStartTimeout, grace: DefaultInterruptGrace}
+	t.Slot = newWarmSlot()
 	for _, o := range opts {
 		o(t)
 	}

@@ -2,12 +2,9 @@ package claudecode
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -65,67 +62,30 @@ type warmProc struct {
 // it from its config (warmPool).
 func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
 
-// SetWarmPool sets the warm pool's size per key (0 disables it), draining
-// what the previous pool held. Call it before the transport serves starts.
-func (t *Transport) SetWarmPool(n int) {
-	if t.pool != nil {
-		t.pool.Close()
-	}
-	t.pool = warmpool.New[warmKey, *warmProc](warmpool.Options[*warmProc]{Size: max(n, 0), Alive: (*warmProc).alive, Discard: (*warmProc).discard})
-}
-
-// WarmPool is the configured size per key.
-func (t *Transport) WarmPool() int {
-	if t.pool == nil {
-		return 0
-	}
-	return t.pool.Size()
-}
-
-// DrainWarm kills the pooled processes that belong to kit (a runtime
-// closing) and refuses to boot more for it; a nil kit drains everything.
-func (t *Transport) DrainWarm(kit *prockit.Kit) {
-	if t.pool == nil {
-		return
-	}
-	if kit == nil {
-		t.pool.Close()
-		return
-	}
-	t.pool.Drain(func(k warmKey) bool { return k.kit == kit })
+func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
+	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit })
 }
 
 // WarmIdle is how many pooled processes are ready for a start like spec
 // (for tests and the benchmark).
 func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
-	if t.pool == nil {
+	pool := t.Current()
+	if pool == nil {
 		return 0
 	}
 	bin, err := t.Binary(spec.Env)
 	if err != nil {
 		return 0
 	}
-	return t.pool.Idle(t.warmKey(spec, bin))
-}
-
-// WarmReady is how many pooled processes are ready, for any start.
-func (t *Transport) WarmReady() int {
-	if t.pool == nil {
-		return 0
-	}
-	return t.pool.IdleTotal()
+	return pool.Idle(t.warmKey(spec, bin))
 }
 
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
-	env := buildEnv(os.Environ(), spec, t.env)
-	sorted := append([]string(nil), env...)
-	sort.Strings(sorted)
-	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
 	tools := "\x00"
 	if spec.AllowedTools != nil {
 		tools = strings.Join(spec.AllowedTools, "\x00")
 	}
-	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: hex.EncodeToString(sum[:]), effort: spec.Effort,
+	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(buildEnv(os.Environ(), spec, t.env)), effort: spec.Effort,
 		tools: tools, appendPrompt: spec.AppendSystemPrompt, namedModel: spec.Model != ""}
 }
 
@@ -133,17 +93,18 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 // the key's replacement (the caller runs it once the session's first turn
 // is over, so the boot competes with neither the start nor that turn). ok is false when the start must boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws gate.Workspace) (s *session, refill func(), ok bool) {
-	if t.pool == nil || t.pool.Size() == 0 || spec.ResumeExternalID != "" {
+	pool := t.Current() // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
+	if pool == nil || pool.Size() == 0 || spec.ResumeExternalID != "" {
 		return nil, func() {}, false
 	}
 	key := t.warmKey(spec, bin)
 	refill = func() {
 		tmpl := spec
 		tmpl.SessionID, tmpl.Procs = "", nil
-		t.pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key.kit, tmpl, bin) })
+		pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key.kit, tmpl, bin) })
 	}
 	for {
-		w, found := t.pool.Take(key)
+		w, found := pool.Take(key)
 		if !found {
 			return nil, refill, false
 		}

@@ -55,17 +55,17 @@ type InterruptDeadlines struct {
 // Transport is the claude-code backend. It is safe for concurrent use;
 // each Open starts an independent process.
 type Transport struct {
-	binary         string
-	outputCap      int
-	lineCap        int
-	controlTimeout time.Duration
-	startTimeout   time.Duration
-	settle         time.Duration
-	deadlines      InterruptDeadlines
-	env            []string
-	trace          func(readAt time.Time, ev messages.Event)
-	booting        chan struct{}                      // a slot per CLI in its initialize handshake
-	pool           *warmpool.Pool[warmKey, *warmProc] // nil: no warm pool (pool.go)
+	binary                             string
+	outputCap                          int
+	lineCap                            int
+	controlTimeout                     time.Duration
+	startTimeout                       time.Duration
+	settle                             time.Duration
+	deadlines                          InterruptDeadlines
+	env                                []string
+	trace                              func(readAt time.Time, ev messages.Event)
+	booting                            chan struct{} // a slot per CLI in its initialize handshake
+	*warmpool.Slot[warmKey, *warmProc]               // the warm pool (pool.go)
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -139,6 +139,7 @@ func New(opts ...Option) *Transport {
 	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
 		startTimeout: DefaultStartTimeout, settle: DefaultSettleTimeout, deadlines: DefaultInterruptDeadlines,
 		booting: make(chan struct{}, max(2, DefaultMaxBooting*runtime.NumCPU()))}
+	t.Slot = newWarmSlot()
 	for _, o := range opts {
 		o(t)
 	}

@@ -2,14 +2,11 @@ package codex
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,41 +75,15 @@ type warmProc struct {
 // from its config (warmPool).
 func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
 
-// SetWarmPool sets the warm pool's size per key (0 disables it), draining
-// what the previous pool held. Call it before the transport serves starts.
-func (t *Transport) SetWarmPool(n int) {
-	if t.pool != nil {
-		t.pool.Close()
-	}
-	t.pool = warmpool.New[warmKey, *warmProc](warmpool.Options[*warmProc]{Size: max(n, 0), Alive: (*warmProc).alive, Discard: (*warmProc).discard})
-}
-
-// WarmPool is the configured size per key.
-func (t *Transport) WarmPool() int {
-	if t.pool == nil {
-		return 0
-	}
-	return t.pool.Size()
-}
-
-// DrainWarm kills the pooled processes that belong to kit (a runtime
-// closing), removes their CODEX_HOMEs and refuses to boot more for it; a
-// nil kit drains everything.
-func (t *Transport) DrainWarm(kit *prockit.Kit) {
-	if t.pool == nil {
-		return
-	}
-	if kit == nil {
-		t.pool.Close()
-		return
-	}
-	t.pool.Drain(func(k warmKey) bool { return k.kit == kit })
+func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
+	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit })
 }
 
 // WarmIdle is how many pooled processes are ready for a start like spec
 // (for tests and the benchmark).
 func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
-	if t.pool == nil {
+	pool := t.Current()
+	if pool == nil {
 		return 0
 	}
 	bin, err := t.Binary(spec.Env)
@@ -120,15 +91,7 @@ func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
 		return 0
 	}
 	key, _, _ := t.warmKey(spec, bin)
-	return t.pool.Idle(key)
-}
-
-// WarmReady is how many pooled processes are ready, for any start.
-func (t *Transport) WarmReady() int {
-	if t.pool == nil {
-		return 0
-	}
-	return t.pool.IdleTotal()
+	return pool.Idle(key)
 }
 
 // warmKey is spec's key and the CODEX_HOME its session gets ("" for the
@@ -136,13 +99,11 @@ func (t *Transport) WarmReady() int {
 // there already, or it resumes a thread).
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) (key warmKey, target string, ok bool) {
 	home, own := t.codexHome(spec)
-	sorted := buildEnv(os.Environ(), spec, t.env, "")
+	env := buildEnv(os.Environ(), spec, t.env, "")
 	if own {
-		sorted = buildEnv(os.Environ(), spec, t.env, home)
+		env = buildEnv(os.Environ(), spec, t.env, home)
 	}
-	sort.Strings(sorted)
-	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
-	key = warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: hex.EncodeToString(sum[:]), homes: home, own: own}
+	key = warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(env), homes: home, own: own}
 	if own {
 		return key, "", spec.ResumeExternalID == ""
 	}
@@ -157,14 +118,14 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) (key warmKe
 // is nil when the start could never adopt. ok is false when the start
 // must boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (s *Session, refill func(), ok bool) {
-	if t.pool == nil || t.pool.Size() == 0 {
+	pool := t.Current() // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
+	if pool == nil || pool.Size() == 0 {
 		return nil, nil, false
 	}
 	key, target, can := t.warmKey(spec, bin)
 	if !can {
 		return nil, nil, false
 	}
-	pool := t.pool // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
 	refill = func() {
 		tmpl := spec
 		tmpl.SessionID, tmpl.Procs = "", nil

@@ -46,17 +46,17 @@ const (
 // Transport is the codex backend. It is safe for concurrent use; each Open
 // starts an independent app-server.
 type Transport struct {
-	binary         string
-	homeRoot       string
-	outputCap      int
-	lineCap        int
-	requestTimeout time.Duration
-	startTimeout   time.Duration
-	interruptGrace time.Duration
-	env            []string
-	trace          func(dir string, line []byte)
-	pool           *warmpool.Pool[warmKey, *warmProc]
-	swept          sync.Map // the folders of pooled CODEX_HOMEs swept once (sweepWarmHomes)
+	binary                             string
+	homeRoot                           string
+	outputCap                          int
+	lineCap                            int
+	requestTimeout                     time.Duration
+	startTimeout                       time.Duration
+	interruptGrace                     time.Duration
+	env                                []string
+	trace                              func(dir string, line []byte)
+	*warmpool.Slot[warmKey, *warmProc]          // the warm pool (pool.go)
+	swept                              sync.Map // the folders of pooled CODEX_HOMEs swept once (sweepWarmHomes)
 }
 
 var _ transports.Transport = (*Transport)(nil)
@@ -108,6 +108,7 @@ func WithTrace(f func(dir string, line []byte)) Option { return func(t *Transpor
 func New(opts ...Option) *Transport {
 	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, requestTimeout: DefaultRequestTimeout,
 		startTimeout: DefaultStartTimeout, interruptGrace: DefaultInterruptGrace}
+	t.Slot = newWarmSlot()
 	for _, o := range opts {
 		o(t)
 	}

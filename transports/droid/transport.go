@@ -38,14 +38,14 @@ type InterruptDeadlines struct {
 // Transport is the droid backend. It is safe for concurrent use; each
 // Open starts an independent process.
 type Transport struct {
-	binary         string
-	outputCap      int
-	lineCap        int
-	controlTimeout time.Duration
-	startTimeout   time.Duration
-	deadlines      InterruptDeadlines
-	env            []string
-	pool           *warmpool.Pool[warmKey, *warmProc]
+	binary                             string
+	outputCap                          int
+	lineCap                            int
+	controlTimeout                     time.Duration
+	startTimeout                       time.Duration
+	deadlines                          InterruptDeadlines
+	env                                []string
+	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
 
 var (
@@ -94,6 +94,7 @@ func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t
 func New(opts ...Option) *Transport {
 	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
 		startTimeout: DefaultStartTimeout, deadlines: DefaultInterruptDeadlines}
+	t.Slot = newWarmSlot()
 	for _, o := range opts {
 		o(t)
 	}

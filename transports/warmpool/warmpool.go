@@ -19,4 +19,10 @@
 // and how it is discarded are the caller's functions. Everything is safe
 // for concurrent use; the boot and discard functions run on the pool's own
 // goroutines, never under its lock.
+//
+// A transport with a pool embeds a *Slot: the runtime's side of it
+// (transports.WarmPooler: SetWarmPool, DrainWarm per process kit), so
+// every backend's pool is sized and drained the same way. EnvKey is the
+// keys' fingerprint of a process environment, and RefillAfter the wait
+// for a session's first turn before its replacement boots.
 package warmpool
