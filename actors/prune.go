@@ -10,6 +10,7 @@ import (
 
 	"github.com/codesession/codesession/actors/store/filestore"
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/codex"
 )
 
 // Pruned is one session Prune removed (or, in a dry run, would remove).
@@ -18,12 +19,16 @@ type Pruned struct {
 	Status    messages.Status    `json:"status"`
 	UpdatedAt time.Time          `json:"updatedAt"`
 	Worktree  *messages.Worktree `json:"worktree,omitempty"`
+	// CodexHome is the session's own CODEX_HOME folder (a codex session's
+	// threads, kept for resume), when it had one.
+	CodexHome string `json:"codexHome,omitempty"`
 }
 
 // Prune removes from home every session that is no longer live (ended,
 // failed or orphaned) and was last updated before cutoff: its record, its
-// event log and its worktree (the worktree's branch stays, holding the
-// work until it is merged or deleted). Outcomes and lessons stay: they
+// event log, its worktree (the worktree's branch stays, holding the
+// work until it is merged or deleted) and a codex session's own CODEX_HOME
+// under codex.DefaultHomeRoot (kept until then for resume). Outcomes and lessons stay: they
 // are the learning loop's. Prune refuses while a runtime (a daemon, a
 // `run`) holds a lease on home, since the store may not be shared. With
 // dryRun it only lists what it would remove.
@@ -51,7 +56,13 @@ func Prune(ctx context.Context, home string, cutoff time.Time, dryRun bool) ([]P
 		if rec.Status.Live() || !rec.UpdatedAt.Before(cutoff) {
 			continue
 		}
-		out = append(out, Pruned{SessionID: rec.SessionID, Status: rec.Status, UpdatedAt: rec.UpdatedAt, Worktree: rec.Worktree})
+		p := Pruned{SessionID: rec.SessionID, Status: rec.Status, UpdatedAt: rec.UpdatedAt, Worktree: rec.Worktree}
+		if messages.ValidSessionID(rec.SessionID) {
+			if dir := filepath.Join(codex.DefaultHomeRoot(), rec.SessionID); dirExists(dir) {
+				p.CodexHome = dir
+			}
+		}
+		out = append(out, p)
 		if dryRun {
 			continue
 		}
@@ -64,6 +75,16 @@ func Prune(ctx context.Context, home string, cutoff time.Time, dryRun bool) ([]P
 		if err := os.RemoveAll(filepath.Join(home, "sessions", rec.SessionID)); err != nil {
 			return out, messages.Wrap(messages.CodeInternal, op, err, fmt.Sprintf("cannot remove the record of %s: %v", rec.SessionID, err))
 		}
+		if p.CodexHome != "" {
+			if err := os.RemoveAll(p.CodexHome); err != nil {
+				return out, messages.Wrap(messages.CodeInternal, op, err, fmt.Sprintf("cannot remove the CODEX_HOME of %s: %v", rec.SessionID, err))
+			}
+		}
 	}
 	return out, nil
+}
+
+func dirExists(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
 }

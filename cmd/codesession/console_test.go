@@ -200,6 +200,8 @@ func TestScopedTokensThroughTheConsole(t *testing.T) {
 // removes sessions that are no longer live, their logs and worktrees (the
 // branch stays), and refuses while the daemon uses the home.
 func TestPruneRemovesOldSessionsAndWorktrees(t *testing.T) {
+	cache := t.TempDir() // where codex sessions' own CODEX_HOMEs go
+	t.Setenv("XDG_CACHE_HOME", cache)
 	repo := gitRepo(t)
 	home := t.TempDir()
 	cli, stop := consoleDaemon(t, home)
@@ -220,14 +222,23 @@ func TestPruneRemovesOldSessionsAndWorktrees(t *testing.T) {
 	r = runCLI(t, inv, "prune", "--older-than", "30d")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "0 session(s) removed")
+	// as a codex session's would be: its CODEX_HOME, kept for resume
+	codexHome := filepath.Join(cache, "codesession", "codex-homes", st.SessionID)
+	require.NoError(t, os.MkdirAll(codexHome, 0o700))
+	otherHome := filepath.Join(cache, "codesession", "codex-homes", "cs_another")
+	require.NoError(t, os.MkdirAll(otherHome, 0o700))
 	r = runCLI(t, inv, "prune", "--older-than", "0s", "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "would remove "+st.SessionID)
+	assert.Contains(t, r.stdout, "its CODEX_HOME "+codexHome)
 	assert.DirExists(t, st.Worktree.Path)
+	assert.DirExists(t, codexHome)
 	r = runCLI(t, inv, "prune", "--older-than", "0s")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "removed "+st.SessionID)
 	assert.NoDirExists(t, st.Worktree.Path)
+	assert.NoDirExists(t, codexHome)
+	assert.DirExists(t, otherHome, "only the pruned session's")
 	assert.NoDirExists(t, filepath.Join(home, "sessions", st.SessionID))
 	out, err := exec.Command("git", "-C", repo, "branch", "--list", st.Worktree.Branch).CombinedOutput()
 	require.NoError(t, err)

@@ -104,6 +104,9 @@ func (c *pruneCmd) exec(ctx context.Context, s *streams) error {
 		if p.Worktree != nil {
 			line += fmt.Sprintf(", its worktree %s (branch %s kept)", p.Worktree.Path, p.Worktree.Branch)
 		}
+		if p.CodexHome != "" {
+			line += ", its CODEX_HOME " + p.CodexHome
+		}
 		fmt.Fprintln(s.stdout, line)
 	}
 	if err == nil {

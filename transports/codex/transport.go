@@ -237,6 +237,18 @@ func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, string, 
 	return buildEnv(os.Environ(), spec, t.env, home), fresh, nil
 }
 
+// DefaultHomeRoot is where sessions' own CODEX_HOME folders go unless
+// WithHomeRoot says otherwise: the user cache folder's
+// codesession/codex-homes, one folder per session id (prune removes those
+// of the sessions it removes).
+func DefaultHomeRoot() string {
+	c, err := os.UserCacheDir()
+	if err != nil {
+		c = os.TempDir()
+	}
+	return filepath.Join(c, "codesession", "codex-homes")
+}
+
 // codexHome is where a session's CODEX_HOME is: the user's own (own) when
 // the environment names one, else <SessionSpec.Home>/.codex, else a
 // folder named after the session id under the home root (a made-up name
@@ -250,11 +262,7 @@ func (t *Transport) codexHome(spec transports.SessionSpec) (home string, own boo
 	}
 	root := t.homeRoot
 	if root == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			c = os.TempDir()
-		}
-		root = filepath.Join(c, "codesession", "codex-homes")
+		root = DefaultHomeRoot()
 	}
 	id := spec.SessionID
 	if id == "" {
