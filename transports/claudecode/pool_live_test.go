@@ -2,10 +2,7 @@ package claudecode
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,30 +15,6 @@ import (
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/proc/proctest"
 )
-
-// warmRecords reads the kit's process records of pooled (not yet adopted)
-// processes' groups, by pgid.
-func warmRecords(t *testing.T, kit *prockit.Kit) map[int]prockit.Record {
-	t.Helper()
-	out := map[int]prockit.Record{}
-	files, err := filepath.Glob(filepath.Join(kit.Dir, "*.json"))
-	require.NoError(t, err)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // released meanwhile
-		}
-		var r prockit.Record
-		require.NoError(t, json.Unmarshal(b, &r))
-		if strings.HasPrefix(r.SessionID, "warm-") {
-			out[r.Pgid] = r
-		}
-	}
-	return out
-}
-
-// groupAlive: a process of the group still runs (zombies left out).
-func groupAlive(pgid int) bool { return len(proctest.InGroup(pgid)) > 0 }
 
 // A start adopts the pooled process booted after the previous start: its
 // model and posture are set through control requests, the pool refills,
@@ -78,7 +51,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	specB := spec("cs_b", "claude-sonnet-mock-2", messages.PostureAcceptEdits)
 	require.Eventually(t, func() bool { return tr.WarmIdle(specB) == 1 }, 3*time.Minute, 50*time.Millisecond,
 		"the start refilled the pool for its key (model and posture are not part of it)")
-	pooled := warmRecords(t, kit)
+	pooled := proctest.WarmGroups(t, kit.Dir)
 	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
 
 	recB := newRecorder()
@@ -110,21 +83,21 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	assert.Equal(t, "PONG(model=claude-mock-1): which model?", recA.turnEnd(t, 1).Text)
 
 	require.Eventually(t, func() bool { return tr.WarmIdle(specB) == 1 }, 3*time.Minute, 50*time.Millisecond, "the adoption refilled the pool")
-	refilled := warmRecords(t, kit)
+	refilled := proctest.WarmGroups(t, kit.Dir)
 	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
 	tr.DrainWarm(kit)
 	assert.Equal(t, 0, tr.WarmIdle(specB))
 	assert.Equal(t, 0, tr.WarmReady())
 	for p := range refilled {
 		if p == pgid {
-			assert.True(t, groupAlive(p), "draining the pool leaves an adopted session alone")
+			assert.True(t, proctest.GroupAlive(p), "draining the pool leaves an adopted session alone")
 			continue
 		}
-		assert.Eventually(t, func() bool { return !groupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
+		assert.Eventually(t, func() bool { return !proctest.GroupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
 	require.NoError(t, b.Close(cctx))
-	assert.Eventually(t, func() bool { return !groupAlive(pgid) }, time.Minute, 20*time.Millisecond, "the adopted process ended with its session")
-	assert.Empty(t, warmRecords(t, kit), "no record of a pooled or adopted process is left")
+	assert.Eventually(t, func() bool { return !proctest.GroupAlive(pgid) }, time.Minute, 20*time.Millisecond, "the adopted process ended with its session")
+	assert.Empty(t, proctest.WarmGroups(t, kit.Dir), "no record of a pooled or adopted process is left")
 }

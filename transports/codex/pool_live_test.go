@@ -2,11 +2,9 @@ package codex
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,30 +18,6 @@ import (
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/proc/proctest"
 )
-
-// warmRecords reads the records of kit's process groups that a warm pool
-// booted (pooled or adopted since), by pgid.
-func warmRecords(t testing.TB, kitDir string) map[int]prockit.Record {
-	t.Helper()
-	out := map[int]prockit.Record{}
-	files, err := filepath.Glob(filepath.Join(kitDir, "*.json"))
-	require.NoError(t, err)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // released meanwhile
-		}
-		var r prockit.Record
-		require.NoError(t, json.Unmarshal(b, &r))
-		if strings.HasPrefix(r.SessionID, "warm-") {
-			out[r.Pgid] = r
-		}
-	}
-	return out
-}
-
-// groupAlive: a process of the group still runs (zombies left out).
-func groupAlive(pgid int) bool { return len(proctest.InGroup(pgid)) > 0 }
 
 // entries lists a folder's names, sorted.
 func entries(t testing.TB, dir string) []string {
@@ -133,14 +107,14 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 		{Match: modelmock.Match{Text: "write outside"}, Steps: []modelmock.Step{shellStep("touch "+target, false), {Text: "written"}}},
 	}})
 	a, recA := r.open(r.spec("cs_a", mockModel, "", messages.PostureDefault))
-	assert.Empty(t, warmRecords(t, r.kit.Dir), "the pool boots nothing before the first turn has ended")
+	assert.Empty(t, proctest.WarmGroups(t, r.kit.Dir), "the pool boots nothing before the first turn has ended")
 	r.turn(a, recA, 1, "hello")
 
 	specB := r.spec("cs_b", "gpt-5.4", messages.EffortHigh, messages.PostureFull)
 	specB.AppendSystemPrompt = "warm-instructions-7f3"
 	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond,
 		"after A's first turn the pool booted one for the key (model, effort, posture and prompt are not part of it)")
-	pooled := warmRecords(t, r.kit.Dir)
+	pooled := proctest.WarmGroups(t, r.kit.Dir)
 	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
 	require.Len(t, r.warmHomes(), 1, "the pooled process has a CODEX_HOME of its own")
 	pooledHome := r.warmHomes()[0]
@@ -183,24 +157,24 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	assert.Equal(t, mockModel, lastMeta(t, r.mock).Model)
 
 	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond, "B's first turn refilled the pool")
-	refilled := warmRecords(t, r.kit.Dir)
+	refilled := proctest.WarmGroups(t, r.kit.Dir)
 	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
 	r.tr.DrainWarm(r.kit)
 	assert.Equal(t, 0, r.tr.WarmReady())
 	for p := range refilled {
 		if p == pgid {
-			assert.True(t, groupAlive(p), "draining the pool leaves an adopted session alone")
+			assert.True(t, proctest.GroupAlive(p), "draining the pool leaves an adopted session alone")
 			continue
 		}
-		assert.Eventually(t, func() bool { return !groupAlive(p) }, liveTimeout, 20*time.Millisecond, "the pooled process group %d was killed", p)
+		assert.Eventually(t, func() bool { return !proctest.GroupAlive(p) }, liveTimeout, 20*time.Millisecond, "the pooled process group %d was killed", p)
 	}
 	assert.Equal(t, []string{pooledHome}, r.warmHomes(), "the drained process's CODEX_HOME is gone; the adopted one's link stays while it runs")
 
 	r.turn(b, recB, 2, "still here")
 	require.NoError(t, b.Close(context.Background()))
 	require.NoError(t, a.Close(context.Background()))
-	assert.False(t, groupAlive(pgid), "the adopted process ended with its session")
-	assert.Empty(t, warmRecords(t, r.kit.Dir), "no record of a pooled or adopted process is left")
+	assert.False(t, proctest.GroupAlive(pgid), "the adopted process ended with its session")
+	assert.Empty(t, proctest.WarmGroups(t, r.kit.Dir), "no record of a pooled or adopted process is left")
 	assert.Equal(t, []string{"cs_a", "cs_b"}, entries(t, r.root), "the sessions' CODEX_HOMEs, nothing else")
 }
 
@@ -212,18 +186,18 @@ func TestLiveWarmPoolSkipsDeadProcess(t *testing.T) {
 	r.turn(a, recA, 1, "hello")
 	specB := r.spec("cs_b", "gpt-5.4", "", messages.PosturePlan)
 	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond)
-	pooled := warmRecords(t, r.kit.Dir)
+	pooled := proctest.WarmGroups(t, r.kit.Dir)
 	require.Len(t, pooled, 1)
 	var dead int
 	for p := range pooled {
 		dead = p
 	}
 	require.NoError(t, syscall.Kill(-dead, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return !groupAlive(dead) }, liveTimeout, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return !proctest.GroupAlive(dead) }, liveTimeout, 20*time.Millisecond)
 
 	b, recB := r.open(specB)
 	assert.NotEqual(t, dead, pgidOf(b), "the dead pooled process was not adopted")
-	assert.NotContains(t, warmRecords(t, r.kit.Dir), pgidOf(b), "the start booted its own process, in its own group")
+	assert.NotContains(t, proctest.WarmGroups(t, r.kit.Dir), pgidOf(b), "the start booted its own process, in its own group")
 	assert.Equal(t, "readOnly", b.Settings().Sandbox)
 	r.turn(b, recB, 1, "hello")
 	assert.Equal(t, "gpt-5.4", lastMeta(t, r.mock).Model)
@@ -241,7 +215,7 @@ func TestLiveWarmPoolOff(t *testing.T) {
 	b, recB := r.open(r.spec("cs_b", mockModel, "", messages.PostureDefault))
 	r.turn(b, recB, 1, "hello")
 	assert.NotEqual(t, pgidOf(a), pgidOf(b))
-	assert.Empty(t, warmRecords(t, r.kit.Dir), "no process was booted for a pool")
+	assert.Empty(t, proctest.WarmGroups(t, r.kit.Dir), "no process was booted for a pool")
 	assert.Equal(t, 0, r.tr.WarmReady())
 	assert.Empty(t, r.warmHomes())
 	assert.Equal(t, []string{"cs_a", "cs_b"}, entries(t, r.root))

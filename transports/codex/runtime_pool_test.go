@@ -19,6 +19,7 @@ import (
 	"github.com/codesession/codesession/transports/codex"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/proc/proctest"
 )
 
 // TestRuntimeWarmPoolAdoptsAndCloseDrains runs the warm pool through
@@ -67,7 +68,7 @@ func TestRuntimeWarmPoolAdoptsAndCloseDrains(t *testing.T) {
 
 	first := turn("gpt-5.5", messages.PostureDefault)
 	require.Eventually(t, func() bool { return tr.WarmReady() == 1 }, 3*time.Minute, 50*time.Millisecond, "the first turn refilled the pool")
-	pooled := codex.WarmRecordsForTest(t, kitDir)
+	pooled := proctest.WarmGroups(t, kitDir)
 	require.Len(t, pooled, 1)
 	warmHomes, _ := filepath.Glob(filepath.Join(root, ".warm-*"))
 	require.Len(t, warmHomes, 1)
@@ -77,7 +78,7 @@ func TestRuntimeWarmPoolAdoptsAndCloseDrains(t *testing.T) {
 	require.NoError(t, err, "the pooled CODEX_HOME was adopted")
 	assert.Equal(t, filepath.Join(root, second), link, "by the second session")
 	for p := range pooled {
-		assert.True(t, codex.GroupAliveForTest(p), "the adopted process runs the second session")
+		assert.True(t, proctest.GroupAlive(p), "the adopted process runs the second session")
 	}
 	require.Eventually(t, func() bool { return tr.WarmReady() == 1 }, 3*time.Minute, 50*time.Millisecond, "the second session's turn refilled the pool")
 
@@ -94,7 +95,7 @@ func TestRuntimeWarmPoolAdoptsAndCloseDrains(t *testing.T) {
 	closed = true
 	assert.Equal(t, 0, tr.WarmReady())
 	for p := range groups {
-		assert.Eventually(t, func() bool { return !codex.GroupAliveForTest(p) }, time.Minute, 20*time.Millisecond, "process group %d outlived Runtime.Close", p)
+		assert.Eventually(t, func() bool { return !proctest.GroupAlive(p) }, time.Minute, 20*time.Millisecond, "process group %d outlived Runtime.Close", p)
 	}
 	left, _ := filepath.Glob(filepath.Join(kitDir, "*.json"))
 	assert.Empty(t, left, "no process record is left")

@@ -14,6 +14,7 @@ import (
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/copilot"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/proc/proctest"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
@@ -63,7 +64,7 @@ func TestLiveRuntimeCloseDrainsWarmPool(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	recs := records(filepath.Join(cfg.Home, "run", "procs"))
+	recs := records(t, filepath.Join(cfg.Home, "run", "procs"))
 	var pooled, own int
 	for pgid, sid := range recs {
 		switch sid {
@@ -93,15 +94,15 @@ func TestLiveRuntimeCloseDrainsWarmPool(t *testing.T) {
 			t.Errorf("process group %d outlived Runtime.Close", p)
 		}
 	}
-	if left := records(filepath.Join(cfg.Home, "run", "procs")); len(left) != 0 {
+	if left := records(t, filepath.Join(cfg.Home, "run", "procs")); len(left) != 0 {
 		t.Errorf("process records left after Runtime.Close: %v", left)
 	}
 }
 
 // records maps the pgid of each process record under dir to its session.
-func records(dir string) map[int]string {
+func records(t testing.TB, dir string) map[int]string {
 	out := map[int]string{}
-	for _, r := range acptest.Records(dir) {
+	for _, r := range proctest.Records(t, dir) {
 		out[r.Pgid] = r.SessionID
 	}
 	return out

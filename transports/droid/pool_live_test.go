@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,30 +37,6 @@ func writePoolSettings(t testing.TB, home, mockURL string) {
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".factory"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".factory", "settings.json"), b, 0o600))
 }
-
-// warmRecords reads the kit's records of pooled processes' groups (those
-// booted for the pool, adopted or not), by pgid.
-func warmRecords(t testing.TB, kit *prockit.Kit) map[int]prockit.Record {
-	t.Helper()
-	out := map[int]prockit.Record{}
-	files, err := filepath.Glob(filepath.Join(kit.Dir, "*.json"))
-	require.NoError(t, err)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // released meanwhile
-		}
-		var r prockit.Record
-		require.NoError(t, json.Unmarshal(b, &r))
-		if strings.HasPrefix(r.SessionID, "warm-") {
-			out[r.Pgid] = r
-		}
-	}
-	return out
-}
-
-// groupAlive: a process of the group still runs (zombies left out).
-func groupAlive(pgid int) bool { return len(proctest.InGroup(pgid)) > 0 }
 
 // poolRig is a droid transport with a warm pool of size n, one modelmock
 // and one HOME and workspace, so every start shares a key.
@@ -138,12 +113,12 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	specA := r.spec(mockModelID, messages.PostureDefault)
 	recA := newRecorder()
 	a := r.open(specA, recA)
-	assert.Empty(t, warmRecords(t, r.kit), "the pool refills only after the first turn")
+	assert.Empty(t, proctest.WarmGroups(t, r.kit.Dir), "the pool refills only after the first turn")
 	require.NoError(t, a.StartTurn(ctx, 1, "which model?"))
 	assert.Equal(t, "PONG(model=mock-model): which model?", recA.turnEnd(t, 1).Text)
 	specB := r.spec(secondModelID, messages.PostureFull)
 	r.waitIdle(specB, 1, "A's first turn refilled the pool for its key (model and posture are not part of it)")
-	pooled := warmRecords(t, r.kit)
+	pooled := proctest.WarmGroups(t, r.kit.Dir)
 	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
 
 	recB := newRecorder()
@@ -174,22 +149,22 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	assert.FileExists(t, target)
 
 	r.waitIdle(specB, 1, "the adoption refilled the pool")
-	refilled := warmRecords(t, r.kit)
+	refilled := proctest.WarmGroups(t, r.kit.Dir)
 	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
 	r.tr.DrainWarm(r.kit)
 	assert.Equal(t, 0, r.tr.WarmReady())
 	for p := range refilled {
 		if p == pgid {
-			assert.True(t, groupAlive(p), "draining the pool leaves an adopted session alone")
+			assert.True(t, proctest.GroupAlive(p), "draining the pool leaves an adopted session alone")
 			continue
 		}
-		assert.Eventually(t, func() bool { return !groupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
+		assert.Eventually(t, func() bool { return !proctest.GroupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
 	require.NoError(t, b.Close(cctx))
-	assert.Eventually(t, func() bool { return !groupAlive(pgid) }, time.Minute, 20*time.Millisecond, "the adopted process ended with its session")
-	assert.Empty(t, warmRecords(t, r.kit), "no record of a pooled or adopted process is left")
+	assert.Eventually(t, func() bool { return !proctest.GroupAlive(pgid) }, time.Minute, 20*time.Millisecond, "the adopted process ended with its session")
+	assert.Empty(t, proctest.WarmGroups(t, r.kit.Dir), "no record of a pooled or adopted process is left")
 	assert.Equal(t, 0, r.tr.WarmReady(), "a drained kit is never refilled")
 }
 
@@ -206,19 +181,19 @@ func TestLiveWarmPoolSkipsADeadProcess(t *testing.T) {
 	require.Equal(t, messages.TurnCompleted, recA.turnEnd(t, 1).State, dump(recA.all()))
 	specB := r.spec(mockModelID, messages.PostureDefault)
 	r.waitIdle(specB, 1, "A's first turn refilled the pool")
-	pooled := warmRecords(t, r.kit)
+	pooled := proctest.WarmGroups(t, r.kit.Dir)
 	require.Len(t, pooled, 1)
 	var dead int
 	for p := range pooled {
 		dead = p
 	}
 	require.NoError(t, syscall.Kill(-dead, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return !groupAlive(dead) }, time.Minute, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return !proctest.GroupAlive(dead) }, time.Minute, 20*time.Millisecond)
 
 	recB := newRecorder()
 	b := r.open(specB, recB)
 	assert.NotEqual(t, dead, pgidOf(b), "the dead pooled process was not adopted")
-	assert.NotContains(t, warmRecords(t, r.kit), pgidOf(b), "the start booted its own process, in its own group")
+	assert.NotContains(t, proctest.WarmGroups(t, r.kit.Dir), pgidOf(b), "the start booted its own process, in its own group")
 	require.NoError(t, b.StartTurn(ctx, 1, "hello"))
 	end := recB.turnEnd(t, 1)
 	require.Equal(t, messages.TurnCompleted, end.State, dump(recB.all()))
@@ -236,7 +211,7 @@ func TestLiveWarmPoolSizeZeroBootsAtStart(t *testing.T) {
 	require.NoError(t, s.StartTurn(ctxFor(t, 3*time.Minute), 1, "hello"))
 	require.Equal(t, messages.TurnCompleted, rec.turnEnd(t, 1).State, dump(rec.all()))
 	time.Sleep(2 * time.Second) // a refill would have started by now
-	assert.Empty(t, warmRecords(t, r.kit), "nothing was booted for a pool")
+	assert.Empty(t, proctest.WarmGroups(t, r.kit.Dir), "nothing was booted for a pool")
 	assert.Equal(t, 0, r.tr.WarmReady())
 	var own bool
 	files, err := filepath.Glob(filepath.Join(r.kit.Dir, "*.json"))

@@ -2,7 +2,6 @@ package droid_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,28 +17,9 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/droid"
 	"github.com/codesession/codesession/transports/modelmock"
-	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/proc/proctest"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
-
-// records reads the process records of a runtime home, by pgid.
-func records(t *testing.T, home string) map[int]prockit.Record {
-	t.Helper()
-	out := map[int]prockit.Record{}
-	files, err := filepath.Glob(filepath.Join(home, "run", "procs", "*.json"))
-	require.NoError(t, err)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // released meanwhile
-		}
-		var r prockit.Record
-		require.NoError(t, json.Unmarshal(b, &r))
-		out[r.Pgid] = r
-	}
-	return out
-}
 
 // TestRuntimeCloseKillsPooledDroids runs a droid session through
 // actors.Runtime with a warm pool: after the first turn the pool boots a
@@ -83,7 +63,7 @@ func TestRuntimeCloseKillsPooledDroids(t *testing.T) {
 
 	var pooled int
 	require.Eventually(t, func() bool {
-		for p, rec := range records(t, cfg.Home) {
+		for p, rec := range proctest.ByPgid(t, filepath.Join(cfg.Home, "run", "procs")) {
 			if strings.HasPrefix(rec.SessionID, "warm-") {
 				pooled = p
 				return true
@@ -91,7 +71,7 @@ func TestRuntimeCloseKillsPooledDroids(t *testing.T) {
 		}
 		return false
 	}, 3*time.Minute, 50*time.Millisecond, "the first turn's end refilled the pool under the runtime's kit")
-	all := records(t, cfg.Home)
+	all := proctest.ByPgid(t, filepath.Join(cfg.Home, "run", "procs"))
 	require.Len(t, all, 2, "the session's droid and the pooled one: %v", all)
 	// the pooled droid may still be booting: Close drains boots in flight too
 	require.Contains(t, all, pooled)
@@ -104,5 +84,5 @@ func TestRuntimeCloseKillsPooledDroids(t *testing.T) {
 		assert.Eventually(t, func() bool { return len(proctest.InGroup(p)) == 0 }, time.Minute, 20*time.Millisecond,
 			"process group %d (%s) outlived Runtime.Close", p, all[p].SessionID)
 	}
-	assert.Empty(t, records(t, cfg.Home), "no process record is left")
+	assert.Empty(t, proctest.ByPgid(t, filepath.Join(cfg.Home, "run", "procs")), "no process record is left")
 }

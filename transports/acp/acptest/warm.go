@@ -2,10 +2,8 @@ package acptest
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -133,28 +131,8 @@ func (st *Started) Turn(t testing.TB, n int, input string) []messages.Event {
 // ends).
 func (w *Warm) PooledPids() map[int]bool {
 	out := map[int]bool{}
-	for _, r := range Records(w.Kit.Dir) {
-		if strings.HasPrefix(r.SessionID, "warm-") {
-			out[r.Pgid] = true
-		}
-	}
-	return out
-}
-
-// Records are the process records (one per live process group) under a
-// kit's directory.
-func Records(dir string) []prockit.Record {
-	var out []prockit.Record
-	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // released meanwhile
-		}
-		var r prockit.Record
-		if json.Unmarshal(b, &r) == nil {
-			out = append(out, r)
-		}
+	for pgid := range proctest.WarmGroups(w.T, w.Kit.Dir) {
+		out[pgid] = true
 	}
 	return out
 }
@@ -312,7 +290,7 @@ func WarmPoolRun(t *testing.T, b Backend, planMode, model string) {
 func NoPoolRun(t *testing.T, b Backend) {
 	w := NewWarm(t, b, 0, nil)
 	st := w.Start(w.Spec("cs-cold", messages.PostureDefault))
-	if !recordedAs(w.Kit, st.Pid, "cs-cold") {
+	if !recordedAs(t, w.Kit, st.Pid, "cs-cold") {
 		t.Errorf("the start's process %d is not recorded under its own session", st.Pid)
 	}
 	st.Turn(t, 1, "[cold] hello")
@@ -323,8 +301,8 @@ func NoPoolRun(t *testing.T, b Backend) {
 }
 
 // recordedAs: the kit's record of group pgid names session id.
-func recordedAs(kit *prockit.Kit, pgid int, id string) bool {
-	for _, r := range Records(kit.Dir) {
+func recordedAs(t testing.TB, kit *prockit.Kit, pgid int, id string) bool {
+	for _, r := range proctest.Records(t, kit.Dir) {
 		if r.Pgid == pgid && r.SessionID == id {
 			return true
 		}

@@ -7,8 +7,10 @@ package proctest
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 
 	"github.com/prometheus/procfs"
 
@@ -85,4 +87,54 @@ func WriteRecord(path string, rec proc.Record) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o600)
+}
+
+// GroupAlive says whether a process of group pgid still runs.
+func GroupAlive(pgid int) bool { return len(InGroup(pgid)) > 0 }
+
+// Records reads the process records (one per live process group) a kit
+// keeps in dir; one that cannot be decoded fails t (the kit writes them
+// whole, by rename), one released while being read is left out.
+func Records(t testing.TB, dir string) []proc.Record {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		t.Fatalf("process records in %s: %v", dir, err)
+	}
+	var out []proc.Record
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // released meanwhile
+		}
+		var r proc.Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("process record %s: %v", f, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// ByPgid is Records by process group.
+func ByPgid(t testing.TB, dir string) map[int]proc.Record {
+	t.Helper()
+	out := map[int]proc.Record{}
+	for _, r := range Records(t, dir) {
+		out[r.Pgid] = r
+	}
+	return out
+}
+
+// WarmGroups is ByPgid of the groups warm pools booted (adopted since or
+// not): the pools name their groups "warm-...".
+func WarmGroups(t testing.TB, dir string) map[int]proc.Record {
+	t.Helper()
+	out := ByPgid(t, dir)
+	for pgid, r := range out {
+		if !strings.HasPrefix(r.SessionID, "warm-") {
+			delete(out, pgid)
+		}
+	}
+	return out
 }
