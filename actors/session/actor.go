@@ -390,10 +390,12 @@ func (a *Actor) releaseParked() {
 
 // closeCapturer lets a capturer that keeps per-session state on disk (git's
 // scratch snapshot) remove it once the diff child has stopped for good: the
-// differ cannot, since hollywood stops it on every crash too.
+// differ cannot, since hollywood stops it on every crash too. Off Receive:
+// Close waits for a capture still running on the stopped differ's
+// goroutine, which may take until the capture's own deadline.
 func (a *Actor) closeCapturer() {
 	if cl, ok := a.o.Capturer.(io.Closer); ok {
-		_ = cl.Close()
+		go func() { _ = cl.Close() }()
 	}
 }
 
