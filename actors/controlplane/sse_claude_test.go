@@ -2,8 +2,6 @@ package controlplane
 
 import (
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,23 +13,14 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // claudeBinary finds the real claude CLI ($CODESESSION_CLAUDE_BIN, else
 // PATH): skip without it, except under CI=true, where it fails.
 func claudeBinary(t *testing.T) string {
 	t.Helper()
-	if b := os.Getenv(claudecode.EnvBinary); b != "" {
-		return b
-	}
-	if b, err := exec.LookPath("claude"); err == nil {
-		return b
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but the claude CLI is missing: set %s", claudecode.EnvBinary)
-	}
-	t.Skipf("the claude CLI is not installed: set %s", claudecode.EnvBinary)
-	return ""
+	return subprocesstest.Find(t, claudecode.EnvBinary, "npm install @anthropic-ai/claude-code@"+claudecode.PinnedVersion, "claude")
 }
 
 // The claude-code variant of TestSSECoalescedDeltasCarryTheWholeText: the

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // claudeBin finds the real claude CLI: $CODESESSION_CLAUDE_BIN, else PATH;
@@ -26,17 +26,7 @@ import (
 // installs the pinned version).
 func claudeBin(t *testing.T) string {
 	t.Helper()
-	if b := os.Getenv(claudecode.EnvBinary); b != "" {
-		return b
-	}
-	if b, err := exec.LookPath("claude"); err == nil {
-		return b
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but the claude CLI is missing: set %s", claudecode.EnvBinary)
-	}
-	t.Skipf("the claude CLI is not installed (set %s)", claudecode.EnvBinary)
-	return ""
+	return subprocesstest.Find(t, claudecode.EnvBinary, "npm install @anthropic-ai/claude-code@"+claudecode.PinnedVersion, "claude")
 }
 
 // startModelmockCmd runs `codesession modelmock` in-process until the test

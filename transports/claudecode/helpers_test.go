@@ -3,8 +3,6 @@ package claudecode
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // claudeBinary finds the real CLI for the live tests: $CODESESSION_CLAUDE_BIN,
@@ -23,20 +22,7 @@ import (
 // pinned version, so a missing binary there is a broken install).
 func claudeBinary(t testing.TB) string {
 	t.Helper()
-	if b := os.Getenv(EnvBinary); b != "" {
-		if _, err := os.Stat(b); err != nil {
-			t.Fatalf("%s=%s: %v", EnvBinary, b, err)
-		}
-		return b
-	}
-	if b, err := exec.LookPath("claude"); err == nil {
-		return b
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but the claude CLI is missing: set %s (bash .ci/run installs @anthropic-ai/claude-code@%s)", EnvBinary, PinnedVersion)
-	}
-	t.Skipf("the claude CLI is not installed: set %s or put claude on PATH (npm install @anthropic-ai/claude-code@%s)", EnvBinary, PinnedVersion)
-	return ""
+	return subprocesstest.Find(t, EnvBinary, "npm install @anthropic-ai/claude-code@"+PinnedVersion, "claude")
 }
 
 // live is one real claude session against a modelmock server.
