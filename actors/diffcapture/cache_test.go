@@ -75,12 +75,14 @@ func countedTurn(t *testing.T, g *Git, cg *countingGit, turn func()) (runsOfTurn
 }
 
 // The git runs of each kind of turn, on the turn's path and off it.
-// Discovery (rev-parse, config) runs once per session. A later turn runs
-// one add at Begin (it refreshes the session's snapshot and says whether
-// anything changed since the last one) and one add and one diff at Finish;
-// the tree of a new snapshot is written after the answer. Before the
-// session snapshot the same turns ran four to six, all on the path; before
-// the discovery cache eleven.
+// Discovery (rev-parse, config) runs once per session. After each answer
+// Settle writes the tree of a new snapshot and makes the witness
+// (witness.go): one add, and one status the first time (and after a
+// reseed) for the ignored directories. While the witness holds, a turn
+// runs no git on its path at the end it holds for: a clean later turn none
+// at all, a turn that changed something one add and one diff at Finish.
+// Before the witness a clean later turn ran two, before the session
+// snapshot four to six, before the discovery cache eleven.
 func TestGitRunsPerTurn(t *testing.T) {
 	r := newRepo(t)
 	r.write("a.txt", "a\n")
@@ -93,10 +95,10 @@ func TestGitRunsPerTurn(t *testing.T) {
 	require.Len(t, d.Files, 1)
 	assert.Equal(t, runsOfTurn{
 		begin:       []string{"rev-parse", "config", "add"},
-		afterBegin:  []string{"write-tree"},
+		afterBegin:  []string{"write-tree", "status", "add"},
 		finish:      []string{"add", "diff-index"},
-		afterFinish: []string{"write-tree"},
-	}, runs, "the first turn of a session: discovery, and a new snapshot")
+		afterFinish: []string{"write-tree", "add"},
+	}, runs, "the first turn of a session: discovery, a new snapshot, the first witness")
 
 	for turn := 2; turn <= 3; turn++ {
 		runs, d = countedTurn(t, g, cg, func() { r.write("a.txt", "a\nturn "+string(rune('0'+turn))+"\n") })
@@ -106,20 +108,20 @@ func TestGitRunsPerTurn(t *testing.T) {
 		assert.Contains(t, d.UnifiedDiff, "+turn "+string(rune('0'+turn)))
 		assert.NotContains(t, d.UnifiedDiff, "+turn "+string(rune('0'+turn-1)), "the previous turn's change is not this turn's")
 		assert.Equal(t, runsOfTurn{
-			begin:       []string{"add"},
 			finish:      []string{"add", "diff-index"},
-			afterFinish: []string{"write-tree"},
-		}, runs, "turn %d: nothing changed between turns, so the last snapshot's tree is the baseline", turn)
+			afterFinish: []string{"write-tree", "add"},
+		}, runs, "turn %d: nothing changed between turns (the witness holds), so the last snapshot is the baseline", turn)
 	}
 
-	// a turn that changes nothing: one add at each end, nothing after
+	// a turn that changes nothing runs no git at all
 	runs, d = countedTurn(t, g, cg, nil)
 	require.Empty(t, d.Warning)
 	assert.Empty(t, d.Files)
-	assert.Equal(t, runsOfTurn{begin: []string{"add"}, finish: []string{"add"}}, runs)
+	assert.Equal(t, runsOfTurn{}, runs)
 
-	// a file changed between turns: the Begin snapshot's tree is written
-	// after the baseline is handed back
+	// a file changed between turns: the witness fails, Begin adds, and
+	// the Begin snapshot's tree is written after the baseline is handed
+	// back
 	r.write("a.txt", "dirty before\n")
 	runs, d = countedTurn(t, g, cg, func() { r.write("a.txt", "dirty before\nand the turn\n") })
 	require.Empty(t, d.Warning)
@@ -128,21 +130,22 @@ func TestGitRunsPerTurn(t *testing.T) {
 	assert.Equal(t, 0, d.Files[0].Deletions)
 	assert.Equal(t, runsOfTurn{
 		begin:       []string{"add"},
-		afterBegin:  []string{"write-tree"},
+		afterBegin:  []string{"write-tree", "add"},
 		finish:      []string{"add", "diff-index"},
-		afterFinish: []string{"write-tree"},
+		afterFinish: []string{"write-tree", "add"},
 	}, runs)
 
 	// a commit between turns: the repository's index changed, so Begin
-	// seeds the snapshot from it again (a copy, no run) before its add
+	// seeds the snapshot from it again (a copy, no run) before its add,
+	// and the witness is made afresh
 	r.commitAll("between turns")
 	runs, d = countedTurn(t, g, cg, nil)
 	require.Empty(t, d.Warning)
 	assert.Empty(t, d.Files)
-	assert.Equal(t, runsOfTurn{begin: []string{"add"}, afterBegin: []string{"write-tree"}, finish: []string{"add"}}, runs)
+	assert.Equal(t, runsOfTurn{begin: []string{"add"}, afterBegin: []string{"write-tree", "status", "add"}}, runs)
 
 	// a mid-turn commit is folded in: the work tree is compared, whatever
-	// HEAD says
+	// HEAD says (and no witness is made until the next Begin seeds again)
 	runs, d = countedTurn(t, g, cg, func() {
 		r.write("b.txt", "b\n")
 		r.commitAll("agent")
@@ -151,7 +154,6 @@ func TestGitRunsPerTurn(t *testing.T) {
 	require.Len(t, d.Files, 1)
 	assert.Equal(t, "b.txt", d.Files[0].Path)
 	assert.Equal(t, runsOfTurn{
-		begin:       []string{"add"},
 		finish:      []string{"add", "diff-index"},
 		afterFinish: []string{"write-tree"},
 	}, runs)

@@ -15,21 +15,33 @@
 // tree, hashing only what its stat data says changed, and prints a line per
 // path whose content changed.
 //
-// On the turn's path: Begin runs one add (nothing printed: the tree of the
-// last snapshot is the baseline, else the baseline is the snapshot now,
-// its tree written later); Finish runs one add and, when it printed
-// anything, one diff of the snapshot against the baseline's tree
+// A witness (witness.go) proves in-process, without git, that the work
+// tree is still the snapshot: the stat data the snapshot records for each
+// path, and the stat data of every directory git would look into for
+// untracked files (ignored directories listed by one status), all older
+// than the clock reading it was made under (git's racy-clean rule), on a
+// local file system. While it holds, Begin and Finish run no git at all.
+//
+// On the turn's path, then: Begin runs nothing while the witness holds
+// (the current snapshot is the baseline), else one add (nothing printed:
+// the tree of the last snapshot is the baseline, else the snapshot now,
+// its tree written later); Finish runs nothing while the witness holds
+// and the snapshot is still the baseline, else one add and, when it
+// printed anything, one diff of the snapshot against the baseline's tree
 // (diff-index --cached -M -z: raw and numstat records, then the patch, of
 // which only the patch is capped). Off it, after the answer was handed
 // back (Settle, which the session's differ calls while the turn starts or
 // the driver reads the result): write-tree, the tree of the snapshot just
-// taken. Begin and Finish write a tree still owed themselves, under the
-// same lock, so a Settle that has not run costs time, never correctness.
-// A clean later turn runs two git processes on its path (three when it
-// changed something) and at most one after; the session's first Begin also
-// finds where the repository is and the overrides of its filter drivers
-// (rev-parse, config), kept while the repository's config files are
-// unchanged (cache.go). The snapshot is seeded again from the repository's
+// taken, and, when no witness holds, a new one (one add; one status the
+// first time and when a directory appeared). Begin and Finish write a
+// tree still owed themselves, under the same lock, so a Settle that has
+// not run costs time, never correctness. A clean later turn runs no git
+// process on its path (two without a witness: a file dated ahead of the
+// clock, a tree of more than 20,000 directories, a network file system);
+// one that changed something runs two at Finish and two after. The
+// session's first Begin also finds where the repository is and the
+// overrides of its filter drivers (rev-parse, config), kept while the
+// repository's config files are unchanged (cache.go). The snapshot is seeded again from the repository's
 // index when that index or info/exclude changed (the agent staged or
 // committed) or a .gitignore did, so paths ignored now drop out as status
 // would drop them; when the index changed during the turn, Finish reads it

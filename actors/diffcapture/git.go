@@ -63,6 +63,8 @@ type Git struct {
 	// a Begin waits for the previous turn's Settle and Finish.
 	smu sync.Mutex
 	sc  *scratchState // nil until a Begin seeds it
+
+	witnessOff bool // tests: no witness, git's way at every turn
 }
 
 // NewGit returns the capture for cwd. It does no I/O: whether cwd is a work

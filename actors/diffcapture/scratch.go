@@ -36,6 +36,13 @@ type scratchState struct {
 	cur       *snapshot // S's content as it stands; nil until taken
 	statusWay bool      // S holds a gitlink: the last Begin took the status way
 	taken     int       // snapshots taken (names their copies)
+
+	// witness.go: the proof that the work tree is still S, when one holds
+	wit         *witness
+	making      bool            // a Settle is making the witness
+	noWitness   bool            // none can be made for S as seeded (a big or remote tree, an index git would not stat)
+	ignoredDirs map[string]bool // the directories ignore rules match as a whole
+	knownDirs   map[string]bool // the directories the last witness walked
 }
 
 // snapshot is one state of S: a copy of S as it was, until the tree of it
@@ -68,6 +75,9 @@ func (sc *scratchState) take() error {
 		return fmt.Errorf("scratch snapshot: %w", err)
 	}
 	sc.cur = &snapshot{index: p}
+	// a snapshot set aside unwritten (S moved on in a Settle while it may
+	// have been a running turn's baseline) removes its copy once collected
+	runtime.AddCleanup(sc.cur, func(p string) { _ = os.Remove(p) }, p)
 	return nil
 }
 
@@ -161,6 +171,7 @@ func seedStamp(rp repo) string {
 // original. No index (a repository with nothing staged yet): S starts empty.
 func (sc *scratchState) seedFrom(rp repo) error {
 	sc.seed, sc.reseed = seedStamp(rp), false
+	sc.wit, sc.noWitness, sc.ignoredDirs, sc.knownDirs = nil, false, nil, nil
 	if sc.cur != nil {
 		sc.cur.drop()
 		sc.cur = nil
@@ -227,6 +238,17 @@ func (g *Git) scratchBegin(ctx context.Context, d *discovered) (b *gitBaseline, 
 		}
 		seeded = true
 	}
+	if !seeded && sc.wit != nil && sc.wit.holds() {
+		// nothing changed since S was last brought up to date: no git
+		if sc.cur == nil {
+			if err := sc.take(); err != nil {
+				g.dropScratch()
+				return nil, true, err
+			}
+		}
+		return &gitBaseline{kind: kindScratch, repo: d.rp, sc: sc, snap: sc.cur}, true, nil
+	}
+	sc.wit = nil
 	links, err := indexHasGitlink(sc.index(), d.rp.hashSize())
 	if sc.statusWay = err != nil || links; sc.statusWay {
 		return nil, false, nil
@@ -279,7 +301,7 @@ func (g *Git) Settle(ctx context.Context) {
 	defer cancel()
 	g.smu.Lock()
 	sc := g.sc
-	if sc == nil || sc.statusWay || sc.cur == nil {
+	if sc == nil || sc.statusWay {
 		g.smu.Unlock()
 		return
 	}
@@ -289,7 +311,10 @@ func (g *Git) Settle(ctx context.Context) {
 	if err != nil || why != "" || d.rp != sc.repo {
 		return
 	}
-	_ = sn.write(ctx, d, dir)
+	if sn != nil {
+		_ = sn.write(ctx, d, dir)
+	}
+	g.makeWitness(ctx, d)
 }
 
 // scratchFinish diffs S brought to the work tree now against the tree of
@@ -305,12 +330,30 @@ func (g *Git) scratchFinish(ctx context.Context, b *gitBaseline, d *discovered) 
 	if sc.repo != d.rp {
 		return messages.TurnDiff{}, fmt.Errorf("git: the work tree moved during the turn (%s, was %s)", d.rp.top, sc.repo.top)
 	}
+	s := d.runner().scratch(sc.dir, sc.repo.objects)
+	if sc.wit != nil && !sc.reseed && sc.disc == d && sc.seed == seedStamp(d.rp) && sc.wit.holds() {
+		// the work tree is S still: no add
+		if b.snap == sc.cur {
+			return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
+		}
+		// a Settle during the turn brought S up to date: diff it
+		if err := b.snap.write(ctx, d, sc.dir); err != nil {
+			return messages.TurnDiff{}, err
+		}
+		if sc.cur == nil {
+			if err := sc.take(); err != nil {
+				g.dropScratch()
+				return messages.TurnDiff{}, err
+			}
+		}
+		return g.diffAgainst(ctx, s, b.snap.tree, nil)
+	}
+	sc.wit = nil
 	if err := b.snap.write(ctx, d, sc.dir); err != nil {
 		return messages.TurnDiff{}, err
 	}
 	// runs under the discovery of this Finish: a filter driver configured
 	// during the turn is switched off too
-	s := d.runner().scratch(sc.dir, sc.repo.objects)
 	out, err := s.output(ctx, addArgs...)
 	if err != nil {
 		g.dropScratch()
@@ -369,18 +412,27 @@ var errIndexFormat = errors.New("scratch index: unknown format")
 // names come from the work tree).
 func parseIndexGitlinks(b []byte, hashSize int) (bool, error) {
 	links := false
-	split, err := walkIndex(b, hashSize, func(_ []byte, mode uint32) bool {
-		links = mode&0o170000 == 0o160000
+	split, err := walkIndex(b, hashSize, func(e indexEntry) bool {
+		links = e.mode&0o170000 == 0o160000
 		return !links
 	})
 	return links || split, err
 }
 
-// walkIndex calls fn with the name and mode of each entry of an index file
-// (versions 2 to 4) until fn returns false; split says the index is split
-// (its other entries are in a shared index elsewhere). name is valid only
-// during the call.
-func walkIndex(b []byte, hashSize int, fn func(name []byte, mode uint32) bool) (split bool, _ error) {
+// indexEntry is one entry of an index file as walkIndex reads it; name and
+// stat point into the file's bytes and are valid only during the call.
+type indexEntry struct {
+	name  []byte
+	mode  uint32
+	stat  []byte // the 40 bytes of ctime, mtime, dev, ino, mode, uid, gid, size (all 32-bit)
+	flags uint16 // assume-valid 0x8000, stage 0x3000
+	ext   uint16 // version 3 and up: skip-worktree 0x4000, intent-to-add 0x2000
+}
+
+// walkIndex calls fn with each entry of an index file (versions 2 to 4)
+// until fn returns false; split says the index is split (its other entries
+// are in a shared index elsewhere).
+func walkIndex(b []byte, hashSize int, fn func(e indexEntry) bool) (split bool, _ error) {
 	if hashSize <= 0 || len(b) < 12+hashSize || string(b[:4]) != "DIRC" {
 		return false, errIndexFormat
 	}
@@ -398,10 +450,14 @@ func walkIndex(b []byte, hashSize int, fn func(name []byte, mode uint32) bool) (
 			return false, errIndexFormat
 		}
 		start := pos
-		mode := binary.BigEndian.Uint32(b[pos+24 : pos+28])
-		flags := binary.BigEndian.Uint16(b[pos+40+hashSize:])
+		e := indexEntry{mode: binary.BigEndian.Uint32(b[pos+24 : pos+28]), stat: b[pos : pos+40],
+			flags: binary.BigEndian.Uint16(b[pos+40+hashSize:])}
 		pos += fixed
-		if version >= 3 && flags&0x4000 != 0 {
+		if version >= 3 && e.flags&0x4000 != 0 {
+			if pos+2 > end {
+				return false, errIndexFormat
+			}
+			e.ext = binary.BigEndian.Uint16(b[pos:])
 			pos += 2
 		}
 		if version == 4 {
@@ -430,7 +486,8 @@ func walkIndex(b []byte, hashSize int, fn func(name []byte, mode uint32) bool) (
 			}
 			name = append(name[:len(name)-strip], b[pos:pos+nul]...)
 			pos += nul + 1
-			if !fn(name, mode) {
+			e.name = name
+			if !fn(e) {
 				return false, nil
 			}
 			continue
@@ -439,7 +496,8 @@ func walkIndex(b []byte, hashSize int, fn func(name []byte, mode uint32) bool) (
 		if nul < 0 {
 			return false, errIndexFormat
 		}
-		if !fn(b[pos:pos+nul], mode) {
+		e.name = b[pos : pos+nul]
+		if !fn(e) {
 			return false, nil
 		}
 		pos += nul
@@ -485,14 +543,14 @@ func (sc *scratchState) forcedPaths(rp repo) ([]string, error) {
 	}
 	have := map[string]bool{}
 	if len(mine) > 0 {
-		if _, err := walkIndex(mine, rp.hashSize(), func(name []byte, _ uint32) bool { have[string(name)] = true; return true }); err != nil {
+		if _, err := walkIndex(mine, rp.hashSize(), func(e indexEntry) bool { have[string(e.name)] = true; return true }); err != nil {
 			return nil, err
 		}
 	}
 	var out []string
-	split, err := walkIndex(real, rp.hashSize(), func(name []byte, mode uint32) bool {
-		if mode&0o170000 != 0o160000 && !have[string(name)] {
-			p := string(name)
+	split, err := walkIndex(real, rp.hashSize(), func(e indexEntry) bool {
+		if e.mode&0o170000 != 0o160000 && !have[string(e.name)] {
+			p := string(e.name)
 			if fi, err := os.Lstat(filepath.Join(rp.top, filepath.FromSlash(p))); err == nil && (fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0) {
 				out = append(out, p)
 				have[p] = true

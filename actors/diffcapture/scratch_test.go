@@ -35,7 +35,7 @@ func TestStatOnlyChangeIsNoChange(t *testing.T) {
 	require.Empty(t, d.Warning)
 	assert.Empty(t, d.Files)
 	assert.Equal(t, runsOfTurn{begin: []string{"add"}, finish: []string{"add"}}, runs,
-		"a touched file is no change: the last snapshot's tree is the baseline")
+		"a touched file is no change: the last snapshot's tree is the baseline (and, dated ahead of the clock, no witness vouches for it)")
 
 	// a change of content between turns is not the turn's; the turn's is
 	r.write("a.txt", "a\nb\nbetween\n")
@@ -43,7 +43,7 @@ func TestStatOnlyChangeIsNoChange(t *testing.T) {
 	require.Empty(t, d.Warning)
 	require.Len(t, d.Files, 1)
 	assert.Equal(t, messages.FileChange{Path: "a.txt", Status: "M", Insertions: 1}, d.Files[0])
-	assert.Equal(t, []string{"write-tree"}, runs.afterBegin)
+	assert.Equal(t, []string{"write-tree", "add"}, runs.afterBegin, "the baseline's tree, and the witness")
 }
 
 // A path the snapshot holds that an ignore rule covers later stays out
@@ -160,7 +160,7 @@ func TestParseIndexGitlinks(t *testing.T) {
 		require.NoError(t, err, "version %s", v)
 		assert.False(t, has, "version %s", v)
 		var names []string
-		_, err = walkIndex(read(), 20, func(name []byte, _ uint32) bool { names = append(names, string(name)); return true })
+		_, err = walkIndex(read(), 20, func(e indexEntry) bool { names = append(names, string(e.name)); return true })
 		require.NoError(t, err, "version %s", v)
 		assert.Equal(t, []string{"a.txt", "dir/b.txt", "ita.txt"}, names, "version %s", v)
 		r.git("update-index", "--add", "--cacheinfo", "160000,"+strings.TrimSpace(r.git("rev-parse", "HEAD"))+",zz/link")

@@ -24,6 +24,7 @@ type benchCmd struct {
 
 type benchFlags struct {
 	sessions, turns, events, subscribers, slow int
+	rounds                                     int
 	rate                                       float64
 	concurrency                                []int
 	json, keep, quiet                          bool
@@ -37,6 +38,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.events, "events", bench.DefaultEvents, fmt.Sprintf("sessions: backend events per turn (at least %d)", bench.MinEvents))
 	fs.IntVar(&f.subscribers, "subscribers", bench.DefaultSubscribers, "feed: SSE subscribers that keep up")
 	fs.IntVar(&f.slow, "slow-subscribers", bench.DefaultSlowSubscribers, "feed: deliberately slow subscribers (0: none)")
+	fs.IntVar(&f.rounds, "rounds", bench.DefaultFirstTurnRounds, "firstturn: rounds of each figure (more rounds steady the ratios)")
 	fs.Float64Var(&f.rate, "rate", bench.DefaultRate, "feed: target events per second")
 	fs.IntSliceVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "native: the ladder of concurrent sessions")
 	fs.BoolVar(&f.json, "json", false, "print the report as one JSON object")
@@ -50,7 +52,7 @@ func benchCommand() command {
 	return command{
 		name:    "bench",
 		summary: "run the benchmark suites: figures next to same-run baselines, and correctness checks",
-		usage:   "bench [sessions|store|routing|feed|native|hooks ...] [--sessions N] [--turns K] [--events M] [--subscribers S] [--json] [--home DIR]",
+		usage:   "bench [sessions|store|routing|feed|native|hooks ...] [--sessions N] [--turns K] [--events M] [--subscribers S] [--rounds R] [--json] [--home DIR]",
 		flags:   func() *pflag.FlagSet { return (&benchFlags{}).flagSet() },
 		parse:   func(args []string) (runner, error) { return parseBenchFlags(args) },
 	}
@@ -71,7 +73,7 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 			return nil, usagef("bench", "unknown suite %q (want some of: %v)", s, bench.Suites())
 		}
 	}
-	for name, v := range map[string]int{"sessions": f.sessions, "turns": f.turns, "events": f.events, "subscribers": f.subscribers} {
+	for name, v := range map[string]int{"sessions": f.sessions, "turns": f.turns, "events": f.events, "subscribers": f.subscribers, "rounds": f.rounds} {
 		if v <= 0 {
 			return nil, usagef("bench", "--%s must be at least 1, got %d", name, v)
 		}
@@ -87,7 +89,7 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 		slow = -1 // bench.Options: negative is none
 	}
 	c.opts = bench.Options{Sessions: f.sessions, Turns: f.turns, Events: f.events, Subscribers: f.subscribers,
-		SlowSubscribers: slow, Rate: f.rate, Concurrency: f.concurrency, Home: f.home, Keep: f.keep}
+		SlowSubscribers: slow, Rate: f.rate, Concurrency: f.concurrency, Home: f.home, Keep: f.keep, FirstTurnRounds: f.rounds}
 	if f.quiet {
 		c.tune = func(o *bench.Options) { o.Progress = nil }
 	}

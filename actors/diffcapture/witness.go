@@ -1,0 +1,399 @@
+package diffcapture
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// witness proves, without running git, that the work tree is still what
+// the session's snapshot S holds, so a turn that changed nothing runs no
+// git on its path at all (one git process costs about as much as a whole
+// later turn of a fast agent). It is what git's own refresh looks at, taken
+// in-process: the stat data S records for each of its entries (a file
+// whose content changed has another ctime, whatever was done to its
+// mtime), and the stat data of every directory git would look into for
+// untracked files (making, removing or renaming an entry in a directory
+// changes the directory's mtime and ctime). Directories git would not look
+// into are those an ignore rule matches, which a status run names (kept
+// until a directory appears that was not there before).
+//
+// A witness vouches for S only as of the add it was made around: the
+// directories are stat'ed before that add (an entry made after the stat
+// changes the directory again; one made before it is in S), S's entries
+// after it. Neither may be racily clean: anything stamped at or after the
+// clock reading taken before the walk could change again within the same
+// timestamp (git's own racy-git rule), so the witness is only made when
+// every stamp is older. It is made only on file systems known to keep
+// sub-second timestamps locally (not a network file system, whose stat
+// data may be cached), and never for an index with entries git would not
+// stat (assume-unchanged, skip-worktree, intent-to-add, unmerged).
+type witness struct {
+	files []stamped // S's entries, with the stat data S records
+	dirs  []stamped // the directories git looks into, as stat'ed before the add
+}
+
+// stamped is what a witness compares of one path; index entries keep 32
+// bits of the inode and size, as git compares them.
+type stamped struct {
+	path           string // absolute
+	mtime, ctime   int64  // nanoseconds
+	ino            uint32
+	size           uint32
+	reg, exec, sym bool // files: the kind of entry S holds
+}
+
+// holds says whether every path is as the witness recorded it.
+func (w *witness) holds() bool {
+	var st unix.Stat_t
+	for i := range w.files {
+		f := &w.files[i]
+		if unix.Lstat(f.path, &st) != nil || !f.same(&st) {
+			return false
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if !f.reg || (st.Mode&0o100 != 0) != f.exec {
+				return false
+			}
+		case unix.S_IFLNK:
+			if !f.sym {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	for i := range w.dirs {
+		d := &w.dirs[i]
+		if unix.Lstat(d.path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || !d.same(&st) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *stamped) same(st *unix.Stat_t) bool {
+	return s.mtime == st.Mtim.Nano() && s.ctime == st.Ctim.Nano() && s.ino == uint32(st.Ino) && s.size == uint32(st.Size)
+}
+
+// errNoWitness says the work tree cannot be vouched for in-process right
+// now: every turn takes git's way until a later Settle makes a witness.
+var errNoWitness = errors.New("no witness")
+
+// errRacy says a stamp is too new to vouch for: the same Settle tries again
+// once the clock has moved past it.
+type errRacy struct{ newest int64 }
+
+func (e errRacy) Error() string { return "racily clean" }
+
+// witnessFiles reads the entries of the index file at path (S) as a
+// witness records them; those stamped at or after cutoff make it racy.
+func witnessFiles(path, top string, hashSize int, cutoff int64) ([]stamped, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []stamped
+	var bad error
+	newest := int64(0)
+	split, err := walkIndex(b, hashSize, func(e indexEntry) bool {
+		if e.flags&0xb000 != 0 || e.ext&0x6000 != 0 {
+			bad = errNoWitness // assume-valid, a stage, skip-worktree, intent-to-add
+			return false
+		}
+		f := stamped{path: filepath.Join(top, filepath.FromSlash(string(e.name))),
+			ctime: stampNano(e.stat[0:8]), mtime: stampNano(e.stat[8:16]),
+			ino: binary.BigEndian.Uint32(e.stat[20:24]), size: binary.BigEndian.Uint32(e.stat[36:40])}
+		switch e.mode & 0o170000 {
+		case 0o100000:
+			f.reg, f.exec = true, e.mode&0o111 != 0
+		case 0o120000:
+			f.sym = true
+		default:
+			bad = errNoWitness // a gitlink: S takes the status way
+			return false
+		}
+		newest = max(newest, f.mtime, f.ctime)
+		out = append(out, f)
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case split:
+		return nil, errNoWitness
+	case bad != nil:
+		return nil, bad
+	case newest >= cutoff:
+		return nil, errRacy{newest: newest}
+	}
+	return out, nil
+}
+
+func stampNano(b []byte) int64 {
+	return int64(binary.BigEndian.Uint32(b[0:4]))*1e9 + int64(binary.BigEndian.Uint32(b[4:8]))
+}
+
+// maxWitnessDirs bounds the directories a witness walks: a work tree with
+// more takes git's way every turn (git itself walks them then).
+const maxWitnessDirs = 20000
+
+// walkDirs stats every directory under top git would look into for
+// untracked files: all but .git and those ignored names (relative paths,
+// slash-separated, as status prints them without the trailing slash).
+// fresh says a directory was found that is not in known (or known is
+// nil): its ignore rules are not known yet. newest is the newest stamp seen.
+func walkDirs(top string, ignored, known map[string]bool) (dirs []stamped, rel map[string]bool, fresh bool, newest int64, err error) {
+	rel = map[string]bool{}
+	fresh = known == nil
+	var walk func(abs, name string) error
+	walk = func(abs, name string) error {
+		if len(dirs) >= maxWitnessDirs {
+			return errNoWitness
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(abs, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return errNoWitness // replaced while walked
+		}
+		d := stamped{path: abs, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: uint32(st.Ino), size: uint32(st.Size)}
+		dirs = append(dirs, d)
+		newest = max(newest, d.mtime, d.ctime)
+		if name != "" {
+			rel[name] = true
+			if known != nil && !known[name] {
+				fresh = true
+			}
+		}
+		ents, err := os.ReadDir(abs)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if !e.IsDir() || e.Name() == ".git" {
+				continue
+			}
+			sub := e.Name()
+			if name != "" {
+				sub = name + "/" + sub
+			}
+			if ignored[sub] {
+				continue
+			}
+			if err := walk(filepath.Join(abs, e.Name()), sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(top, ""); err != nil {
+		return nil, nil, false, 0, err
+	}
+	return dirs, rel, fresh, newest, nil
+}
+
+// newestOnDisk is the newest mtime or ctime of the paths the index file at
+// path (S) holds, as they are on disk now (paths gone count for nothing).
+func newestOnDisk(path, top string, hashSize int) (int64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	newest := int64(0)
+	var st unix.Stat_t
+	_, err = walkIndex(b, hashSize, func(e indexEntry) bool {
+		if unix.Lstat(filepath.Join(top, filepath.FromSlash(string(e.name))), &st) == nil {
+			newest = max(newest, st.Mtim.Nano(), st.Ctim.Nano())
+		}
+		return true
+	})
+	return newest, err
+}
+
+// ignoredDirArgs lists what ignore rules match, a directory matched as a
+// whole once ("! dir/") with nothing under it: the directories git does not
+// look into.
+var ignoredDirArgs = []string{"status", "--porcelain=v2", "-z", "--ignored=matching", "--untracked-files=all",
+	"--no-renames", "--ignore-submodules=all"}
+
+// parseIgnoredDirs reads the ignored directories of ignoredDirArgs' output.
+func parseIgnoredDirs(out []byte) map[string]bool {
+	dirs := map[string]bool{}
+	for _, rec := range bytes.Split(out, []byte{0}) {
+		if p, ok := bytes.CutPrefix(rec, []byte("! ")); ok && bytes.HasSuffix(p, []byte("/")) {
+			dirs[string(p[:len(p)-1])] = true
+		}
+	}
+	return dirs
+}
+
+// localStamps says whether the file system holding dir keeps its stat data
+// locally, with sub-second timestamps (where a witness may vouch).
+func localStamps(dir string) bool {
+	var fs unix.Statfs_t
+	if unix.Statfs(dir, &fs) != nil {
+		return false
+	}
+	switch int64(fs.Type) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
+		unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC:
+		return true
+	}
+	return false
+}
+
+// fsClock reads the clock file timestamps are taken from (the coarse
+// one; a fine-grained timestamp is never older than it).
+func fsClock() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) != nil {
+		return time.Now().UnixNano()
+	}
+	return ts.Nano()
+}
+
+// witnessTries bounds the attempts at a witness one Settle makes when
+// stamps are too new (each waits for the clock to pass them first).
+const witnessTries = 3
+
+// makeWitness is the part of Settle that makes the next witness when none
+// holds: walk the directories, bring S up to date (one add, taking what
+// changed since the last capture point, as a Begin would), and read S's
+// entries. The ignored directories are listed again (one status) when the
+// walk found a directory it had not seen. Runs beside the turn or the
+// driver's read; takes smu only for the add and the reading of S.
+func (g *Git) makeWitness(ctx context.Context, d *discovered) {
+	g.smu.Lock()
+	sc := g.sc
+	ok := sc != nil && !g.witnessOff && sc.wit == nil && !sc.making && !sc.noWitness && !sc.statusWay && !sc.reseed && sc.disc == d && sc.repo == d.rp
+	var ignored, known map[string]bool
+	if ok {
+		sc.making = true
+		ignored, known = sc.ignoredDirs, sc.knownDirs
+	}
+	g.smu.Unlock()
+	if !ok {
+		return
+	}
+	defer func() {
+		g.smu.Lock()
+		sc.making = false
+		g.smu.Unlock()
+	}()
+	if !localStamps(d.rp.top) {
+		g.smu.Lock()
+		sc.noWitness = true
+		g.smu.Unlock()
+		return
+	}
+	s := d.runner().scratch(sc.dir, sc.repo.objects)
+	for range witnessTries {
+		// every stamp in sight must be older than the clock reading the
+		// witness is made under: wait for the clock first, rather than
+		// run an add whose result could not be vouched for
+		cutoff := fsClock()
+		dirs, rel, fresh, newest, err := walkDirs(d.rp.top, ignored, known)
+		if err == nil && fresh {
+			// directories whose ignore rules are not known: list the
+			// ignored ones (one status), then walk again
+			out, serr := s.output(ctx, ignoredDirArgs...)
+			if serr != nil {
+				return
+			}
+			ignored = parseIgnoredDirs(out)
+			cutoff = fsClock()
+			dirs, rel, _, newest, err = walkDirs(d.rp.top, ignored, map[string]bool{})
+		}
+		switch {
+		case errors.Is(err, errNoWitness):
+			g.smu.Lock()
+			sc.noWitness = true
+			g.smu.Unlock()
+			return
+		case err != nil:
+			return
+		}
+		known = rel
+		onDisk, err := newestOnDisk(sc.index(), d.rp.top, d.rp.hashSize())
+		if err != nil {
+			return
+		}
+		if newest = max(newest, onDisk); newest >= cutoff {
+			if !waitPast(ctx, newest) {
+				return
+			}
+			continue
+		}
+		err = g.refreshForWitness(ctx, sc, d, s, &witness{dirs: dirs}, cutoff, ignored, known)
+		var racy errRacy
+		if !errors.As(err, &racy) || !waitPast(ctx, racy.newest) {
+			return
+		}
+	}
+}
+
+// refreshForWitness is makeWitness's add and reading of S, under smu; w
+// becomes the session's witness when S's entries can be vouched for.
+func (g *Git) refreshForWitness(ctx context.Context, sc *scratchState, d *discovered, s *runner, w *witness, cutoff int64, ignored, known map[string]bool) error {
+	g.smu.Lock()
+	defer g.smu.Unlock()
+	if g.sc != sc || sc.wit != nil || sc.reseed || sc.statusWay || sc.disc != d || sc.seed != seedStamp(d.rp) {
+		return errNoWitness
+	}
+	sc.ignoredDirs, sc.knownDirs = ignored, known
+	out, err := s.output(ctx, addArgs...)
+	if err != nil {
+		g.dropScratch()
+		return err
+	}
+	if len(out) > 0 {
+		// the work tree changed since the last capture point: S holds it
+		// now, so the current snapshot is no longer S (the next Begin
+		// takes one; a Finish diffs S against its baseline's tree). It
+		// is not dropped: it may be the baseline of a turn running now.
+		sc.cur = nil
+		if namesIgnoreFile(out) {
+			sc.reseed = true
+			return errNoWitness
+		}
+	}
+	files, err := witnessFiles(sc.index(), d.rp.top, d.rp.hashSize(), cutoff)
+	if err != nil {
+		if errors.Is(err, errNoWitness) {
+			sc.noWitness = true
+		}
+		return err
+	}
+	w.files = files
+	sc.wit = w
+	return nil
+}
+
+// waitPast sleeps until the file-system clock is past stamp, and says
+// whether it is. A stamp more than a moment ahead (a file dated in the
+// future, a clock set back) is not waited for.
+func waitPast(ctx context.Context, stamp int64) bool {
+	for range 20 {
+		if fsClock() > stamp {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return false
+}

@@ -1,0 +1,238 @@
+package diffcapture
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// witnessRepo is a repository with the shapes a witness must see into: a
+// tracked tree, an empty directory, a directory holding only ignored
+// files, an ignored directory, and a deeper package.
+func witnessRepo(t *testing.T) *testRepo {
+	t.Helper()
+	r := newRepo(t)
+	r.write(".gitignore", "*.log\nbuild/\n")
+	r.write("a.txt", "a\n")
+	r.write("run.sh", "echo hi\n")
+	r.write("src/pkg/lib.go", "package pkg\n")
+	r.write("logs/old.log", "ignored\n")
+	r.write("build/out.bin", "ignored\n")
+	require.NoError(t, os.Mkdir(r.path("empty"), 0o755))
+	r.commitAll("init")
+	return r
+}
+
+// witnessed runs a session's turns on r until the witness holds after a
+// turn's Settle (a clean turn then ran no git), and returns the capturer.
+func witnessed(t *testing.T, r *testRepo, cg *countingGit) *Git {
+	t.Helper()
+	g := NewGit(r.dir, WithGitBinary(cg.bin))
+	countedTurn(t, g, cg, nil)
+	runs, d := countedTurn(t, g, cg, nil)
+	require.Empty(t, d.Warning)
+	require.Empty(t, d.Files)
+	require.Equal(t, runsOfTurn{}, runs, "a clean turn with the witness holding runs no git")
+	return g
+}
+
+// Every kind of change an agent makes is seen by the witness: the turn's
+// Begin ran no git (the witness held), its Finish found the change, and
+// the diff is what git says.
+func TestWitnessSeesEveryChange(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(r *testRepo)
+		want   []messages.FileChange
+	}{
+		{"same size, mtime put back", func(r *testRepo) {
+			fi, err := os.Stat(r.path("a.txt"))
+			require.NoError(t, err)
+			r.write("a.txt", "b\n")
+			require.NoError(t, os.Chtimes(r.path("a.txt"), fi.ModTime(), fi.ModTime()))
+		}, []messages.FileChange{{Path: "a.txt", Status: "M", Insertions: 1, Deletions: 1}}},
+		{"new file at the top", func(r *testRepo) { r.write("new.txt", "n\n") },
+			[]messages.FileChange{{Path: "new.txt", Status: "A", Insertions: 1}}},
+		{"new file in an empty directory", func(r *testRepo) { r.write("empty/e.txt", "e\n") },
+			[]messages.FileChange{{Path: "empty/e.txt", Status: "A", Insertions: 1}}},
+		{"new file beside ignored ones only", func(r *testRepo) { r.write("logs/notes.txt", "n\n") },
+			[]messages.FileChange{{Path: "logs/notes.txt", Status: "A", Insertions: 1}}},
+		{"new file in new directories", func(r *testRepo) { r.write("x/y/z.txt", "z\n") },
+			[]messages.FileChange{{Path: "x/y/z.txt", Status: "A", Insertions: 1}}},
+		{"new file deep in a package", func(r *testRepo) { r.write("src/pkg/more.go", "package pkg\n") },
+			[]messages.FileChange{{Path: "src/pkg/more.go", Status: "A", Insertions: 1}}},
+		{"deleted file", func(r *testRepo) { r.remove("src/pkg/lib.go") },
+			[]messages.FileChange{{Path: "src/pkg/lib.go", Status: "D", Deletions: 1}}},
+		{"made executable", func(r *testRepo) { require.NoError(t, os.Chmod(r.path("run.sh"), 0o755)) },
+			[]messages.FileChange{{Path: "run.sh", Status: "M"}}},
+		{"file turned symlink", func(r *testRepo) {
+			r.remove("a.txt")
+			require.NoError(t, os.Symlink("run.sh", r.path("a.txt")))
+		}, []messages.FileChange{{Path: "a.txt", Status: "M", Insertions: 1, Deletions: 1}}},
+		{"renamed into a new directory", func(r *testRepo) {
+			require.NoError(t, os.MkdirAll(r.path("moved"), 0o755))
+			require.NoError(t, os.Rename(r.path("src/pkg/lib.go"), r.path("moved/lib.go")))
+		}, []messages.FileChange{{Path: "moved/lib.go", OldPath: "src/pkg/lib.go", Status: "R"}}},
+		{"ignored files only", func(r *testRepo) {
+			r.write("build/more.bin", "x\n")
+			r.write("logs/new.log", "x\n")
+		}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := witnessRepo(t)
+			cg := newCountingGit(t)
+			g := witnessed(t, r, cg)
+			runs, d := countedTurn(t, g, cg, func() { c.change(r) })
+			require.Empty(t, d.Warning)
+			assert.Nil(t, runs.begin, "the witness held at Begin")
+			if c.want == nil {
+				assert.Empty(t, d.Files)
+				return
+			}
+			assert.Equal(t, []string{"add", "diff-index"}, runs.finish, "the witness failed at Finish: git's way")
+			for i := range d.Files {
+				d.Files[i].Binary = false // not what is checked here
+			}
+			assert.Equal(t, c.want, d.Files)
+		})
+	}
+}
+
+// A witness vouches only for stamps older than the clock reading it was
+// made under: anything newer could change again within the same timestamp.
+func TestWitnessRefusesRacyStamps(t *testing.T) {
+	r := witnessRepo(t)
+	g := NewGit(r.dir)
+	ctx := testCtx(t)
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	g.Finish(ctx, b, nil)
+	index := g.sc.index()
+
+	files, err := witnessFiles(index, r.dir, 20, time.Now().Add(time.Hour).UnixNano())
+	require.NoError(t, err)
+	assert.Len(t, files, 4, ".gitignore, a.txt, run.sh, src/pkg/lib.go; build/ and logs/ hold only ignored files")
+
+	_, err = witnessFiles(index, r.dir, 20, time.Now().Add(-time.Hour).UnixNano())
+	var racy errRacy
+	require.ErrorAs(t, err, &racy, "entries stamped after the cutoff")
+
+	// a file dated ahead of the clock is never vouched for: each turn
+	// takes git's way, and sees the change
+	ahead := time.Now().Add(time.Hour)
+	require.NoError(t, os.Chtimes(r.path("a.txt"), ahead, ahead))
+	cg := newCountingGit(t)
+	g = NewGit(r.dir, WithGitBinary(cg.bin))
+	for range 2 {
+		runs, d := countedTurn(t, g, cg, nil)
+		require.Empty(t, d.Files)
+		assert.Contains(t, runs.finish, "add")
+		assert.Nil(t, g.sc.wit)
+	}
+	runs, d := countedTurn(t, g, cg, func() { r.write("a.txt", "b\n"); require.NoError(t, os.Chtimes(r.path("a.txt"), ahead, ahead)) })
+	require.Len(t, d.Files, 1)
+	assert.Contains(t, runs.finish, "add")
+}
+
+// Only file systems that keep their stat data locally, in nanoseconds.
+func TestWitnessOnlyOnLocalFileSystems(t *testing.T) {
+	assert.True(t, localStamps(t.TempDir()), "the test's own temporary directory (ext4 or tmpfs here)")
+	assert.False(t, localStamps("/proc"))
+	assert.False(t, localStamps(filepath.Join(t.TempDir(), "missing")))
+}
+
+func TestParseIgnoredDirs(t *testing.T) {
+	out := []byte("# branch.oid abc\x00? new.txt\x00! build/\x00! logs/x.log\x00! a b/\x00")
+	assert.Equal(t, map[string]bool{"build": true, "a b": true}, parseIgnoredDirs(out))
+}
+
+// The witness changes how often git runs, never what a turn's diff says:
+// random edits between and during turns (files, directories, ignored
+// files, renames, modes, timestamps put back) give the same diff through a
+// capturer with the witness as through one without it, turn by turn.
+func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
+	seeds := 4
+	turns := 30
+	if testing.Short() {
+		seeds, turns = 1, 10
+	}
+	fast := 0
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		r := witnessRepo(t)
+		cg := newCountingGit(t)
+		g := NewGit(r.dir, WithGitBinary(cg.bin))
+		ref := NewGit(r.dir)
+		ref.witnessOff = true
+		ctx := testCtx(t)
+		for turn := range turns {
+			if rng.IntN(3) == 0 {
+				randomEdit(t, r, rng)
+			}
+			_ = cg.take(t)
+			rb, err := ref.Begin(ctx)
+			require.NoError(t, err)
+			b, err := g.Begin(ctx)
+			require.NoError(t, err)
+			if cg.take(t) == nil {
+				fast++
+			}
+			for range rng.IntN(3) {
+				randomEdit(t, r, rng)
+			}
+			rd := ref.Finish(ctx, rb, nil)
+			d := g.Finish(ctx, b, nil)
+			require.Empty(t, rd.Warning)
+			require.Empty(t, d.Warning)
+			require.Equal(t, rd.Files, d.Files, "seed %d turn %d", seed, turn)
+			require.Equal(t, rd.UnifiedDiff, d.UnifiedDiff, "seed %d turn %d", seed, turn)
+			g.Settle(ctx)
+			ref.Settle(ctx)
+		}
+	}
+	assert.Greater(t, fast, seeds*turns/3, "Begins the witness answered without git")
+}
+
+// randomEdit makes one change of the kinds agents make.
+func randomEdit(t *testing.T, r *testRepo, rng *rand.Rand) {
+	t.Helper()
+	names := []string{"a.txt", "run.sh", "src/pkg/lib.go", "src/pkg/b.go", "empty/e.txt", "logs/n.txt", "x/y/z.txt", "new.txt"}
+	p := names[rng.IntN(len(names))]
+	switch rng.IntN(8) {
+	case 0, 1:
+		r.write(p, fmt.Sprintf("line %d\n", rng.IntN(1000)))
+	case 2:
+		_ = os.Remove(r.path(p))
+	case 3:
+		q := names[rng.IntN(len(names))]
+		if _, err := os.Stat(r.path(p)); err == nil && p != q {
+			require.NoError(t, os.MkdirAll(filepath.Dir(r.path(q)), 0o755))
+			_ = os.Rename(r.path(p), r.path(q))
+		}
+	case 4:
+		if fi, err := os.Stat(r.path(p)); err == nil {
+			require.NoError(t, os.Chmod(r.path(p), fi.Mode()^0o100))
+		}
+	case 5:
+		// same size, the mtime put back
+		if fi, err := os.Stat(r.path(p)); err == nil && fi.Size() > 0 {
+			b, _ := os.ReadFile(r.path(p))
+			b[0] ^= 1
+			require.NoError(t, os.WriteFile(r.path(p), b, fi.Mode()))
+			require.NoError(t, os.Chtimes(r.path(p), fi.ModTime(), fi.ModTime()))
+		}
+	case 6:
+		r.write(fmt.Sprintf("build/o%d.bin", rng.IntN(5)), "x\n")
+		r.write(fmt.Sprintf("logs/l%d.log", rng.IntN(5)), "x\n")
+	case 7:
+		_ = os.RemoveAll(r.path("x"))
+	}
+}
