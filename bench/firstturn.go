@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,7 +108,14 @@ func (f *firstTurn) runtime(name string, pool int, diff bool) (*benchRuntime, *c
 	if diff {
 		extra = append(extra, actors.WithDiffCapture(diffcapture.GitFactory))
 	}
-	b, err := openRuntime(f.o, filepath.Join(f.dir, name), transports.NewRegistry(tr), f.env, extra...)
+	// each runtime's CLIs keep their state in a HOME of their own, as the
+	// bare CLI does: the CLI's per-turn work grows with what its HOME holds
+	env := maps.Clone(f.env)
+	env["HOME"] = filepath.Join(f.dir, name+"-home")
+	if err := os.MkdirAll(env["HOME"], 0o700); err != nil {
+		return nil, nil, err
+	}
+	b, err := openRuntime(f.o, filepath.Join(f.dir, name), transports.NewRegistry(tr), env, extra...)
 	return b, tr, err
 }
 
@@ -203,12 +211,22 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		return err
 	}
 	defer nodiff.close()
-	sidND, err := startToFirstTurn(ctx, nodiff, f.cwd, "warm up")
+	// each side works in a repository of its own: a file another side
+	// writes between turns is a change in the work tree, which the next
+	// capture must look at with git (measured here by the first turn of
+	// the first round, whose Begin runs one add)
+	ndCwd, bareCwd := filepath.Join(f.dir, "work-nodiff"), filepath.Join(f.dir, "work-bare")
+	for _, dir := range []string{ndCwd, bareCwd} {
+		if _, err := generateRepo(ctx, dir, 1); err != nil {
+			return err
+		}
+	}
+	sidND, err := startToFirstTurn(ctx, nodiff, ndCwd, "warm up")
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	defer stop(ctx, nodiff, sidND)
-	cli, err := startBareClaude(ctx, f.bin, f.cwd, f.env, filepath.Join(f.dir, "bare-home"), true)
+	cli, err := startBareClaude(ctx, f.bin, bareCwd, f.env, filepath.Join(f.dir, "bare-home"), true)
 	if err != nil {
 		return err
 	}
@@ -250,12 +268,12 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 			return fmt.Errorf("permission turn %d: %w", i, err)
 		}
 		perm.add(dp)
-		dp, err = permissionTurn(octx, nodiff, sidND, filepath.Join(f.cwd, fmt.Sprintf("perm-nd-%d.txt", i)))
+		dp, err = permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)))
 		if err != nil {
 			return fmt.Errorf("permission turn without diff capture %d: %w", i, err)
 		}
 		permND.add(dp)
-		d, err = cli.turn("TOOL:WRITE " + filepath.Join(f.cwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
+		d, err = cli.turn("TOOL:WRITE " + filepath.Join(bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
 		if err != nil {
 			return fmt.Errorf("bare permission turn %d: %w", i, err)
 		}
