@@ -240,44 +240,77 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	diffs := 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
-		t0 := time.Now()
-		r, err := guideAndRead(octx, b, sid, fmt.Sprintf("later %d", i), messages.KindTurnComplete)
-		if err != nil {
-			return fmt.Errorf("later turn %d: %w", i, err)
+		// the three sides of each kind of turn, in an order that rotates
+		// from round to round: whichever goes first in a round follows
+		// the previous round's last turn, whose process may still be busy
+		// after its result line (the order moved a side's p50 by 10-20%
+		// when it was fixed)
+		laterSteps := []func() error{
+			func() error {
+				t0 := time.Now()
+				r, err := guideAndRead(octx, b, sid, fmt.Sprintf("later %d", i), messages.KindTurnComplete)
+				if err != nil {
+					return fmt.Errorf("later turn %d: %w", i, err)
+				}
+				later.since(t0)
+				if r.TurnDiff != nil && r.TurnDiff.Source == messages.DiffGit {
+					diffs++
+				}
+				return nil
+			},
+			func() error {
+				t0 := time.Now()
+				if _, err := guideAndRead(octx, nodiff, sidND, fmt.Sprintf("later %d", i), messages.KindTurnComplete); err != nil {
+					return fmt.Errorf("later turn without diff capture %d: %w", i, err)
+				}
+				laterND.since(t0)
+				return nil
+			},
+			func() error {
+				d, err := cli.turn(fmt.Sprintf("bare later %d", i))
+				if err != nil {
+					return fmt.Errorf("bare later turn %d: %w", i, err)
+				}
+				bareLater.add(d)
+				return nil
+			},
 		}
-		later.since(t0)
-		if r.TurnDiff != nil && r.TurnDiff.Source == messages.DiffGit {
-			diffs++
-		}
-		t0 = time.Now()
-		if _, err := guideAndRead(octx, nodiff, sidND, fmt.Sprintf("later %d", i), messages.KindTurnComplete); err != nil {
-			return fmt.Errorf("later turn without diff capture %d: %w", i, err)
-		}
-		laterND.since(t0)
-		d, err := cli.turn(fmt.Sprintf("bare later %d", i))
-		if err != nil {
-			return fmt.Errorf("bare later turn %d: %w", i, err)
-		}
-		bareLater.add(d)
-
 		// a permission turn: the agent writes a file, the runtime asks;
 		// once with diff capture (the turn's diff has the file) and once
 		// without, to tell capture's share from the question's round trip
-		dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)))
-		if err != nil {
-			return fmt.Errorf("permission turn %d: %w", i, err)
+		permSteps := []func() error{
+			func() error {
+				dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)))
+				if err != nil {
+					return fmt.Errorf("permission turn %d: %w", i, err)
+				}
+				perm.add(dp)
+				return nil
+			},
+			func() error {
+				dp, err := permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)))
+				if err != nil {
+					return fmt.Errorf("permission turn without diff capture %d: %w", i, err)
+				}
+				permND.add(dp)
+				return nil
+			},
+			func() error {
+				d, err := cli.turn("TOOL:WRITE " + filepath.Join(bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
+				if err != nil {
+					return fmt.Errorf("bare permission turn %d: %w", i, err)
+				}
+				barePerm.add(d)
+				return nil
+			},
 		}
-		perm.add(dp)
-		dp, err = permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)))
-		if err != nil {
-			return fmt.Errorf("permission turn without diff capture %d: %w", i, err)
+		for _, steps := range [][]func() error{laterSteps, permSteps} {
+			for k := range steps {
+				if err := steps[(i+k)%len(steps)](); err != nil {
+					return err
+				}
+			}
 		}
-		permND.add(dp)
-		d, err = cli.turn("TOOL:WRITE " + filepath.Join(bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
-		if err != nil {
-			return fmt.Errorf("bare permission turn %d: %w", i, err)
-		}
-		barePerm.add(d)
 	}
 	f.res.check("later turns diffed by git", diffs == f.rounds, "%d of %d later turns came with a git diff", diffs, f.rounds)
 	f.res.check("bare permission turns asked", cli.asked == f.rounds, "the bare CLI asked can_use_tool %d times in %d permission turns", cli.asked, f.rounds)

@@ -131,6 +131,16 @@ type Settler interface {
 	Settle(ctx context.Context)
 }
 
+// Preparer is a Capturer that can do a turn's Finish ahead, while the
+// turn still runs (Git diffs the work tree as it stands after the agent's
+// tools ran); a Finish that finds nothing changed since hands out that
+// diff. The session's differ calls Prepare with the turn's baseline after
+// a tool result, one at a time. It never fails and never changes what
+// Finish reports, only how long Finish takes.
+type Preparer interface {
+	Prepare(ctx context.Context, b Baseline)
+}
+
 // Factory builds the Capturer for a session's working directory and backend.
 type Factory func(cwd string, d messages.Descriptor) Capturer
 

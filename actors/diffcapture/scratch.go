@@ -43,6 +43,7 @@ type scratchState struct {
 	noWitness   bool            // none can be made for S as seeded (a big or remote tree, an index git would not stat)
 	ignoredDirs map[string]bool // the directories ignore rules match as a whole
 	knownDirs   map[string]bool // the directories the last witness walked
+	prep        *prepared       // a diff Prepare computed during the turn
 }
 
 // snapshot is one state of S: a copy of S as it was, until the tree of it
@@ -335,6 +336,10 @@ func (g *Git) scratchFinish(ctx context.Context, b *gitBaseline, d *discovered) 
 		// the work tree is S still: no add
 		if b.snap == sc.cur {
 			return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
+		}
+		if p := sc.prep; p != nil && p.wit == sc.wit && p.base == b.snap {
+			// and S is what Prepare diffed during the turn
+			return p.diff, nil
 		}
 		// a Settle during the turn brought S up to date: diff it
 		if err := b.snap.write(ctx, d, sc.dir); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codesession/codesession/messages"
 )
 
 // witness proves, without running git, that the work tree is still what
@@ -396,4 +398,69 @@ func waitPast(ctx context.Context, stamp int64) bool {
 		}
 	}
 	return false
+}
+
+// prepared is a turn's diff computed before the turn ended (Prepare): S
+// against the tree of base, under the witness wit. It is the turn's diff at
+// Finish while wit is still the session's witness and holds (S is the work
+// tree still, and S has not moved since: every add either clears the
+// witness or makes a new one).
+type prepared struct {
+	wit  *witness
+	base *snapshot
+	diff messages.TurnDiff
+}
+
+// Prepare does, in the middle of a turn, what the turn's Finish would do:
+// it brings S to the work tree and makes a witness of it (one add, as
+// Settle does) and diffs S against the baseline's tree (one diff), so a
+// Finish that finds the work tree unchanged since hands that diff out
+// without running git. The session's differ calls it after the agent's
+// tools ran, beside the rest of the turn. It never fails and changes
+// nothing a Finish reports: a Finish that finds the witness gone or not
+// holding takes its own way.
+func (g *Git) Prepare(ctx context.Context, base Baseline) {
+	defer func() { _ = recover() }()
+	b, _ := base.(*gitBaseline)
+	if b == nil || b.kind != kindScratch || g.witnessOff {
+		return
+	}
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	d, why, err := g.repository(ctx)
+	if err != nil || why != "" || d.rp != b.repo {
+		return
+	}
+	if b.snap.write(ctx, d, b.sc.dir) != nil {
+		return
+	}
+	g.smu.Lock()
+	if g.sc == b.sc && g.sc.wit != nil && !g.sc.wit.holds() {
+		g.sc.wit = nil
+	}
+	g.smu.Unlock()
+	g.makeWitness(ctx, d)
+	g.smu.Lock()
+	sc := g.sc
+	if sc != b.sc || sc.wit == nil || sc.cur == b.snap || (sc.prep != nil && sc.prep.wit == sc.wit && sc.prep.base == b.snap) {
+		g.smu.Unlock()
+		return // no witness; nothing changed; or prepared already
+	}
+	diff, err := g.diffAgainst(ctx, d.runner().scratch(sc.dir, sc.repo.objects), b.snap.tree, nil)
+	if err != nil {
+		g.smu.Unlock()
+		return
+	}
+	sc.prep = &prepared{wit: sc.wit, base: b.snap, diff: diff}
+	// S as it stands is the next turn's baseline unless something
+	// changes: take it, and write its tree now rather than beside the
+	// next turn
+	if sc.cur == nil && sc.take() != nil {
+		g.dropScratch()
+		g.smu.Unlock()
+		return
+	}
+	sn, dir := sc.cur, sc.dir
+	g.smu.Unlock()
+	_ = sn.write(ctx, d, dir)
 }

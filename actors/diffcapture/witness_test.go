@@ -154,10 +154,11 @@ func TestParseIgnoredDirs(t *testing.T) {
 	assert.Equal(t, map[string]bool{"build": true, "a b": true}, parseIgnoredDirs(out))
 }
 
-// The witness changes how often git runs, never what a turn's diff says:
-// random edits between and during turns (files, directories, ignored
-// files, renames, modes, timestamps put back) give the same diff through a
-// capturer with the witness as through one without it, turn by turn.
+// The witness and Prepare change how often git runs, never what a turn's
+// diff says: random edits between and during turns (files, directories,
+// ignored files, renames, modes, timestamps put back), with Prepare called
+// after some of them, give the same diff through a capturer with the
+// witness as through one without it, turn by turn.
 func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 	seeds := 4
 	turns := 30
@@ -187,6 +188,9 @@ func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 			}
 			for range rng.IntN(3) {
 				randomEdit(t, r, rng)
+				if rng.IntN(2) == 0 {
+					g.Prepare(ctx, b) // as after a tool result
+				}
 			}
 			rd := ref.Finish(ctx, rb, nil)
 			d := g.Finish(ctx, b, nil)
@@ -235,4 +239,51 @@ func randomEdit(t *testing.T, r *testRepo, rng *rand.Rand) {
 	case 7:
 		_ = os.RemoveAll(r.path("x"))
 	}
+}
+
+// Prepare after a tool ran does Finish's work beside the turn: a Finish
+// that finds nothing changed since hands out the prepared diff and runs no
+// git; one that finds a later change takes its own way and reports both.
+func TestPrepareLeavesFinishNothingToRun(t *testing.T) {
+	r := witnessRepo(t)
+	cg := newCountingGit(t)
+	g := witnessed(t, r, cg)
+	ctx := testCtx(t)
+
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	r.write("new.txt", "n\n")
+	g.Prepare(ctx, b)
+	assert.Equal(t, []string{"add", "diff-index", "write-tree"}, cg.take(t),
+		"Prepare: the witness's add, the diff, and the tree of the next turn's baseline")
+	g.Prepare(ctx, b)
+	assert.Nil(t, cg.take(t), "prepared already")
+	d := g.Finish(ctx, b, nil)
+	assert.Nil(t, cg.take(t), "Finish ran no git")
+	require.Empty(t, d.Warning)
+	assert.Equal(t, []messages.FileChange{{Path: "new.txt", Status: "A", Insertions: 1}}, d.Files)
+	g.Settle(ctx)
+	assert.Nil(t, cg.take(t), "nothing left for after the answer")
+
+	// a change after Prepare: Finish's own way, with both changes
+	b, err = g.Begin(ctx)
+	require.NoError(t, err)
+	assert.Nil(t, cg.take(t), "the witness held at Begin")
+	r.write("a.txt", "changed\n")
+	g.Prepare(ctx, b)
+	_ = cg.take(t)
+	r.write("src/pkg/lib.go", "package pkg // changed\n")
+	d = g.Finish(ctx, b, nil)
+	assert.Equal(t, []string{"add", "diff-index"}, cg.take(t))
+	require.Empty(t, d.Warning)
+	assert.Equal(t, []messages.FileChange{
+		{Path: "a.txt", Status: "M", Insertions: 1, Deletions: 1},
+		{Path: "src/pkg/lib.go", Status: "M", Insertions: 1, Deletions: 1},
+	}, d.Files)
+
+	// a baseline of no snapshot (the status way, a fallback) is no
+	// concern of Prepare's
+	g.Prepare(ctx, &gitBaseline{kind: kindFallback})
+	g.Prepare(ctx, nil)
+	assert.Nil(t, cg.take(t))
 }

@@ -372,7 +372,14 @@ type differ struct {
 	timeout  time.Duration
 	bases    map[int]diffcapture.Baseline
 	warn     map[int]string
+
+	// one Prepare at a time; a tool result meanwhile asks for one more
+	preparing bool
+	again     int // the turn of the Prepare asked for meanwhile (0: none)
 }
+
+// prepareDone says a Prepare returned.
+type prepareDone struct{}
 
 func newDiffer(cap diffcapture.Capturer, parent *actor.PID, timeout time.Duration) actor.Producer {
 	return func() actor.Receiver {
@@ -425,6 +432,30 @@ func (d *differ) Receive(c *actor.Context) {
 		}()
 	case captureDone:
 		c.Send(d.parent, diffReady{turn: m.turn, diff: m.diff})
+	case DPrepare:
+		p, ok := d.capturer.(diffcapture.Preparer)
+		base, had := d.bases[m.Turn]
+		if !ok || !had {
+			return // no Preparer, or the turn is finishing already
+		}
+		if d.preparing {
+			d.again = m.Turn
+			return
+		}
+		d.preparing = true
+		timeout := d.timeout
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_ = safely(func() error { p.Prepare(ctx, base); return nil })
+			engine.Send(self, prepareDone{})
+		}()
+	case prepareDone:
+		d.preparing = false
+		if t := d.again; t != 0 {
+			d.again = 0
+			c.Send(self, DPrepare{Turn: t})
+		}
 	}
 }
 

@@ -95,6 +95,9 @@ type (
 		Turn      int
 		EditPaths []string
 	}
+	// DPrepare tells diff capture a tool of turn Turn ran: it may diff
+	// ahead (diffcapture.Preparer) so the turn's end waits less.
+	DPrepare struct{ Turn int }
 )
 
 // Reply is a read-turn answer for the reader holding Token.
@@ -445,6 +448,8 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		c.actions = append(c.actions, messages.Action{ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Input: ev.Input})
 		c.diet.Add(messages.HistoryEntry{Turn: turn, Kind: messages.HistAction, Text: ev.ToolName + " " + compactJSON(ev.Input)})
 	case messages.EvToolResult:
+		// any tool may have changed the work tree (a shell as well as an edit)
+		c.out.Diff = append(c.out.Diff, DPrepare{Turn: turn})
 		for i := len(c.actions) - 1; i >= 0; i-- {
 			if c.actions[i].ToolUseID == ev.ToolUseID {
 				c.actions[i].Result = cutText(ev.Output, DietMaxEntryText)

@@ -485,6 +485,8 @@ func (s *scenario) render(o Output) {
 			w("dc baseline %d", x.Turn)
 		case DFinish:
 			w("dc finish %d %v", x.Turn, x.EditPaths)
+		case DPrepare:
+			w("dc prepare %d", x.Turn)
 		default:
 			w("dc %#v", x)
 		}
