@@ -453,14 +453,10 @@ func (g *Git) Prepare(ctx context.Context, base Baseline) {
 	}
 	sc.prep = &prepared{wit: sc.wit, base: b.snap, diff: diff}
 	// S as it stands is the next turn's baseline unless something
-	// changes: take it, and write its tree now rather than beside the
-	// next turn
+	// changes: take it (its tree is written after the answer, by Settle,
+	// rather than beside the agent's work on two cores)
 	if sc.cur == nil && sc.take() != nil {
 		g.dropScratch()
-		g.smu.Unlock()
-		return
 	}
-	sn, dir := sc.cur, sc.dir
 	g.smu.Unlock()
-	_ = sn.write(ctx, d, dir)
 }
