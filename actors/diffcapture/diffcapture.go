@@ -35,13 +35,17 @@
 // taken, and, when no witness holds, a new one (one add; one status the
 // first time and when a directory appeared). Begin and Finish write a
 // tree still owed themselves, under the same lock, so a Settle that has
-// not run costs time, never correctness. A clean later turn runs no git
-// process on its path (two without a witness: a file dated ahead of the
-// clock, a tree of more than 20,000 directories, a network file system);
-// one that changed something runs two at Finish and two after. The
-// session's first Begin also finds where the repository is and the
-// overrides of its filter drivers (rev-parse, config), kept while the
-// repository's config files are unchanged (cache.go). The snapshot is seeded again from the repository's
+// not run costs time, never correctness. After a tool ran, Prepare (which
+// the differ calls on tool results, one at a time) does Finish's work
+// ahead, beside the rest of the turn: the witness's add and the diff, kept
+// for a Finish that finds the witness still holding. A clean later turn
+// runs no git process on its path (two without a witness: a file dated
+// ahead of the clock, a tree of more than 20,000 directories, a network
+// file system); one that changed something runs none at Finish when
+// Prepare ran after its last change, else two. The session's first Begin
+// also finds where the repository is and the overrides of its filter
+// drivers (rev-parse, config), kept while the repository's config files
+// are unchanged (cache.go). The snapshot is seeded again from the repository's
 // index when that index or info/exclude changed (the agent staged or
 // committed) or a .gitignore did, so paths ignored now drop out as status
 // would drop them; when the index changed during the turn, Finish reads it

@@ -9,7 +9,10 @@
 // carries out its LifeEffects. The host gets its backend spec as immutable
 // snapshots by message, runs backend calls off its Receive, and abandons
 // (and kills) a backend that will not close; every diff-capture stage has a
-// deadline. A panic in the session answers every caller it holds (Spawn).
+// deadline. Diff capture takes the baseline before a turn reaches the
+// backend and the diff after it closes; between, each tool result lets it
+// diff ahead (DPrepare, one at a time), and after each answer it settles
+// what is left (diffcapture.Settler), both beside the turn. A panic in the session answers every caller it holds (Spawn).
 //
 // Concurrency: Core is single-threaded and does no I/O; the actor owns it.
 // Blocking work (backend I/O, git, the store) runs in the children or in
