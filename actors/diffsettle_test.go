@@ -86,3 +86,68 @@ func TestDiffCaptureIsClosedWhenTheSessionEnds(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return closed.Load() == 1 }, time.Minute, 10*time.Millisecond)
 }
+
+// preparingCapture records its Prepare calls: how many, how many at once,
+// and with which baseline; the first one does not end until released.
+type preparingCapture struct {
+	diffcapture.Noop
+	first            <-chan struct{}
+	calls, now, most *atomic.Int32
+	bases            chan diffcapture.Baseline
+}
+
+func (p preparingCapture) Begin(context.Context) (diffcapture.Baseline, error) { return "base", nil }
+
+func (p preparingCapture) Prepare(_ context.Context, b diffcapture.Baseline) {
+	n := p.now.Add(1)
+	defer p.now.Add(-1)
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
+	if p.calls.Add(1) == 1 {
+		<-p.first
+	}
+	p.bases <- b
+}
+
+// Each tool result lets diff capture diff ahead (a Preparer), with the
+// turn's baseline, one Prepare at a time: results that come while one runs
+// ask for one more after it, not one each, and none once the turn is
+// finishing.
+func TestToolResultsLetDiffCapturePrepareOneAtATime(t *testing.T) {
+	cfg := testConfig(t)
+	first := make(chan struct{})
+	var calls, now, most atomic.Int32
+	bases := make(chan diffcapture.Baseline, 16)
+	dir := t.TempDir()
+	ask := script.Tool("Bash", map[string]string{"command": "true"}, "ok")
+	ask.Tool.Ask = true
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{
+		script.Write(dir+"/a.txt", "a"), script.Write(dir+"/b.txt", "b"), script.Write(dir+"/c.txt", "c"),
+		ask, // the turn waits here for the driver's answer
+		script.Text("done"),
+	}}}
+	rt := newRuntime(t, cfg, sc,
+		WithDiffCapture(func(string, messages.Descriptor) diffcapture.Capturer {
+			return preparingCapture{first: first, calls: &calls, now: &now, most: &most, bases: bases}
+		}))
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: dir})
+	require.NoError(t, err)
+	r := readKind(t, rt, "s", st.SessionID)
+	require.Equal(t, messages.KindClarification, r.Kind, "%+v", r)
+	assert.Equal(t, int32(1), calls.Load(), "the first Prepare still runs; the other results wait for it")
+
+	close(first)
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, time.Minute, 10*time.Millisecond,
+		"one more Prepare for the results that came meanwhile")
+	assert.Equal(t, diffcapture.Baseline("base"), <-bases)
+	assert.Equal(t, diffcapture.Baseline("base"), <-bases)
+	time.Sleep(50 * time.Millisecond) // (a third would show here; none is asked for)
+	assert.Equal(t, int32(2), calls.Load())
+
+	_, err = rt.Answer(ctx, "s", messages.Answer{SessionID: st.SessionID, ClarificationID: r.ClarificationID, Decision: messages.DecisionAllowOnce})
+	require.NoError(t, err)
+	r = readKind(t, rt, "s", st.SessionID)
+	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
+	assert.Equal(t, int32(1), most.Load(), "never two at once")
+}
