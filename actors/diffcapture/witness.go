@@ -2,6 +2,7 @@ package diffcapture
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -37,26 +38,43 @@ import (
 // data may be cached), and never for an index with entries git would not
 // stat (assume-unchanged, skip-worktree, intent-to-add, unmerged).
 type witness struct {
+	top   string
 	files []stamped // S's entries, with the stat data S records
-	dirs  []stamped // the directories git looks into, as stat'ed before the add
+	dirs  []stamped // the directories git looks into, as stat'ed before the add (the top first)
 }
 
 // stamped is what a witness compares of one path; index entries keep 32
 // bits of the inode and size, as git compares them.
 type stamped struct {
-	path           string // absolute
+	rel            string // from the top, slash-separated ("." for the top)
 	mtime, ctime   int64  // nanoseconds
 	ino            uint32
 	size           uint32
 	reg, exec, sym bool // files: the kind of entry S holds
 }
 
-// holds says whether every path is as the witness recorded it.
+// holds says whether every path is as the witness recorded it. Paths are
+// looked up from the top's directory, which is itself checked by its path
+// first (a top replaced since is another inode).
 func (w *witness) holds() bool {
 	var st unix.Stat_t
+	if len(w.dirs) == 0 || unix.Lstat(w.top, &st) != nil || !w.dirs[0].same(&st) {
+		return false
+	}
+	fd, err := unix.Open(w.top, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	for i := range w.dirs[1:] {
+		d := &w.dirs[1+i]
+		if unix.Fstatat(fd, d.rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || !d.same(&st) {
+			return false
+		}
+	}
 	for i := range w.files {
 		f := &w.files[i]
-		if unix.Lstat(f.path, &st) != nil || !f.same(&st) {
+		if unix.Fstatat(fd, f.rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !f.same(&st) {
 			return false
 		}
 		switch st.Mode & unix.S_IFMT {
@@ -69,12 +87,6 @@ func (w *witness) holds() bool {
 				return false
 			}
 		default:
-			return false
-		}
-	}
-	for i := range w.dirs {
-		d := &w.dirs[i]
-		if unix.Lstat(d.path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || !d.same(&st) {
 			return false
 		}
 	}
@@ -97,7 +109,7 @@ func (e errRacy) Error() string { return "racily clean" }
 
 // witnessFiles reads the entries of the index file at path (S) as a
 // witness records them; those stamped at or after cutoff make it racy.
-func witnessFiles(path, top string, hashSize int, cutoff int64) ([]stamped, error) {
+func witnessFiles(path string, hashSize int, cutoff int64) ([]stamped, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -110,7 +122,7 @@ func witnessFiles(path, top string, hashSize int, cutoff int64) ([]stamped, erro
 			bad = errNoWitness // assume-valid, a stage, skip-worktree, intent-to-add
 			return false
 		}
-		f := stamped{path: filepath.Join(top, filepath.FromSlash(string(e.name))),
+		f := stamped{rel: string(e.name),
 			ctime: stampNano(e.stat[0:8]), mtime: stampNano(e.stat[8:16]),
 			ino: binary.BigEndian.Uint32(e.stat[20:24]), size: binary.BigEndian.Uint32(e.stat[36:40])}
 		switch e.mode & 0o170000 {
@@ -124,6 +136,10 @@ func witnessFiles(path, top string, hashSize int, cutoff int64) ([]stamped, erro
 		}
 		newest = max(newest, f.mtime, f.ctime)
 		out = append(out, f)
+		if len(out) > maxWitnessFiles {
+			bad = errNoWitness
+			return false
+		}
 		return true
 	})
 	switch {
@@ -147,6 +163,10 @@ func stampNano(b []byte) int64 {
 // more takes git's way every turn (git itself walks them then).
 const maxWitnessDirs = 20000
 
+// maxWitnessFiles bounds the entries a witness keeps (about 70 bytes each,
+// per session): a bigger work tree takes git's way every turn.
+const maxWitnessFiles = 100000
+
 // walkDirs stats every directory under top git would look into for
 // untracked files: all but .git and those ignored names (relative paths,
 // slash-separated, as status prints them without the trailing slash).
@@ -167,7 +187,7 @@ func walkDirs(top string, ignored, known map[string]bool) (dirs []stamped, rel m
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return errNoWitness // replaced while walked
 		}
-		d := stamped{path: abs, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: uint32(st.Ino), size: uint32(st.Size)}
+		d := stamped{rel: cmp.Or(name, "."), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: uint32(st.Ino), size: uint32(st.Size)}
 		dirs = append(dirs, d)
 		newest = max(newest, d.mtime, d.ctime)
 		if name != "" {
@@ -338,7 +358,7 @@ func (g *Git) makeWitness(ctx context.Context, d *discovered) {
 			}
 			continue
 		}
-		err = g.refreshForWitness(ctx, sc, d, s, &witness{dirs: dirs}, cutoff, ignored, known)
+		err = g.refreshForWitness(ctx, sc, d, s, &witness{top: d.rp.top, dirs: dirs}, cutoff, ignored, known)
 		var racy errRacy
 		if !errors.As(err, &racy) || !waitPast(ctx, racy.newest) {
 			return
@@ -371,7 +391,7 @@ func (g *Git) refreshForWitness(ctx context.Context, sc *scratchState, d *discov
 			return errNoWitness
 		}
 	}
-	files, err := witnessFiles(sc.index(), d.rp.top, d.rp.hashSize(), cutoff)
+	files, err := witnessFiles(sc.index(), d.rp.hashSize(), cutoff)
 	if err != nil {
 		if errors.Is(err, errNoWitness) {
 			sc.noWitness = true

@@ -117,11 +117,11 @@ func TestWitnessRefusesRacyStamps(t *testing.T) {
 	g.Finish(ctx, b, nil)
 	index := g.sc.index()
 
-	files, err := witnessFiles(index, r.dir, 20, time.Now().Add(time.Hour).UnixNano())
+	files, err := witnessFiles(index, 20, time.Now().Add(time.Hour).UnixNano())
 	require.NoError(t, err)
 	assert.Len(t, files, 4, ".gitignore, a.txt, run.sh, src/pkg/lib.go; build/ and logs/ hold only ignored files")
 
-	_, err = witnessFiles(index, r.dir, 20, time.Now().Add(-time.Hour).UnixNano())
+	_, err = witnessFiles(index, 20, time.Now().Add(-time.Hour).UnixNano())
 	var racy errRacy
 	require.ErrorAs(t, err, &racy, "entries stamped after the cutoff")
 
