@@ -407,14 +407,16 @@ func (g *Git) refreshForWitness(ctx context.Context, sc *scratchState, d *discov
 // whether it is. A stamp more than a moment ahead (a file dated in the
 // future, a clock set back) is not waited for.
 func waitPast(ctx context.Context, stamp int64) bool {
-	for range 20 {
+	// the coarse clock moves a tick (1-10 ms) at a time: look again each
+	// millisecond, for up to a tenth of a second
+	for range 100 {
 		if fsClock() > stamp {
 			return true
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
 	return false
