@@ -56,8 +56,10 @@ type Git struct {
 	maxFiles int
 	env      []string
 
-	mu     sync.Mutex
-	cached *discovered // nil until a Begin found a work tree
+	mu       sync.Mutex
+	cached   *discovered   // nil until a Begin found a work tree
+	prepEnd  time.Time     // when the last Prepare returned
+	prepCost time.Duration // how long it took
 
 	// smu serializes the uses of the session's snapshot (scratch.go):
 	// a Begin waits for the previous turn's Settle and Finish.

@@ -101,6 +101,9 @@ func (s *stamped) same(st *unix.Stat_t) bool {
 // now: every turn takes git's way until a later Settle makes a witness.
 var errNoWitness = errors.New("no witness")
 
+// errReplaced says a directory was replaced by something else while walked.
+var errReplaced = errors.New("a directory was replaced while walked")
+
 // errRacy says a stamp is too new to vouch for: the same Settle tries again
 // once the clock has moved past it.
 type errRacy struct{ newest int64 }
@@ -185,7 +188,7 @@ func walkDirs(top string, ignored, known map[string]bool) (dirs []stamped, rel m
 			return err
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return errNoWitness // replaced while walked
+			return errReplaced // the next Settle walks again
 		}
 		d := stamped{rel: cmp.Or(name, "."), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: uint32(st.Ino), size: uint32(st.Size)}
 		dirs = append(dirs, d)
@@ -447,6 +450,21 @@ func (g *Git) Prepare(ctx context.Context, base Baseline) {
 	if b == nil || b.kind != kindScratch || g.witnessOff {
 		return
 	}
+	// at most half of the time in Prepare: a turn with many tools in a
+	// big work tree must not keep git running beside them all along (a
+	// Prepare skipped costs its Finish an add and a diff, no more)
+	g.mu.Lock()
+	busy := time.Since(g.prepEnd) < g.prepCost
+	g.mu.Unlock()
+	if busy {
+		return
+	}
+	start := time.Now()
+	defer func() {
+		g.mu.Lock()
+		g.prepEnd, g.prepCost = time.Now(), time.Since(start)
+		g.mu.Unlock()
+	}()
 	ctx, cancel := g.bound(ctx)
 	defer cancel()
 	d, why, err := g.repository(ctx)

@@ -189,6 +189,7 @@ func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 			for range rng.IntN(3) {
 				randomEdit(t, r, rng)
 				if rng.IntN(2) == 0 {
+					g.prepEnd = time.Time{}
 					g.Prepare(ctx, b) // as after a tool result
 				}
 			}
@@ -255,6 +256,7 @@ func TestPrepareLeavesFinishNothingToRun(t *testing.T) {
 	r.write("new.txt", "n\n")
 	g.Prepare(ctx, b)
 	assert.Equal(t, []string{"add", "diff-index"}, cg.take(t), "Prepare: the witness's add, and the diff")
+	g.prepEnd = time.Time{} // (not skipped for the time the last one took)
 	g.Prepare(ctx, b)
 	assert.Nil(t, cg.take(t), "prepared already")
 	d := g.Finish(ctx, b, nil)
@@ -269,8 +271,9 @@ func TestPrepareLeavesFinishNothingToRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, cg.take(t), "the witness held at Begin")
 	r.write("a.txt", "changed\n")
+	g.prepEnd = time.Time{}
 	g.Prepare(ctx, b)
-	_ = cg.take(t)
+	assert.Equal(t, []string{"add", "diff-index"}, cg.take(t))
 	r.write("src/pkg/lib.go", "package pkg // changed\n")
 	d = g.Finish(ctx, b, nil)
 	assert.Equal(t, []string{"add", "diff-index"}, cg.take(t))
@@ -285,4 +288,27 @@ func TestPrepareLeavesFinishNothingToRun(t *testing.T) {
 	g.Prepare(ctx, &gitBaseline{kind: kindFallback})
 	g.Prepare(ctx, nil)
 	assert.Nil(t, cg.take(t))
+}
+
+// Prepare takes at most about half of the time: one asked for sooner after
+// the last than that one took is skipped (its Finish does the work).
+func TestPrepareKeepsToHalfTheTime(t *testing.T) {
+	r := witnessRepo(t)
+	cg := newCountingGit(t)
+	g := witnessed(t, r, cg)
+	ctx := testCtx(t)
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	r.write("new.txt", "n\n")
+	g.prepCost = time.Hour
+	g.prepEnd = time.Now()
+	g.Prepare(ctx, b)
+	assert.Nil(t, cg.take(t), "skipped: the last one took an hour and ended just now")
+	g.prepEnd = time.Now().Add(-2 * time.Hour)
+	g.Prepare(ctx, b)
+	assert.Equal(t, []string{"add", "diff-index"}, cg.take(t))
+	assert.Less(t, g.prepCost, time.Hour, "the cost of the one that ran")
+	d := g.Finish(ctx, b, nil)
+	assert.Nil(t, cg.take(t))
+	assert.Equal(t, []messages.FileChange{{Path: "new.txt", Status: "A", Insertions: 1}}, d.Files)
 }
