@@ -293,12 +293,13 @@ func fsClock() int64 {
 // stamps are too new (each waits for the clock to pass them first).
 const witnessTries = 3
 
-// makeWitness is the part of Settle that makes the next witness when none
-// holds: walk the directories, bring S up to date (one add, taking what
-// changed since the last capture point, as a Begin would), and read S's
-// entries. The ignored directories are listed again (one status) when the
-// walk found a directory it had not seen. Runs beside the turn or the
-// driver's read; takes smu only for the add and the reading of S.
+// makeWitness is the part of Settle (and of Prepare) that makes the next
+// witness when none holds: walk the directories, bring S up to date (one
+// add, taking what changed since the last capture point, as a Begin would),
+// and read S's entries. The ignored directories are listed again (one
+// status) when the walk found a directory it had not seen. Runs beside the
+// turn or the driver's read, one at a time; takes smu only for the add and
+// the reading of S.
 func (g *Git) makeWitness(ctx context.Context, d *discovered) {
 	g.smu.Lock()
 	sc := g.sc
