@@ -727,6 +727,12 @@ func (a *Actor) flush(c *actor.Context) {
 	}
 
 	for _, cmd := range out.Diff {
+		if _, ahead := cmd.(DPrepare); ahead {
+			// a hint: a diff child restarting or gone misses it, and
+			// the turn's Finish does the work
+			_ = a.sup.Send(c, ChildDiff, cmd)
+			continue
+		}
 		a.send(c, ChildDiff, cmd)
 		switch m := cmd.(type) {
 		case DBaseline:
