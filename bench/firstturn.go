@@ -211,10 +211,10 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		return err
 	}
 	defer nodiff.close()
-	// each side works in a repository of its own: a file another side
-	// writes between turns is a change in the work tree, which the next
-	// capture must look at with git (measured here by the first turn of
-	// the first round, whose Begin runs one add)
+	// each side works in a repository of its own, as separate sessions
+	// would: a file another side wrote between two turns would be a
+	// change in the work tree, which the next capture must look at with
+	// git (one add at Begin), and not what these rounds measure
 	ndCwd, bareCwd := filepath.Join(f.dir, "work-nodiff"), filepath.Join(f.dir, "work-bare")
 	for _, dir := range []string{ndCwd, bareCwd} {
 		if _, err := generateRepo(ctx, dir, 1); err != nil {
