@@ -38,11 +38,14 @@
 // not run costs time, never correctness. After a tool ran, Prepare (which
 // the differ calls on tool results, one at a time) does Finish's work
 // ahead, beside the rest of the turn: the witness's add and the diff, kept
-// for a Finish that finds the witness still holding. A clean later turn
-// runs no git process on its path (two without a witness: a file dated
-// ahead of the clock, a tree of more than 20,000 directories, a network
-// file system); one that changed something runs none at Finish when
-// Prepare ran after its last change, else two. The session's first Begin
+// for a Finish that finds the witness still holding (a Prepare asked for
+// sooner after the last than that one took is skipped, so git runs beside
+// the agent at most about half of the time). A clean later turn runs no
+// git process on its path (two without a witness: a file dated ahead of
+// the clock, a tree of more than 20,000 directories or 100,000 entries, a
+// file system other than ext4, xfs, btrfs, tmpfs, overlayfs or f2fs); one
+// that changed something runs none at Finish when Prepare ran after its
+// last change, else two. The session's first Begin
 // also finds where the repository is and the overrides of its filter
 // drivers (rev-parse, config), kept while the repository's config files
 // are unchanged (cache.go). The snapshot is seeded again from the repository's
