@@ -243,8 +243,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		// the three sides of each kind of turn, in an order that rotates
 		// from round to round: whichever goes first in a round follows
 		// the previous round's last turn, whose process may still be busy
-		// after its result line (the order moved a side's p50 by 10-20%
-		// when it was fixed)
+		// after its result line
 		laterSteps := []func() error{
 			func() error {
 				t0 := time.Now()

@@ -166,8 +166,8 @@ func stampNano(b []byte) int64 {
 // more takes git's way every turn (git itself walks them then).
 const maxWitnessDirs = 20000
 
-// maxWitnessFiles bounds the entries a witness keeps (about 70 bytes each,
-// per session): a bigger work tree takes git's way every turn.
+// maxWitnessFiles bounds the entries a witness keeps (a path and its stat
+// data each, per session): a bigger work tree takes git's way every turn.
 const maxWitnessFiles = 100000
 
 // walkDirs stats every directory under top git would look into for
