@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -313,5 +314,38 @@ func TestPrepareKeepsToHalfTheTime(t *testing.T) {
 	assert.Less(t, g.prepCost, time.Hour, "the cost of the one that ran")
 	d := g.Finish(ctx, b, nil)
 	assert.Nil(t, cg.take(t))
+	assert.Equal(t, []messages.FileChange{{Path: "new.txt", Status: "A", Insertions: 1}}, d.Files)
+}
+
+// A Prepare whose git fails leaves nothing prepared: the turn's Finish
+// takes its own way and reports the change, with no warning.
+func TestPrepareThatFailsLeavesFinishItsOwnWay(t *testing.T) {
+	r := witnessRepo(t)
+	real, err := exec.LookPath("git")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "fail")
+	bin := filepath.Join(dir, "git")
+	script := "#!/bin/sh\nfor a in \"$@\"; do if [ \"$a\" = diff-index ] && [ -e '" + flag + "' ]; then echo 'injected failure' >&2; exit 1; fi; done\nexec '" + real + "' \"$@\"\n"
+	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	g := NewGit(r.dir, WithGitBinary(bin))
+	ctx := testCtx(t)
+	for range 2 { // a witness, as after a turn's Settle
+		b, err := g.Begin(ctx)
+		require.NoError(t, err)
+		g.Finish(ctx, b, nil)
+		g.Settle(ctx)
+	}
+	require.NotNil(t, g.sc.wit)
+
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	r.write("new.txt", "n\n")
+	require.NoError(t, os.WriteFile(flag, nil, 0o600))
+	g.Prepare(ctx, b)
+	assert.Nil(t, g.sc.prep, "nothing prepared")
+	require.NoError(t, os.Remove(flag))
+	d := g.Finish(ctx, b, nil)
+	require.Empty(t, d.Warning)
 	assert.Equal(t, []messages.FileChange{{Path: "new.txt", Status: "A", Insertions: 1}}, d.Files)
 }
