@@ -285,3 +285,40 @@ func TestCloseNeverClosesTheStoreUnderASession(t *testing.T) {
 		assert.Equal(t, messages.StatusOrphaned, rec.Status)
 	}
 }
+
+// callCounter counts the store's write calls.
+type callCounter struct {
+	store.Store
+	appends, appendRecords, putMetas atomic.Int64
+}
+
+func (c *callCounter) Append(ctx context.Context, sid string, evs []messages.PersistedEvent) error {
+	c.appends.Add(1)
+	return c.Store.Append(ctx, sid, evs)
+}
+
+func (c *callCounter) AppendRecord(ctx context.Context, sid string, evs []messages.PersistedEvent, rec messages.SessionRecord) error {
+	c.appendRecords.Add(1)
+	return c.Store.AppendRecord(ctx, sid, evs, rec)
+}
+
+func (c *callCounter) PutMeta(ctx context.Context, rec messages.SessionRecord) error {
+	c.putMetas.Add(1)
+	return c.Store.PutMeta(ctx, rec)
+}
+
+// TestRecordRidesWithItsEvents: a record change goes to the store in the
+// same call as the events written with it (one durable write, not an
+// append and then a PutMeta), and the stored record is the session's last.
+func TestRecordRidesWithItsEvents(t *testing.T) {
+	cc := &callCounter{Store: store.NewMemory()}
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
+	rt := newRuntime(t, testConfig(t), sc, WithStore(cc))
+	sid := driveTwoTurns(t, rt, func() {})
+	requireWholeLog(t, cc.Store, sid, messages.ReleaseExplicit)
+	rec, err := cc.Store.GetMeta(context.Background(), sid)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusEnded, rec.Status)
+	assert.Positive(t, cc.appendRecords.Load(), "records went with events")
+	assert.Zero(t, cc.putMetas.Load(), "no record was written on its own: every change came with an event")
+}

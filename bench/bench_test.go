@@ -105,6 +105,13 @@ func (s swallowReleased) Append(ctx context.Context, sid string, evs []messages.
 	return s.Store.Append(ctx, sid, evs)
 }
 
+func (s swallowReleased) AppendRecord(ctx context.Context, sid string, evs []messages.PersistedEvent, rec messages.SessionRecord) error {
+	if n := len(evs); n > 0 && evs[n-1].Event.Type == messages.EvReleased && s.done.CompareAndSwap(false, true) {
+		return s.Store.AppendRecord(ctx, sid, evs[:n-1], rec)
+	}
+	return s.Store.AppendRecord(ctx, sid, evs, rec)
+}
+
 func swallowingStore() func(string) (store.Store, error) {
 	done := new(atomic.Bool)
 	return func(dir string) (store.Store, error) {

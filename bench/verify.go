@@ -19,7 +19,7 @@ type countingStore struct {
 	appends atomic.Int64
 	events  atomic.Int64
 	metas   atomic.Int64
-	busy    atomic.Int64 // ns spent in Append, Create and PutMeta
+	busy    atomic.Int64 // ns spent in Append, AppendRecord, Create and PutMeta
 }
 
 func (c *countingStore) Append(ctx context.Context, sid string, evs []messages.PersistedEvent) error {
@@ -29,6 +29,20 @@ func (c *countingStore) Append(ctx context.Context, sid string, evs []messages.P
 	if err == nil && len(evs) > 0 {
 		c.appends.Add(1)
 		c.events.Add(int64(len(evs)))
+	}
+	return err
+}
+
+func (c *countingStore) AppendRecord(ctx context.Context, sid string, evs []messages.PersistedEvent, rec messages.SessionRecord) error {
+	t0 := time.Now()
+	err := c.Store.AppendRecord(ctx, sid, evs, rec)
+	c.busy.Add(int64(time.Since(t0)))
+	if err == nil {
+		if len(evs) > 0 {
+			c.appends.Add(1)
+			c.events.Add(int64(len(evs)))
+		}
+		c.metas.Add(1)
 	}
 	return err
 }

@@ -551,8 +551,17 @@ func (w *persistWriter) write(req persistReq) (ack persistAck) {
 			w.synced = false
 			return ack
 		}
+		// the latest record rides with the events (one durable write
+		// where the store can) unless it is an adoption's, which must
+		// land after them
+		withMeta := req.meta != nil && req.adopt == nil
 		start := time.Now()
-		err := w.store.Append(ctx, w.sessionID, evs)
+		var err error
+		if withMeta {
+			err = w.store.AppendRecord(ctx, w.sessionID, evs, *req.meta)
+		} else {
+			err = w.store.Append(ctx, w.sessionID, evs)
+		}
 		if w.onAppend != nil {
 			w.onAppend(time.Since(start), err)
 		}
@@ -566,6 +575,10 @@ func (w *persistWriter) write(req persistReq) (ack persistAck) {
 		}
 		w.last = evs[len(evs)-1].Seq
 		ack.upTo = w.last
+		if withMeta {
+			ack.metaFailed = false
+			return ack
+		}
 	}
 	if req.adopt != nil {
 		// the adopted event landed before the record says running

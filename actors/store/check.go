@@ -59,6 +59,18 @@ func CheckRecord(op string, rec *messages.SessionRecord) error {
 	return messages.Wrap(messages.CodeInvalid, op, err, "invalid record")
 }
 
+// CheckRecordOf is CheckRecord for a record written beside a session's
+// events (AppendRecord): it must also be that session's record.
+func CheckRecordOf(op, sessionID string, rec *messages.SessionRecord) error {
+	if err := CheckRecord(op, rec); err != nil {
+		return err
+	}
+	if rec.SessionID != sessionID {
+		return messages.Errorf(messages.CodeInvalid, op, "the record is of session %s, not of %s", rec.SessionID, sessionID)
+	}
+	return nil
+}
+
 // CheckContext returns nil while ctx is live; else a timeout error for an
 // expired deadline, an internal one for a cancellation.
 func CheckContext(ctx context.Context, op string) error {

@@ -170,14 +170,46 @@ func (f *Faulty) List(ctx context.Context) ([]messages.SessionRecord, error) {
 }
 
 func (f *Faulty) Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error {
-	if err := f.fail(OpAppend, sessionID); err != nil {
-		return err
+	return f.append(ctx, sessionID, events, nil)
+}
+
+// AppendRecord meets the faults of an Append of events (when there are
+// any) and of a PutMeta of rec, each decided before the inner store is
+// called: a failure of either writes nothing, a short write only the first
+// half of the events, and a write that lands and then fails lands both.
+func (f *Faulty) AppendRecord(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec messages.SessionRecord) error {
+	return f.append(ctx, sessionID, events, &rec)
+}
+
+func (f *Faulty) append(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) error {
+	op := OpAppend
+	if rec == nil || len(events) > 0 {
+		if err := f.fail(OpAppend, sessionID); err != nil {
+			return err
+		}
 	}
-	if len(events) == 0 {
-		return f.inner.Append(ctx, sessionID, events)
+	if rec != nil {
+		if err := f.fail(OpPutMeta, rec.SessionID); err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			op = OpPutMeta
+		}
+	}
+	write := func() error {
+		if rec == nil {
+			return f.inner.Append(ctx, sessionID, events)
+		}
+		return f.inner.AppendRecord(ctx, sessionID, events, *rec)
+	}
+	if len(events) == 0 && rec == nil {
+		return write()
 	}
 	if f.take(&f.noSpace) {
-		return ErrNoSpace(OpAppend, sessionID)
+		return ErrNoSpace(op, sessionID)
+	}
+	if len(events) == 0 {
+		return write()
 	}
 	if f.take(&f.panics) {
 		panic(fmt.Sprintf("faulty store: injected panic in Append (session %s)", sessionID))
@@ -190,12 +222,12 @@ func (f *Faulty) Append(ctx context.Context, sessionID string, events []messages
 			sessionID, len(events)/2, len(events))
 	}
 	if f.take(&f.landThenFail) {
-		if err := f.inner.Append(ctx, sessionID, events); err != nil {
+		if err := write(); err != nil {
 			return err
 		}
 		return messages.Errorf(messages.CodeInternal, OpAppend, "injected failure after the write landed (session %q)", sessionID)
 	}
-	return f.inner.Append(ctx, sessionID, events)
+	return write()
 }
 
 func (f *Faulty) ReadEvents(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]messages.PersistedEvent, error) {

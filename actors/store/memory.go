@@ -122,30 +122,77 @@ func (m *Memory) Append(ctx context.Context, sessionID string, events []messages
 	if err := CheckSessionID(op, sessionID); err != nil {
 		return err
 	}
-	if len(events) == 0 {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.closed {
-			return ErrClosed(op)
-		}
-		return nil
-	}
-	lines := make([][]byte, len(events))
-	for i, ev := range events {
-		line, err := json.Marshal(ev)
-		if err != nil {
-			return messages.Wrap(messages.CodeInvalid, op, err, "cannot encode event")
-		}
-		if err := CheckEventSize(op, ev.Seq, len(line)); err != nil {
-			return err
-		}
-		lines[i] = line
+	lines, err := encodeLines(op, events)
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed(op)
 	}
+	if len(events) == 0 {
+		return nil
+	}
+	return m.appendLocked(op, sessionID, events, lines)
+}
+
+// AppendRecord appends and replaces the record under one lock: a reader
+// sees both or neither.
+func (m *Memory) AppendRecord(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec messages.SessionRecord) error {
+	const op = OpAppend
+	if err := CheckContext(ctx, op); err != nil {
+		return err
+	}
+	if err := CheckSessionID(op, sessionID); err != nil {
+		return err
+	}
+	if err := CheckRecordOf(op, sessionID, &rec); err != nil {
+		return err
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return messages.Wrap(messages.CodeInternal, op, err, "cannot encode record for session "+rec.SessionID)
+	}
+	lines, err := encodeLines(op, events)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed(op)
+	}
+	if _, ok := m.records[sessionID]; !ok {
+		return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", sessionID)
+	}
+	if len(events) > 0 {
+		if err := m.appendLocked(op, sessionID, events, lines); err != nil {
+			return err
+		}
+	}
+	m.records[sessionID] = data
+	return nil
+}
+
+// encodeLines is each event's line, checked against MaxEventBytes.
+func encodeLines(op string, events []messages.PersistedEvent) ([][]byte, error) {
+	lines := make([][]byte, len(events))
+	for i, ev := range events {
+		line, err := json.Marshal(ev)
+		if err != nil {
+			return nil, messages.Wrap(messages.CodeInvalid, op, err, "cannot encode event")
+		}
+		if err := CheckEventSize(op, ev.Seq, len(line)); err != nil {
+			return nil, err
+		}
+		lines[i] = line
+	}
+	return lines, nil
+}
+
+// appendLocked appends a checked batch (m.mu held).
+func (m *Memory) appendLocked(op, sessionID string, events []messages.PersistedEvent, lines [][]byte) error {
 	if err := m.exists(op, sessionID); err != nil {
 		return err
 	}

@@ -42,6 +42,15 @@ type Store interface {
 	// When it fails otherwise, whether the batch landed is unknown: the
 	// caller rereads LastSeq before retrying.
 	Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error
+	// AppendRecord appends events as Append does and replaces the record
+	// as PutMeta does (rec.SessionID must be sessionID), as one durable
+	// write: the file store commits both in one write-ahead group, one
+	// fsync where the two calls take two. An empty batch only replaces
+	// the record. Nothing is written when either fails its checks. When
+	// it returns nil both survive a crash; when it fails otherwise,
+	// whether each landed is unknown: the caller rereads LastSeq and
+	// writes the record again.
+	AppendRecord(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec messages.SessionRecord) error
 	// ReadEvents returns events with seq > afterSeq in order, at most limit
 	// of them (limit <= 0: all); none for a session with a record but no
 	// log, not_found for a session with neither.

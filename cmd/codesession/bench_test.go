@@ -72,6 +72,13 @@ func (s loseReleased) Append(ctx context.Context, sid string, evs []messages.Per
 	return s.Store.Append(ctx, sid, evs)
 }
 
+func (s loseReleased) AppendRecord(ctx context.Context, sid string, evs []messages.PersistedEvent, rec messages.SessionRecord) error {
+	if n := len(evs); n > 0 && evs[n-1].Event.Type == messages.EvReleased && s.done.CompareAndSwap(false, true) {
+		return s.Store.AppendRecord(ctx, sid, evs[:n-1], rec)
+	}
+	return s.Store.AppendRecord(ctx, sid, evs, rec)
+}
+
 // TestBenchExitsOneOnlyOnACorrectnessFailure: a store that loses an event
 // makes the command exit 1 and say which check failed.
 func TestBenchExitsOneOnlyOnACorrectnessFailure(t *testing.T) {

@@ -65,10 +65,22 @@ type stampStore struct {
 }
 
 func (s stampStore) Append(ctx context.Context, sid string, evs []messages.PersistedEvent) error {
-	err := s.Store.Append(ctx, sid, evs)
-	if err != nil {
+	if err := s.Store.Append(ctx, sid, evs); err != nil {
 		return err
 	}
+	s.stamp(evs)
+	return nil
+}
+
+func (s stampStore) AppendRecord(ctx context.Context, sid string, evs []messages.PersistedEvent, rec messages.SessionRecord) error {
+	if err := s.Store.AppendRecord(ctx, sid, evs, rec); err != nil {
+		return err
+	}
+	s.stamp(evs)
+	return nil
+}
+
+func (s stampStore) stamp(evs []messages.PersistedEvent) {
 	now := time.Now()
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
@@ -78,7 +90,6 @@ func (s stampStore) Append(ctx context.Context, sid string, evs []messages.Persi
 			delete(s.c.bySeq, pe.Seq)
 		}
 	}
-	return nil
 }
 
 func meanP99(d []time.Duration) (time.Duration, time.Duration) {

@@ -438,7 +438,13 @@ func (st *Store) markDirty(s *session) {
 // commit puts one frame through the WAL; a failure is unavailable (the
 // disk refused: full, read-only, failing), and the frame is not in the log.
 func (st *Store) commit(op, sid string, kind byte, body []byte) error {
-	if err := st.wal.commit(encodeFrame(kind, sid, body)); err != nil {
+	return st.commitFrames(op, sid, encodeFrame(kind, sid, body))
+}
+
+// commitFrames commits encoded frames as one WAL request: they are written
+// and synced together.
+func (st *Store) commitFrames(op, sid string, frames []byte) error {
+	if err := st.wal.commit(frames); err != nil {
 		if errors.Is(err, errWALClosed) {
 			return store.ErrClosed(op)
 		}
@@ -743,12 +749,87 @@ func (st *Store) Append(ctx context.Context, sessionID string, events []messages
 	if err := st.commit(op, s.id, frameEvents, buf.Bytes()); err != nil {
 		return err
 	}
+	st.applyEvents(s, events, buf.Bytes())
+	return nil
+}
+
+// applyEvents writes a committed batch to the session (its last seq, its
+// events.jsonl); one of the WAL's pending applies is done.
+func (st *Store) applyEvents(s *session, events []messages.PersistedEvent, lines []byte) {
 	defer st.wal.applying.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastSeq = events[len(events)-1].Seq
-	st.writeLines(s, buf.Bytes())
+	st.writeLines(s, lines)
 	st.markDirty(s)
+}
+
+// AppendRecord commits the batch and the record in one WAL group (one
+// write, one fsync), then applies both as Append and PutMeta do. A crash
+// in the middle of the write keeps the events frame and drops the torn
+// record frame, or drops both: never the record without its events.
+func (st *Store) AppendRecord(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec messages.SessionRecord) error {
+	const op = store.OpAppend
+	if err := store.CheckContext(ctx, op); err != nil {
+		return err
+	}
+	if err := store.CheckSessionID(op, sessionID); err != nil {
+		return err
+	}
+	if err := store.CheckRecordOf(op, sessionID, &rec); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return st.PutMeta(ctx, rec)
+	}
+	data, err := encodeRecord(op, rec)
+	if err != nil {
+		return err
+	}
+	buf, err := encodeBatch(op, events)
+	if err != nil {
+		return err
+	}
+	defer putBuffer(buf)
+	if err := st.enter(op); err != nil {
+		return err
+	}
+	defer st.leave()
+	s, err := st.session(op, sessionID, false)
+	if err != nil {
+		return err
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	err = st.loadLocked(op, s)
+	if err == nil && s.corrupt != nil {
+		err = withOp(s.corrupt, op)
+	}
+	if err == nil {
+		err = store.CheckBatch(op, s.id, s.lastSeq, events)
+	}
+	has := s.rec != nil
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !has {
+		if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
+			return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
+		} else if err != nil {
+			return ioError(op, err, "cannot stat the record of session %s", s.id)
+		}
+	}
+	// the events frame first: a torn tail can only cut the record
+	frames := append(encodeFrame(frameEvents, s.id, buf.Bytes()), encodeFrame(frameRecord, s.id, data)...)
+	if err := st.commitFrames(op, s.id, frames); err != nil {
+		return err
+	}
+	// the WAL counts one pending apply per request; this one has two
+	st.wal.applying.Add(1)
+	st.applyEvents(s, events, buf.Bytes())
+	st.applyRecord(s, rec, data, false)
 	return nil
 }
 

@@ -262,3 +262,55 @@ func TestReadEventsStartsAtTheIndex(t *testing.T) {
 	_, err = st.ReadEvents(ctx, rec.SessionID, 0, 0)
 	storetest.RequireCode(t, err, messages.CodeCorrupt, "the damage is there for a read from line 1")
 }
+
+// TestAppendRecordIsOneCommit: events and the record go to disk in one
+// WAL commit (one fsync where Append and PutMeta take two), and both
+// replay after a crash that lost every session file's unsynced write.
+func TestAppendRecordIsOneCommit(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := crashed(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	idle := rec.Clone()
+	idle.Status = messages.StatusIdle
+	idle.CostUSD = 0.5
+	before := st.WALCommits()
+	require.NoError(t, st.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 4), idle))
+	assert.Equal(t, int64(1), st.WALCommits()-before, "one commit for the events and the record")
+
+	require.NoError(t, os.Remove(logPath(home, rec.SessionID)))
+	require.NoError(t, os.Remove(metaPath(home, rec.SessionID)))
+	st2 := open(t, home)
+	evs, err := st2.ReadEvents(ctx, rec.SessionID, 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, storetest.NormalizeEvents(storetest.NewEvents(1, 4)), storetest.NormalizeEvents(evs))
+	got, err := st2.GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, storetest.NormalizeRecord(idle), storetest.NormalizeRecord(got))
+}
+
+// TestAppendRecordTornKeepsTheEventsFirst: a crash that tore the commit's
+// record frame replays the events and the previous record: the record
+// never runs ahead of the log it describes.
+func TestAppendRecordTornKeepsTheEventsFirst(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := crashed(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	ended := rec.Clone()
+	ended.Status = messages.StatusEnded
+	require.NoError(t, st.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 3), ended))
+	wal := filepath.Join(home, "wal", "log")
+	require.NoError(t, os.Truncate(wal, fileSize(t, wal)-5))
+	require.NoError(t, os.Remove(metaPath(home, rec.SessionID)))
+
+	st2 := open(t, home)
+	last, err := st2.LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), last, "the events frame was whole")
+	got, err := st2.GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, rec.Status, got.Status, "the torn record is not replayed")
+}

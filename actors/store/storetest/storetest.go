@@ -52,6 +52,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AppendRead", testAppendRead},
 		{"AppendConflict", testAppendConflict},
 		{"AppendEmptyBatch", testAppendEmptyBatch},
+		{"AppendRecord", testAppendRecord},
+		{"AppendRecordRefusesWholly", testAppendRecordRefusesWholly},
 		{"RecordWithoutEvents", testRecordWithoutEvents},
 		{"LastSeq", testLastSeq},
 		{"ReadAfterAndLimit", testReadAfterAndLimit},
@@ -440,6 +442,66 @@ func testAppendConflict(t *testing.T, st store.Store) {
 	require.NoError(t, st.Append(ctx, sid, more))
 	requireEvents(t, st, sid, 0, 0, append(base, more...))
 	requireLastSeq(t, st, sid, 5)
+}
+
+// testAppendRecord: events and the record in one call land both, as
+// Append and PutMeta would; an empty batch replaces only the record.
+func testAppendRecord(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	rec := create(t, st, baseTime)
+	sid := rec.SessionID
+	evs := NewEvents(1, 3)
+	next := rec.Clone()
+	next.Status = messages.StatusIdle
+	next.CostUSD = 1.25
+	next.UpdatedAt = baseTime.Add(time.Minute)
+	require.NoError(t, st.AppendRecord(ctx, sid, evs, next))
+	requireEvents(t, st, sid, 0, 0, evs)
+	requireLastSeq(t, st, sid, 3)
+	got, err := st.GetMeta(ctx, sid)
+	require.NoError(t, err)
+	require.Equal(t, NormalizeRecord(next), NormalizeRecord(got))
+
+	last := next.Clone()
+	last.Status = messages.StatusEnded
+	require.NoError(t, st.AppendRecord(ctx, sid, nil, last), "an empty batch")
+	requireLastSeq(t, st, sid, 3)
+	got, err = st.GetMeta(ctx, sid)
+	require.NoError(t, err)
+	require.Equal(t, NormalizeRecord(last), NormalizeRecord(got))
+
+	more := NewEvents(4, 2)
+	require.NoError(t, st.Append(ctx, sid, more), "Append after AppendRecord")
+	requireEvents(t, st, sid, 0, 0, append(evs, more...))
+}
+
+// testAppendRecordRefusesWholly: a batch that does not follow the log, a
+// record of another session, an invalid record or a session without a
+// record write nothing at all.
+func testAppendRecordRefusesWholly(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	rec := create(t, st, baseTime)
+	other := create(t, st, baseTime.Add(time.Second))
+	sid := rec.SessionID
+	require.NoError(t, st.Append(ctx, sid, NewEvents(1, 2)))
+	changed := rec.Clone()
+	changed.Status = messages.StatusEnded
+	changed.CostUSD = 9
+
+	RequireCode(t, st.AppendRecord(ctx, sid, withSeqs([]uint64{4}), changed), messages.CodeConflict, "a gap")
+	RequireCode(t, st.AppendRecord(ctx, sid, withSeqs([]uint64{2}), changed), messages.CodeConflict, "a replay")
+	RequireCode(t, st.AppendRecord(ctx, sid, NewEvents(3, 1), other), messages.CodeInvalid, "another session's record")
+	bad := changed.Clone()
+	bad.BackendID = ""
+	RequireCode(t, st.AppendRecord(ctx, sid, NewEvents(3, 1), bad), messages.CodeInvalid, "an invalid record")
+	requireLastSeq(t, st, sid, 2)
+	got, err := st.GetMeta(ctx, sid)
+	require.NoError(t, err)
+	require.Equal(t, NormalizeRecord(rec), NormalizeRecord(got), "the record is untouched")
+
+	ghost := NewRecord(baseTime)
+	RequireCode(t, st.AppendRecord(ctx, ghost.SessionID, NewEvents(1, 1), ghost), messages.CodeNotFound, "no such session")
+	requireEvents(t, st, other.SessionID, 0, 0, nil)
 }
 
 func withSeqs(seqs []uint64) []messages.PersistedEvent {
