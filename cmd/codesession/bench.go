@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,6 +20,9 @@ type benchCmd struct {
 	suites []string
 	opts   bench.Options
 	json   bool
+	// cpuProfile, when set, is where a CPU profile of the whole run goes
+	// (what the runtime's own goroutines spend beside the CLIs it drives).
+	cpuProfile string
 	// tune, when set (tests), adjusts the options after the flags.
 	tune func(*bench.Options)
 }
@@ -28,7 +33,7 @@ type benchFlags struct {
 	rate                                       float64
 	concurrency                                []int
 	json, keep, quiet                          bool
-	home                                       string
+	home, cpuProfile                           string
 }
 
 func (f *benchFlags) flagSet() *pflag.FlagSet {
@@ -43,6 +48,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs.IntSliceVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "native: the ladder of concurrent sessions")
 	fs.BoolVar(&f.json, "json", false, "print the report as one JSON object")
 	fs.StringVar(&f.home, "home", "", "where the suites make their scratch stores and repositories (default: the system's temporary directory)")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the scratch directories")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	return fs
@@ -64,7 +70,7 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	c := &benchCmd{json: f.json, suites: fs.Args()}
+	c := &benchCmd{json: f.json, suites: fs.Args(), cpuProfile: f.cpuProfile}
 	if len(c.suites) == 0 {
 		c.suites = bench.Suites()
 	}
@@ -106,6 +112,13 @@ func (c *benchCmd) exec(ctx context.Context, s *streams) error {
 	if c.tune != nil {
 		c.tune(&o)
 	}
+	if c.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	started := time.Now()
 	var results []*bench.Result
 	for _, name := range c.suites {
@@ -133,4 +146,21 @@ func (c *benchCmd) exec(ctx context.Context, s *streams) error {
 		return &failedError{reason: fmt.Sprintf("a correctness check failed: %v", fails)}
 	}
 	return nil
+}
+
+// startCPUProfile starts writing a CPU profile to path; the returned func
+// stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
