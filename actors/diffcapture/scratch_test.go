@@ -234,7 +234,7 @@ func TestFileForceAddedDuringTheTurn(t *testing.T) {
 		{Path: "build/out.txt", Status: "A", Insertions: 1},
 		{Path: "keep.log", Status: "A", Insertions: 1},
 	}, d.Files)
-	assert.Equal(t, []string{"add", "add", "diff-index"}, runs.finish)
+	assert.Equal(t, []string{"add", "add -f", "diff-index"}, runs.finish)
 
 	// from then on the snapshot holds them: a change shows, one add again
 	runs, d = countedTurn(t, g, cg, func() { r.write("keep.log", "kept\nmore\n") })
