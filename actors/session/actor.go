@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -459,6 +460,9 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	capturer := a.o.Capturer
 	if capturer == nil {
 		capturer = diffcapture.Noop{}
+	}
+	if off, ok := capturer.(diffcapture.Noop); ok {
+		a.core.CaptureOff(off.Finish(context.Background(), nil, nil))
 	}
 	a.core.SetStoreGiveUp(a.o.StoreGiveUp)
 	a.gate = newPressure(a.o.MaxHeld)

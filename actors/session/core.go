@@ -206,6 +206,12 @@ type Core struct {
 	adopted       bool            // continues an earlier record (resume)
 	tally         *learning.Tally // the evidence an inferred verdict needs
 
+	// noCapture, when set, is every turn's diff: diff capture is off, so
+	// the baseline is ready at once and the diff needs no round trip to
+	// the diff child (whose answer would come while turn_end's write is
+	// syncing, and cost the reader a second sync).
+	noCapture *messages.TurnDiff
+
 	// the release protocol (lifecycle.go)
 	life             Lifecycle
 	releasedSeq      uint64
@@ -397,10 +403,18 @@ func (c *Core) beginTurn(now time.Time, input string) {
 	c.phase = PhaseBaselining
 	c.turnText, c.actions, c.editPaths, c.end = "", nil, nil, turnEnd{}
 	c.pendingInput = input
-	c.out.Diff = append(c.out.Diff, DBaseline{Turn: c.turn})
 	c.rec.Status = messages.StatusRunning
 	c.touchMeta(now)
+	if c.noCapture != nil {
+		c.BaselineReady(now, c.turn)
+		return
+	}
+	c.out.Diff = append(c.out.Diff, DBaseline{Turn: c.turn})
 }
+
+// CaptureOff says diff capture is off for this session: each turn's diff
+// is d, decided here with no diff child involved.
+func (c *Core) CaptureOff(d messages.TurnDiff) { c.noCapture = &d }
 
 // BaselineReady is diff capture's answer to DBaseline: the turn may start.
 func (c *Core) BaselineReady(now time.Time, turn int) {
@@ -449,7 +463,9 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		c.diet.Add(messages.HistoryEntry{Turn: turn, Kind: messages.HistAction, Text: ev.ToolName + " " + compactJSON(ev.Input)})
 	case messages.EvToolResult:
 		// any tool may have changed the work tree (a shell as well as an edit)
-		c.out.Diff = append(c.out.Diff, DPrepare{Turn: turn})
+		if c.noCapture == nil {
+			c.out.Diff = append(c.out.Diff, DPrepare{Turn: turn})
+		}
 		for i := len(c.actions) - 1; i >= 0; i-- {
 			if c.actions[i].ToolUseID == ev.ToolUseID {
 				c.actions[i].Result = cutText(ev.Output, DietMaxEntryText)
@@ -483,13 +499,13 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		if state == messages.TurnErrored {
 			e.kind, e.message = messages.KindError, firstNonEmpty(ev.Text, "the turn failed")
 		}
-		c.finishTurn(e)
+		c.finishTurn(now, e)
 	case messages.EvEnded:
 		c.agentEnded = true
-		c.finishTurn(turnEnd{kind: messages.KindEnded, state: messages.TurnEnded, text: firstNonEmpty(ev.Text, c.turnText)})
+		c.finishTurn(now, turnEnd{kind: messages.KindEnded, state: messages.TurnEnded, text: firstNonEmpty(ev.Text, c.turnText)})
 	case messages.EvError:
 		if ev.Fatal {
-			c.finishTurn(turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: firstNonEmpty(ev.Text, "the backend exited"), code: messages.CodeInternal})
+			c.finishTurn(now, turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: firstNonEmpty(ev.Text, "the backend exited"), code: messages.CodeInternal})
 		}
 	}
 	c.deliver()
@@ -509,13 +525,19 @@ func (c *Core) costDelta(ev messages.Event) float64 {
 }
 
 // finishTurn closes the running turn: the terminal result waits for the diff.
-func (c *Core) finishTurn(e turnEnd) {
+func (c *Core) finishTurn(now time.Time, e turnEnd) {
 	if c.phase != PhaseRunning {
 		return
 	}
 	c.dropPending()
 	c.end = e
 	c.phase = PhaseDiffing
+	if c.noCapture != nil {
+		d := *c.noCapture
+		d.Files = []messages.FileChange{}
+		c.DiffReady(now, c.turn, &d)
+		return
+	}
 	c.out.Diff = append(c.out.Diff, DFinish{Turn: c.turn, EditPaths: append([]string(nil), c.editPaths...)})
 }
 
@@ -531,13 +553,13 @@ func (c *Core) TransportFailed(now time.Time, turn int, msg string) {
 	}
 	switch c.phase {
 	case PhaseRunning:
-		c.finishTurn(turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: msg, code: messages.CodeInternal})
+		c.finishTurn(now, turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: msg, code: messages.CodeInternal})
 	case PhaseBaselining:
 		// the turn never reached the backend; fail it the same way
 		c.phase = PhaseRunning
 		c.emit(now, c.turn, messages.Event{Type: messages.EvTurnStarted, Text: c.pendingInput})
 		c.pendingInput = ""
-		c.finishTurn(turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: msg, code: messages.CodeInternal})
+		c.finishTurn(now, turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: msg, code: messages.CodeInternal})
 	}
 	c.deliver()
 }
@@ -896,7 +918,7 @@ func (c *Core) Interrupt(now time.Time) error {
 		c.phase = PhaseRunning
 		c.emit(now, c.turn, messages.Event{Type: messages.EvTurnStarted, Text: c.pendingInput})
 		c.pendingInput = ""
-		c.finishTurn(turnEnd{kind: messages.KindTurnComplete, state: messages.TurnInterrupted})
+		c.finishTurn(now, turnEnd{kind: messages.KindTurnComplete, state: messages.TurnInterrupted})
 	}
 	return nil
 }

@@ -2226,3 +2226,40 @@ func hasWarning(out Output, text string) bool {
 	}
 	return false
 }
+
+// TestCaptureOffNeedsNoDiffChild: with diff capture off the core asks the
+// diff child nothing; a turn's diff is decided with its turn_end, so one
+// write makes both durable and the reader gets the result after it.
+func TestCaptureOffNeedsNoDiffChild(t *testing.T) {
+	h := newHarness(t)
+	off := messages.TurnDiff{Source: messages.DiffNone, Summary: "no diff capture configured"}
+	h.c.CaptureOff(off)
+	h.c.Created(h.tick())
+	out := h.drain()
+	assert.Empty(t, out.Diff)
+	require.Len(t, out.Transport, 1)
+	assert.Equal(t, TStartTurn{Turn: 1, Input: "fix the bug"}, out.Transport[0])
+	assert.Equal(t, PhaseRunning, h.c.Phase())
+
+	out = h.agent(1, messages.Event{Type: messages.EvToolResult, ToolUseID: "t1"})
+	assert.Empty(t, out.Diff, "nothing to prepare")
+	h.persistAll()
+	require.NoError(t, h.c.ReadTurn(7, true))
+	h.drain()
+	h.c.AgentEvent(h.tick(), 1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Text: "done"})
+	out = h.drain()
+	assert.Empty(t, out.Diff)
+	assert.Empty(t, out.Replies, "not before the store has both")
+	var types []messages.EventType
+	for _, pe := range h.c.Unpersisted(0) {
+		types = append(types, pe.Event.Type)
+	}
+	assert.Equal(t, []messages.EventType{messages.EvTurnEnd, messages.EvTurnDiff}, types, "one write holds both")
+	out = h.persistAll()
+	require.Len(t, out.Replies, 1)
+	r := out.Replies[0].Result
+	assert.Equal(t, messages.KindTurnComplete, r.Kind)
+	require.NotNil(t, r.TurnDiff)
+	assert.Equal(t, messages.DiffNone, r.TurnDiff.Source)
+	assert.Equal(t, PhaseIdle, h.c.Phase())
+}

@@ -1,0 +1,84 @@
+package session
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/store"
+	"github.com/codesession/codesession/actors/store/storetest"
+	"github.com/codesession/codesession/messages"
+)
+
+// writeLog records the store's write calls, in order.
+type writeLog struct {
+	store.Store
+	calls []string
+}
+
+func (w *writeLog) Append(ctx context.Context, sid string, evs []messages.PersistedEvent) error {
+	w.calls = append(w.calls, "Append")
+	return w.Store.Append(ctx, sid, evs)
+}
+
+func (w *writeLog) AppendRecord(ctx context.Context, sid string, evs []messages.PersistedEvent, rec messages.SessionRecord) error {
+	w.calls = append(w.calls, "AppendRecord")
+	return w.Store.AppendRecord(ctx, sid, evs, rec)
+}
+
+func (w *writeLog) PutMeta(ctx context.Context, rec messages.SessionRecord) error {
+	w.calls = append(w.calls, "PutMeta")
+	return w.Store.PutMeta(ctx, rec)
+}
+
+// TestPersistWriterSendsTheRecordWithTheEvents: a request with events and
+// a record is one AppendRecord; a record it could not write is reported
+// unwritten (metaFailed) with the events, and the retry lands both; an
+// adoption's record still follows its events in a call of its own.
+func TestPersistWriterSendsTheRecordWithTheEvents(t *testing.T) {
+	ctx := context.Background()
+	faulty := store.NewFaulty(store.NewMemory())
+	log := &writeLog{Store: faulty}
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, log.Create(ctx, rec))
+	w := &persistWriter{store: log, sessionID: rec.SessionID}
+	w.synced = true
+
+	idle := rec.Clone()
+	idle.Status = messages.StatusIdle
+	ack := w.write(persistReq{events: storetest.NewEvents(1, 3), meta: &idle})
+	require.NoError(t, ack.err)
+	assert.Equal(t, uint64(3), ack.upTo)
+	assert.False(t, ack.metaFailed)
+	assert.Equal(t, []string{"AppendRecord"}, log.calls, "one store call for both")
+	got, err := faulty.Inner().GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusIdle, got.Status)
+
+	// the record's write fails: neither lands, both are held for the retry
+	log.calls = nil
+	faulty.FailMeta(1)
+	running := idle.Clone()
+	running.Status = messages.StatusRunning
+	ack = w.write(persistReq{events: storetest.NewEvents(4, 2), meta: &running})
+	require.Error(t, ack.err)
+	assert.True(t, ack.metaFailed, "the record is sent again")
+	assert.Equal(t, uint64(3), ack.upTo, "the store's own last seq")
+	ack = w.write(persistReq{events: storetest.NewEvents(4, 2), meta: &running})
+	require.NoError(t, ack.err)
+	assert.Equal(t, uint64(5), ack.upTo)
+	assert.False(t, ack.metaFailed)
+	got, err = faulty.Inner().GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusRunning, got.Status)
+
+	// an adoption: the events first, then the record says running
+	log.calls = nil
+	adopted := running.Clone()
+	ack = w.write(persistReq{adopt: &adopted, events: storetest.NewEvents(6, 1)})
+	require.NoError(t, ack.createErr)
+	assert.Equal(t, []string{"Append", "PutMeta"}, log.calls)
+}
