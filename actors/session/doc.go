@@ -12,7 +12,13 @@
 // deadline. Diff capture takes the baseline before a turn reaches the
 // backend and the diff after it closes; between, each tool result lets it
 // diff ahead (DPrepare, one at a time), and after each answer it settles
-// what is left (diffcapture.Settler), both beside the turn. A panic in the session answers every caller it holds (Spawn).
+// what is left (diffcapture.Settler), both beside the turn. With capture
+// off (diffcapture.Noop) the core decides the baseline and the diff itself
+// (Core.CaptureOff): no round trip to the diff child, and a turn's
+// turn_end and turn_diff reach the store in one write. The persist child
+// writes a request's events and record with one store call
+// (store.AppendRecord). A panic in the session answers every caller it
+// holds (Spawn).
 //
 // Concurrency: Core is single-threaded and does no I/O; the actor owns it.
 // Blocking work (backend I/O, git, the store) runs in the children or in

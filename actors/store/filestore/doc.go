@@ -19,6 +19,10 @@
 // cut back off the WAL, so a batch is either committed or absent; the
 // error is unavailable (retryable, naming the cause: no space, read-only).
 // No timer decides durability: once queued, a frame waits for the disk.
+// AppendRecord queues the events frame and the record frame as one
+// request, so they share a write and an fsync; the events frame comes
+// first, so a torn tail can drop the record but never keep it without its
+// events.
 //
 // meta.json is a checkpoint of the record, written when its liveness
 // changes (create, release, resume) and at checkpoints, never once per
