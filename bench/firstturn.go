@@ -86,6 +86,7 @@ func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
 	}
 	res.note("a runtime start is start op to the first read-turn's turn_complete; a bare one is the user message written to a claude process already started and initialized, to its result line")
 	res.note("with the pool, each timed start finds the pool refilled (the refill of the previous start is waited for, untimed); without it, the start boots the CLI")
+	res.note("the hops of a permission turn are the driver's clocks against the times the session stamped on its events (turn_started, the clarification, turn_end): the runtime's own work and durable writes, not the CLI's")
 	res.note("runtime later turns are guide to read-turn with git diff capture on (a one-file repository); permission turns answer the can_use_tool clarification allow_once through the runtime, and by hand on the bare CLI")
 	return res, nil
 }
@@ -237,6 +238,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	var later, laterND, bareLater, perm, permND, barePerm latencies
+	var hops, hopsND permHops
 	diffs := 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
@@ -279,7 +281,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		// without, to tell capture's share from the question's round trip
 		permSteps := []func() error{
 			func() error {
-				dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)))
+				dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)), &hops)
 				if err != nil {
 					return fmt.Errorf("permission turn %d: %w", i, err)
 				}
@@ -287,7 +289,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				return nil
 			},
 			func() error {
-				dp, err := permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)))
+				dp, err := permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)), &hopsND)
 				if err != nil {
 					return fmt.Errorf("permission turn without diff capture %d: %w", i, err)
 				}
@@ -318,17 +320,22 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	f.res.vs("later turn, diff capture off, p50", ms(nd.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
 	f.res.vs("permission turn, diff capture on, p50", ms(pm.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
 	f.res.vs("permission turn, diff capture off, p50", ms(permND.summary().p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
-	return nil
+	if err := hopsND.report(ctx, f.res, nodiff, sidND, "permission turn, capture off"); err != nil {
+		return err
+	}
+	return hops.report(ctx, f.res, b, sid, "permission turn, capture on")
 }
 
 // permissionTurn has the agent write target, answers the runtime's
-// clarification allow_once, and reads the turn to its end.
-func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string) (time.Duration, error) {
+// clarification allow_once, and reads the turn to its end. With hops, it
+// records when the driver had the question and the result.
+func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string, hops *permHops) (time.Duration, error) {
 	t0 := time.Now()
 	r, err := guideAndRead(ctx, b, sid, "TOOL:WRITE "+target+" runtime", messages.KindClarification)
 	if err != nil {
 		return 0, err
 	}
+	asked := time.Now()
 	if _, err := b.rt.Answer(ctx, scope, messages.Answer{SessionID: sid, ClarificationID: r.ClarificationID, Decision: messages.DecisionAllowOnce}); err != nil {
 		return 0, fmt.Errorf("answer: %w", err)
 	}
@@ -336,7 +343,56 @@ func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string) (t
 	if err == nil {
 		err = expectKind(r, messages.KindTurnComplete)
 	}
+	if hops != nil {
+		hops.turns = append(hops.turns, permTimes{guided: t0, asked: asked, done: time.Now()})
+	}
 	return time.Since(t0), err
+}
+
+// permHops times the runtime's own part of permission turns: the driver's
+// clocks (guide sent, question read, result read) against the times the
+// session stamped on the events (the turn handed to the transport, the
+// CLI's question and its result line taken in). What lies between is the
+// runtime's hops and its durable writes, never the CLI's own time.
+type permHops struct {
+	turns []permTimes
+}
+
+type permTimes struct{ guided, asked, done time.Time }
+
+// report adds the p50 of each hop for the turns of session sid.
+func (h *permHops) report(ctx context.Context, res *Result, b *benchRuntime, sid, label string) error {
+	evs, err := b.rt.Store().ReadEvents(ctx, sid, 0, 0)
+	if err != nil {
+		return err
+	}
+	var start, question, result latencies
+	for _, pt := range h.turns {
+		var started, clar, ended time.Time
+		for _, e := range evs {
+			if e.At.Before(pt.guided) || e.At.After(pt.done) {
+				continue
+			}
+			switch {
+			case e.Event.Type == messages.EvTurnStarted && started.IsZero():
+				started = e.At
+			case e.Event.Type == messages.EvClarification && e.Event.Decision == "" && clar.IsZero():
+				clar = e.At
+			case e.Event.Type == messages.EvTurnEnd:
+				ended = e.At
+			}
+		}
+		if started.IsZero() || clar.IsZero() || ended.IsZero() {
+			return fmt.Errorf("%s: a permission turn's events are missing from the log", label)
+		}
+		start.add(started.Sub(pt.guided))
+		question.add(pt.asked.Sub(clar))
+		result.add(pt.done.Sub(ended))
+	}
+	res.row(label+": guide op to the turn handed to the CLI, p50", ms(start.summary().p50), UnitMs)
+	res.row(label+": the CLI's question taken in to the driver reading it, p50", ms(question.summary().p50), UnitMs)
+	res.row(label+": the CLI's result taken in to the driver reading the turn, p50", ms(result.summary().p50), UnitMs)
+	return nil
 }
 
 // guideAndRead queues text as the next turn and reads its result, which
