@@ -373,27 +373,9 @@ type differ struct {
 	bases    map[int]diffcapture.Baseline
 	warn     map[int]string
 
-	// a tool result asks for a Prepare once the turn has been quiet for
-	// prepareQuiet; each result restarts the wait (asked counts them)
-	asked uint64
 	// one Prepare at a time; a tool result meanwhile asks for one more
 	preparing bool
-	again     prepareDue // the Prepare asked for meanwhile (turn 0: none)
-}
-
-// prepareQuiet is how long a turn must go without a tool result before
-// diff capture diffs ahead. A turn still running after that is most likely
-// waiting for its model, which takes longer: git then runs beside a
-// process that has nothing to do. A turn that ends sooner (a fast model, a
-// last tool) has Finish diff it once, with the CPU to itself, rather than
-// git running beside the agent's busiest moments and Finish waiting for it.
-const prepareQuiet = 50 * time.Millisecond
-
-// prepareDue says a turn has been quiet since the tool result of
-// generation gen.
-type prepareDue struct {
-	turn int
-	gen  uint64
+	again     int // the turn of the Prepare asked for meanwhile (0: none)
 }
 
 // prepareDone says a Prepare returned.
@@ -451,20 +433,13 @@ func (d *differ) Receive(c *actor.Context) {
 	case captureDone:
 		c.Send(d.parent, diffReady{turn: m.turn, diff: m.diff})
 	case DPrepare:
-		if _, ok := d.capturer.(diffcapture.Preparer); !ok {
-			return
-		}
-		d.asked++
-		due := prepareDue{turn: m.Turn, gen: d.asked}
-		time.AfterFunc(prepareQuiet, func() { engine.Send(self, due) })
-	case prepareDue:
-		p, _ := d.capturer.(diffcapture.Preparer)
-		base, had := d.bases[m.turn]
-		if m.gen != d.asked || !had {
-			return // a later tool result restarted the wait, or the turn is finishing
+		p, ok := d.capturer.(diffcapture.Preparer)
+		base, had := d.bases[m.Turn]
+		if !ok || !had {
+			return // no Preparer, or the turn is finishing already
 		}
 		if d.preparing {
-			d.again = m
+			d.again = m.Turn
 			return
 		}
 		d.preparing = true
@@ -477,11 +452,9 @@ func (d *differ) Receive(c *actor.Context) {
 		}()
 	case prepareDone:
 		d.preparing = false
-		// (unless a later tool result restarted the wait: its own
-		// prepareDue comes)
-		if again := d.again; again.turn != 0 {
-			d.again = prepareDue{}
-			c.Send(self, again)
+		if t := d.again; t != 0 {
+			d.again = 0
+			c.Send(self, DPrepare{Turn: t})
 		}
 	}
 }
