@@ -115,31 +115,16 @@ func (m *Memory) List(ctx context.Context) ([]messages.SessionRecord, error) {
 }
 
 func (m *Memory) Append(ctx context.Context, sessionID string, events []messages.PersistedEvent) error {
-	const op = OpAppend
-	if err := CheckContext(ctx, op); err != nil {
-		return err
-	}
-	if err := CheckSessionID(op, sessionID); err != nil {
-		return err
-	}
-	lines, err := encodeLines(op, events)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed(op)
-	}
-	if len(events) == 0 {
-		return nil
-	}
-	return m.appendLocked(op, sessionID, events, lines)
+	return m.appendWith(ctx, sessionID, events, nil)
 }
 
 // AppendRecord appends and replaces the record under one lock: a reader
 // sees both or neither.
 func (m *Memory) AppendRecord(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec messages.SessionRecord) error {
+	return m.appendWith(ctx, sessionID, events, &rec)
+}
+
+func (m *Memory) appendWith(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) error {
 	const op = OpAppend
 	if err := CheckContext(ctx, op); err != nil {
 		return err
@@ -147,12 +132,15 @@ func (m *Memory) AppendRecord(ctx context.Context, sessionID string, events []me
 	if err := CheckSessionID(op, sessionID); err != nil {
 		return err
 	}
-	if err := CheckRecordOf(op, sessionID, &rec); err != nil {
-		return err
-	}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return messages.Wrap(messages.CodeInternal, op, err, "cannot encode record for session "+rec.SessionID)
+	var data []byte
+	if rec != nil {
+		if err := CheckRecordOf(op, sessionID, rec); err != nil {
+			return err
+		}
+		var err error
+		if data, err = json.Marshal(rec); err != nil {
+			return messages.Wrap(messages.CodeInternal, op, err, "cannot encode record for session "+rec.SessionID)
+		}
 	}
 	lines, err := encodeLines(op, events)
 	if err != nil {
@@ -163,15 +151,19 @@ func (m *Memory) AppendRecord(ctx context.Context, sessionID string, events []me
 	if m.closed {
 		return ErrClosed(op)
 	}
-	if _, ok := m.records[sessionID]; !ok {
-		return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", sessionID)
+	if rec != nil {
+		if _, ok := m.records[sessionID]; !ok {
+			return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", sessionID)
+		}
 	}
 	if len(events) > 0 {
 		if err := m.appendLocked(op, sessionID, events, lines); err != nil {
 			return err
 		}
 	}
-	m.records[sessionID] = data
+	if rec != nil {
+		m.records[sessionID] = data
+	}
 	return nil
 }
 

@@ -719,38 +719,7 @@ func (st *Store) Append(ctx context.Context, sessionID string, events []messages
 	if len(events) == 0 {
 		return st.checkOpen(op)
 	}
-	buf, err := encodeBatch(op, events)
-	if err != nil {
-		return err
-	}
-	defer putBuffer(buf)
-	if err := st.enter(op); err != nil {
-		return err
-	}
-	defer st.leave()
-	s, err := st.session(op, sessionID, false)
-	if err != nil {
-		return err
-	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	s.mu.Lock()
-	err = st.loadLocked(op, s)
-	if err == nil && s.corrupt != nil {
-		err = withOp(s.corrupt, op)
-	}
-	if err == nil {
-		err = store.CheckBatch(op, s.id, s.lastSeq, events)
-	}
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := st.commit(op, s.id, frameEvents, buf.Bytes()); err != nil {
-		return err
-	}
-	st.applyEvents(s, events, buf.Bytes())
-	return nil
+	return st.appendWith(op, sessionID, events, nil)
 }
 
 // applyEvents writes a committed batch to the session (its last seq, its
@@ -782,9 +751,19 @@ func (st *Store) AppendRecord(ctx context.Context, sessionID string, events []me
 	if len(events) == 0 {
 		return st.PutMeta(ctx, rec)
 	}
-	data, err := encodeRecord(op, rec)
-	if err != nil {
-		return err
+	return st.appendWith(op, sessionID, events, &rec)
+}
+
+// appendWith commits a checked batch to the WAL, with rec (when not nil)
+// in the same request and after it, then writes it to the session's
+// events.jsonl without an fsync and applies rec.
+func (st *Store) appendWith(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) error {
+	var data []byte
+	if rec != nil {
+		var err error
+		if data, err = encodeRecord(op, *rec); err != nil {
+			return err
+		}
 	}
 	buf, err := encodeBatch(op, events)
 	if err != nil {
@@ -814,22 +793,29 @@ func (st *Store) AppendRecord(ctx context.Context, sessionID string, events []me
 	if err != nil {
 		return err
 	}
-	if !has {
-		if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
-			return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
-		} else if err != nil {
-			return ioError(op, err, "cannot stat the record of session %s", s.id)
+	frames := encodeFrame(frameEvents, s.id, buf.Bytes())
+	if rec != nil {
+		if !has {
+			if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
+				return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
+			} else if err != nil {
+				return ioError(op, err, "cannot stat the record of session %s", s.id)
+			}
 		}
+		// the events frame first: a torn tail can only cut the record
+		frames = append(frames, encodeFrame(frameRecord, s.id, data)...)
 	}
-	// the events frame first: a torn tail can only cut the record
-	frames := append(encodeFrame(frameEvents, s.id, buf.Bytes()), encodeFrame(frameRecord, s.id, data)...)
 	if err := st.commitFrames(op, s.id, frames); err != nil {
 		return err
 	}
-	// the WAL counts one pending apply per request; this one has two
-	st.wal.applying.Add(1)
+	if rec != nil {
+		// the WAL counts one pending apply per request; this one has two
+		st.wal.applying.Add(1)
+	}
 	st.applyEvents(s, events, buf.Bytes())
-	st.applyRecord(s, rec, data, false)
+	if rec != nil {
+		st.applyRecord(s, *rec, data, false)
+	}
 	return nil
 }
 
