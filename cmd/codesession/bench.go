@@ -58,7 +58,7 @@ func benchCommand() command {
 	return command{
 		name:    "bench",
 		summary: "run the benchmark suites: figures next to same-run baselines, and correctness checks",
-		usage:   "bench [sessions|store|routing|feed|native|hooks ...] [--sessions N] [--turns K] [--events M] [--subscribers S] [--rounds R] [--json] [--home DIR]",
+		usage:   "bench [sessions|store|routing|feed|native|hooks ...] [--sessions N] [--turns K] [--events M] [--subscribers S] [--rounds R] [--json] [--home DIR] [--cpuprofile FILE]",
 		flags:   func() *pflag.FlagSet { return (&benchFlags{}).flagSet() },
 		parse:   func(args []string) (runner, error) { return parseBenchFlags(args) },
 	}

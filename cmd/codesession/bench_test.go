@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,6 +40,25 @@ func TestBenchText(t *testing.T) {
 	assert.Contains(t, r.stdout, "== routing")
 	assert.Contains(t, r.stdout, "verdict: PASS")
 	assert.Empty(t, r.stderr)
+}
+
+// TestBenchCPUProfile: --cpuprofile leaves a profile of the run (gzipped
+// protobuf, as go tool pprof reads it); a path it cannot create is an
+// error before any suite runs.
+func TestBenchCPUProfile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	r := runCLI(t, invocation{}, "bench", "routing", "--quiet", "--home", t.TempDir(), "--cpuprofile", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzipped profile")
+
+	r = runCLI(t, invocation{}, "bench", "routing", "--quiet", "--home", t.TempDir(), "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "cpu.prof"))
+	assert.NotEqual(t, exitOK, r.code)
+	assert.Contains(t, r.stderr, "cpu profile")
+	assert.NotContains(t, r.stdout, "== routing", "no suite ran")
 }
 
 func TestBenchUsage(t *testing.T) {
