@@ -82,7 +82,12 @@ func (c *Console) mac(parts ...string) string {
 func (c *Console) newCookieValue() string {
 	var n [16]byte
 	_, _ = rand.Read(n[:])
-	nonce := hex.EncodeToString(n[:])
+	return c.cookieValue(hex.EncodeToString(n[:]))
+}
+
+// cookieValue is the signed cookie of the session with this nonce,
+// expiring CookieTTL from now.
+func (c *Console) cookieValue(nonce string) string {
 	exp := strconv.FormatInt(c.now().Add(CookieTTL).Unix(), 10)
 	return exp + "." + nonce + "." + c.mac("session", exp, nonce)
 }
