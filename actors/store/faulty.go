@@ -18,8 +18,8 @@ type Faulty struct {
 	inner Store
 
 	mu      sync.Mutex
-	appends int // Append calls still to fail
-	meta    int // Create and PutMeta calls still to fail
+	appends int // Append calls (and AppendRecords with events) still to fail
+	meta    int // Create and PutMeta calls (and AppendRecords) still to fail
 	hook    func(op, sessionID string) error
 
 	// the faults that found the persistence bugs (issue 10)
@@ -42,8 +42,8 @@ func (f *Faulty) PanicAppends(n int) { f.set(&f.panics, n) }
 // the first half of the batch and then fail (a short write).
 func (f *Faulty) PartialAppends(n int) { f.set(&f.partial, n) }
 
-// NoSpace makes the next n writes (Create, PutMeta, Append) fail as a full
-// disk does, writing nothing; then the disk has room again.
+// NoSpace makes the next n writes (Create, PutMeta, Append, AppendRecord)
+// fail as a full disk does, writing nothing; then the disk has room again.
 func (f *Faulty) NoSpace(n int) { f.set(&f.noSpace, n) }
 
 // ErrNoSpace is the error of a NoSpace write: unavailable, retryable, its
@@ -81,15 +81,17 @@ func Injected(op, sessionID string) error {
 	return messages.Errorf(messages.CodeInternal, op, "injected failure (session %q)", sessionID)
 }
 
-// FailAppends makes the next n Append calls fail with Injected.
+// FailAppends makes the next n Append calls (and AppendRecord calls with
+// events) fail with Injected.
 func (f *Faulty) FailAppends(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.appends = n
 }
 
-// FailMeta makes the next n record writes (Create or PutMeta) fail with
-// Injected. Reads are failed with SetFailure.
+// FailMeta makes the next n record writes (Create, PutMeta or
+// AppendRecord, whose events then do not land either) fail with Injected.
+// Reads are failed with SetFailure.
 func (f *Faulty) FailMeta(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -134,3 +134,43 @@ func TestFaultyNewFaults(t *testing.T) {
 	}
 	require.NoError(t, f.Append(ctx, rec.SessionID, storetest.NewEvents(5, 1)), "then the disk has room")
 }
+
+// TestFaultyAppendRecord: AppendRecord meets the faults of both writes it
+// stands for; a failure of either writes neither, a write that lands and
+// then fails lands both, and a full disk writes nothing.
+func TestFaultyAppendRecord(t *testing.T) {
+	ctx := context.Background()
+	f := store.NewFaulty(store.NewMemory())
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, f.Create(ctx, rec))
+	ended := rec.Clone()
+	ended.Status = messages.StatusEnded
+	requireNothing := func(msg string) {
+		t.Helper()
+		last, err := f.Inner().LastSeq(ctx, rec.SessionID)
+		require.NoError(t, err)
+		assert.Zero(t, last, msg)
+		got, err := f.Inner().GetMeta(ctx, rec.SessionID)
+		require.NoError(t, err)
+		assert.Equal(t, rec.Status, got.Status, msg)
+	}
+
+	f.FailAppends(1)
+	storetest.RequireCode(t, f.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 2), ended), messages.CodeInternal)
+	requireNothing("the events' fault")
+	f.FailMeta(1)
+	storetest.RequireCode(t, f.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 2), ended), messages.CodeInternal)
+	requireNothing("the record's fault")
+	f.NoSpace(1)
+	storetest.RequireCode(t, f.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 2), ended), messages.CodeUnavailable)
+	requireNothing("a full disk")
+
+	f.LandThenFail(1)
+	require.Error(t, f.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 2), ended))
+	last, err := f.Inner().LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), last)
+	got, err := f.Inner().GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusEnded, got.Status, "landed, then failed: both")
+}
