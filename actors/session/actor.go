@@ -749,6 +749,15 @@ func (a *Actor) flush(c *actor.Context) {
 	for _, cmd := range out.Transport {
 		a.send(c, ChildTransport, cmd)
 	}
+	// the feed sees the events that became durable before a reader gets
+	// the result they end in: a live listener (run's streamed text, an SSE
+	// subscriber) has a turn's text before its result (an observer that
+	// panics crashes the session, which answers every caller it holds)
+	if a.o.Hooks.Event != nil {
+		for _, ev := range out.Durable {
+			a.o.Hooks.Event(a.o.Spec.SessionID, ev)
+		}
+	}
 	for _, r := range out.Replies {
 		ch, ok := a.pendingReads[r.Token]
 		if !ok {
@@ -764,13 +773,6 @@ func (a *Actor) flush(c *actor.Context) {
 	a.pump(c)
 	a.gate.set(len(a.core.Unpersisted(0)))
 	a.lifeEffects(c, out.Life)
-	// last: callers are answered and the next write is on its way even if
-	// an observer fails
-	if a.o.Hooks.Event != nil {
-		for _, ev := range out.Durable {
-			a.o.Hooks.Event(a.o.Spec.SessionID, ev)
-		}
-	}
 }
 
 func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, outcome messages.Outcome, note, why string, reply chan<- Result[messages.StopResult]) {
