@@ -179,13 +179,20 @@ func mustParse(t *testing.T, js string) *Scenario {
 func openSession(t *testing.T, tr *Transport, spec transports.SessionSpec) (transports.Session, *recorder) {
 	t.Helper()
 	rec := &recorder{}
+	return openRecorded(t, tr, spec, rec), rec
+}
+
+// openRecorded opens a session whose events go to rec, which the caller
+// may have given an onEvent first: the session emits from its first moment.
+func openRecorded(t *testing.T, tr *Transport, spec transports.SessionSpec, rec *recorder) transports.Session {
+	t.Helper()
 	s, err := tr.Open(context.Background(), spec, rec.sink)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, s.Close(context.Background()))
 		rec.markClosed()
 	})
-	return s, rec
+	return s
 }
 
 // bubble runs f in a synctest bubble: delays take no real time, and

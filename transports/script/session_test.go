@@ -526,9 +526,19 @@ func TestInterruptDuringClarification(t *testing.T) {
 
 func TestInterruptBeforeTheTurnStarts(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		s, rec := openSession(t, New(), transports.SessionSpec{})
+		// The session's goroutine is held in its started event, so it
+		// cannot take the turn before the interrupt fires: without the
+		// gate it may run the whole turn first on a busy machine.
+		gate := make(chan struct{})
+		rec := &recorder{onEvent: func(_ int, ev messages.Event) {
+			if ev.Type == messages.EvStarted {
+				<-gate
+			}
+		}}
+		s := openRecorded(t, New(), transports.SessionSpec{}, rec)
 		require.NoError(t, s.StartTurn(bg, 1, "x"))
 		require.NoError(t, s.(transports.Interrupter).Interrupt(bg))
+		close(gate)
 		synctest.Wait()
 		assert.Equal(t, []string{`turn_end interrupted "" turns=1 cost=0 total=0 tokens=1/0`}, rec.briefs(t, 1))
 	})
