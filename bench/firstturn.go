@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codesession/codesession/actors"
@@ -87,6 +90,7 @@ func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("a runtime start is start op to the first read-turn's turn_complete; a bare one is the user message written to a claude process already started and initialized, to its result line")
 	res.note("with the pool, each timed start finds the pool refilled (the refill of the previous start is waited for, untimed); without it, the start boots the CLI")
 	res.note("the hops of a permission turn are the driver's clocks against the times the session stamped on its events (turn_started, the clarification, turn_end): the runtime's own work and durable writes, not the CLI's")
+	res.note("capture by hand: a second bare CLI in a repository of its own, with the project's git capture run around and beside its turns as the session's differ runs it (Begin, Prepare after the tool result, Finish after the result line, timed; Settle after, untimed), to tell what the runtime adds from what capture costs on this machine")
 	res.note("runtime later turns are guide to read-turn with git diff capture on (a one-file repository); permission turns answer the can_use_tool clarification allow_once through the runtime, and by hand on the bare CLI")
 	return res, nil
 }
@@ -216,8 +220,8 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	// would: a file another side wrote between two turns would be a
 	// change in the work tree, which the next capture must look at with
 	// git (one add at Begin), and not what these rounds measure
-	ndCwd, bareCwd := filepath.Join(f.dir, "work-nodiff"), filepath.Join(f.dir, "work-bare")
-	for _, dir := range []string{ndCwd, bareCwd} {
+	ndCwd, bareCwd, capCwd := filepath.Join(f.dir, "work-nodiff"), filepath.Join(f.dir, "work-bare"), filepath.Join(f.dir, "work-bare-capture")
+	for _, dir := range []string{ndCwd, bareCwd, capCwd} {
 		if _, err := generateRepo(ctx, dir, 1); err != nil {
 			return err
 		}
@@ -235,11 +239,22 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	if _, err := cli.turn("warm up"); err != nil {
 		return fmt.Errorf("bare warm-up turn: %w", err)
 	}
+	// the control for capture's share: a bare CLI of its own, in a
+	// repository of its own, with the capture done by hand beside it
+	capBare, err := startBareClaude(ctx, f.bin, capCwd, f.env, filepath.Join(f.dir, "bare-capture-home"), true)
+	if err != nil {
+		return err
+	}
+	capCli := &capturedBare{bareClaude: capBare, git: diffcapture.NewGit(capCwd)}
+	defer capCli.close()
+	if _, _, err := capCli.turn(ctx, "warm up"); err != nil {
+		return fmt.Errorf("bare warm-up turn with capture: %w", err)
+	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	var later, laterND, bareLater, perm, permND, barePerm latencies
+	var later, laterND, bareLater, perm, permND, barePerm, barePermCap latencies
 	var hops, hopsND permHops
-	diffs := 0
+	diffs, capDiffs := 0, 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
 		// the three sides of each kind of turn, in an order that rotates
@@ -278,7 +293,10 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		}
 		// a permission turn: the agent writes a file, the runtime asks;
 		// once with diff capture (the turn's diff has the file) and once
-		// without, to tell capture's share from the question's round trip
+		// without, to tell capture's share from the question's round trip;
+		// the bare CLI answers by hand, once plain and once with the same
+		// capture run beside it by hand (what capture costs without the
+		// runtime)
 		permSteps := []func() error{
 			func() error {
 				dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)), &hops)
@@ -304,6 +322,17 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				barePerm.add(d)
 				return nil
 			},
+			func() error {
+				d, diff, err := capCli.turn(octx, "TOOL:WRITE "+filepath.Join(capCwd, fmt.Sprintf("bare-perm-%d.txt", i))+" bare")
+				if err != nil {
+					return fmt.Errorf("bare permission turn with capture %d: %w", i, err)
+				}
+				if diff.Source == messages.DiffGit && len(diff.Files) == 1 {
+					capDiffs++
+				}
+				barePermCap.add(d)
+				return nil
+			},
 		}
 		for _, steps := range [][]func() error{laterSteps, permSteps} {
 			for k := range steps {
@@ -314,12 +343,17 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		}
 	}
 	f.res.check("later turns diffed by git", diffs == f.rounds, "%d of %d later turns came with a git diff", diffs, f.rounds)
-	f.res.check("bare permission turns asked", cli.asked == f.rounds, "the bare CLI asked can_use_tool %d times in %d permission turns", cli.asked, f.rounds)
+	f.res.check("bare permission turns asked", cli.asked == f.rounds && capCli.asked == f.rounds, "the bare CLIs, without and with capture by hand, asked can_use_tool %d and %d times in %d permission turns each", cli.asked, capCli.asked, f.rounds)
+	f.res.check("bare permission turns with capture diffed", capDiffs == f.rounds, "%d of %d came with a git diff of the one file written", capDiffs, f.rounds)
 	l, nd, bl, pm, bp := later.summary(), laterND.summary(), bareLater.summary(), perm.summary(), barePerm.summary()
 	f.res.vs("later turn, diff capture on, p50", ms(l.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
 	f.res.vs("later turn, diff capture off, p50", ms(nd.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
 	f.res.vs("permission turn, diff capture on, p50", ms(pm.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
 	f.res.vs("permission turn, diff capture off, p50", ms(permND.summary().p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
+	// capture's own share: the same git work beside the bare CLI
+	bc := barePermCap.summary()
+	f.res.vs("permission turn, diff capture on, vs capture by hand, p50", ms(pm.p50), UnitMs, "bare CLI with the same capture by hand p50", ms(bc.p50))
+	f.res.vs("bare CLI permission turn with capture by hand, p50", ms(bc.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
 	if err := hopsND.report(ctx, f.res, nodiff, sidND, "permission turn, capture off"); err != nil {
 		return err
 	}
@@ -439,6 +473,9 @@ type bareClaude struct {
 	sc     *bufio.Scanner
 	asked  int
 	cancel context.CancelFunc
+	// toolRan, when set, is called on the reading goroutine for each
+	// user line carrying a tool's result (it must not block)
+	toolRan func()
 }
 
 func startBareClaude(ctx context.Context, bin, cwd string, env map[string]string, home string, promptTool bool) (*bareClaude, error) {
@@ -518,6 +555,9 @@ func (c *bareClaude) until(done func(typ string, line []byte) bool) error {
 			}
 			continue
 		}
+		if c.toolRan != nil && head.Type == "user" && bytes.Contains(c.sc.Bytes(), []byte(`"tool_result"`)) {
+			c.toolRan()
+		}
 		if head.Type == "result" && head.IsError {
 			return fmt.Errorf("an error result")
 		}
@@ -539,6 +579,57 @@ func (c *bareClaude) turn(text string) (time.Duration, error) {
 	}
 	err := c.until(func(typ string, _ []byte) bool { return typ == "result" })
 	return time.Since(t0), err
+}
+
+// capturedBare is the bare CLI with git diff capture done by hand, as a
+// host driving the CLI itself would do it with this project's capture. It
+// is the control for the runtime's permission turn with capture on: on
+// both sides the git of capture competes with the CLI for the same cores.
+type capturedBare struct {
+	*bareClaude
+	git      *diffcapture.Git
+	settling sync.WaitGroup
+}
+
+// turn is timed to the diff's end, as a runtime turn's result comes with
+// its diff: Begin before the user message, Prepare beside the turn once a
+// tool ran, Finish after the result line; then Settle, untimed, beside
+// whatever comes next (the capture serializes it with the next Begin), as
+// the session's differ does.
+func (c *capturedBare) turn(ctx context.Context, text string) (time.Duration, messages.TurnDiff, error) {
+	t0 := time.Now()
+	base, err := c.git.Begin(ctx)
+	if err != nil {
+		return 0, messages.TurnDiff{}, err
+	}
+	var preparing sync.WaitGroup
+	var busy atomic.Bool
+	c.toolRan = func() {
+		// one at a time, never holding up the CLI's output (the differ
+		// runs a Prepare asked for meanwhile after; these turns run one tool)
+		if busy.CompareAndSwap(false, true) {
+			preparing.Go(func() { c.git.Prepare(ctx, base); busy.Store(false) })
+		}
+	}
+	defer func() { c.toolRan = nil }()
+	if err := c.write(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}, "parent_tool_use_id": nil, "session_id": ""}); err != nil {
+		return 0, messages.TurnDiff{}, err
+	}
+	if err := c.until(func(typ string, _ []byte) bool { return typ == "result" }); err != nil {
+		preparing.Wait()
+		return 0, messages.TurnDiff{}, err
+	}
+	diff := c.git.Finish(ctx, base, nil)
+	d := time.Since(t0)
+	preparing.Wait()
+	c.settling.Go(func() { c.git.Settle(ctx) })
+	return d, diff, nil
+}
+
+func (c *capturedBare) close() {
+	c.settling.Wait()
+	_ = c.git.Close()
+	c.bareClaude.close()
 }
 
 func (c *bareClaude) close() {
