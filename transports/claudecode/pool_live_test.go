@@ -25,6 +25,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	require.NoError(t, err)
 	kit, err := prockit.NewKit(t.TempDir(), "rt-warm-test")
 	require.NoError(t, err)
+	t.Cleanup(kit.Close) // last: after the sessions and the pool
 	tr := New(WithBinary(bin), WithWarmPool(1))
 	defer tr.DrainWarm(nil)
 	cwd, home := t.TempDir(), t.TempDir()

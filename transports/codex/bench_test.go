@@ -71,6 +71,7 @@ func BenchmarkFirstTurn(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer kit.Close() // after the pool is drained
 			tr := New(WithBinary(bin), WithHomeRoot(b.TempDir()), WithWarmPool(c.size))
 			defer tr.DrainWarm(nil)
 			n := 0

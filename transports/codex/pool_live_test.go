@@ -56,6 +56,7 @@ func newPoolRig(t *testing.T, size int, sc *modelmock.Scenario) *poolRig {
 	bin := codexBinary(t)
 	kit, err := prockit.NewKit(t.TempDir(), "rt-warm-codex")
 	require.NoError(t, err)
+	t.Cleanup(kit.Close) // last: after the sessions and the pool
 	r := &poolRig{t: t, kit: kit, root: t.TempDir(), cwd: t.TempDir(), mock: startMock(t, sc)}
 	r.tr = New(WithBinary(bin), WithHomeRoot(r.root), WithWarmPool(size))
 	t.Cleanup(func() { r.tr.DrainWarm(nil) })

@@ -57,6 +57,7 @@ func newPoolRig(t testing.TB, sc *modelmock.Scenario, n int) *poolRig {
 	require.NoError(t, err)
 	kit, err := prockit.NewKit(t.TempDir(), "rt-droid-warm-test")
 	require.NoError(t, err)
+	t.Cleanup(kit.Close) // last: after the sessions and the pool
 	r := &poolRig{t: t, tr: New(WithBinary(bin), WithWarmPool(n)), kit: kit, mock: mock, cwd: t.TempDir(), home: t.TempDir()}
 	writePoolSettings(t, r.home, mock.URL())
 	t.Cleanup(func() { r.tr.DrainWarm(nil) })
