@@ -176,7 +176,11 @@ func patchRaw(patch string) modelmock.Step {
 // shellStep calls exec_command with cmd; escalated asks to leave the
 // sandbox, which makes Codex ask for approval under on-request.
 func shellStep(cmd string, escalated bool) modelmock.Step {
-	args := map[string]any{"cmd": cmd}
+	// the tool answers once the command has exited (codex yields a
+	// still-running command after yield_time_ms, 10 s by default, which a
+	// login shell under a loaded machine can outlast), without the login
+	// shell's profile
+	args := map[string]any{"cmd": cmd, "yield_time_ms": 30000, "login": false}
 	if escalated {
 		args["sandbox_permissions"] = "require_escalated"
 		args["justification"] = "the test wants it"

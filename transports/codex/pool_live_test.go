@@ -141,7 +141,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	assert.Equal(t, "gpt-5.4", started.Model)
 
 	r.turn(b, recB, 1, "write outside")
-	assert.FileExists(t, target, "full posture: the command outside the workspace ran")
+	assert.FileExists(t, target, "full posture: the command outside the workspace ran: %s", recB.dump())
 	for _, ev := range recB.turnEvents(1) {
 		assert.NotEqual(t, messages.EvClarification, ev.Type, "full posture asks nothing: %+v", ev)
 	}
