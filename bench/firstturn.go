@@ -257,7 +257,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	diffs, capDiffs := 0, 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
-		// the three sides of each kind of turn, in an order that rotates
+		// the sides of each kind of turn, in an order that rotates
 		// from round to round: whichever goes first in a round follows
 		// the previous round's last turn, whose process may still be busy
 		// after its result line
