@@ -388,7 +388,23 @@ func (r *Runtime) route(scope, sid string, op session.Op) {
 // withdrawn (timeout); a result that reaches a caller whose ctx has ended
 // (the client hung up as it arrived) is given back to the session, at the
 // head of its queue, for the next read: it is consumed only when delivered.
-func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTurn) (res messages.TurnResult, err error) {
+func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTurn) (messages.TurnResult, error) {
+	return r.readTurn(ctx, scope, op, nil)
+}
+
+// ReadTurnTo is ReadTurn for a caller that passes the result on and can
+// tell when that failed (the control plane, whose client may be gone
+// before the answer is written): deliver gets the result, and when it
+// returns an error the result is given back to the session, at the head
+// of its queue, for the next read, and ReadTurnTo returns that error.
+// deliver is called only with a result; an error of the read itself is
+// returned without it.
+func (r *Runtime) ReadTurnTo(ctx context.Context, scope string, op messages.ReadTurn, deliver func(messages.TurnResult) error) error {
+	_, err := r.readTurn(ctx, scope, op, deliver)
+	return err
+}
+
+func (r *Runtime) readTurn(ctx context.Context, scope string, op messages.ReadTurn, deliver func(messages.TurnResult) error) (res messages.TurnResult, err error) {
 	defer func() { r.count(messages.OpReadTurn, err) }()
 	if err := r.check(messages.OpReadTurn); err != nil {
 		return res, err
@@ -399,13 +415,23 @@ func (r *Runtime) ReadTurn(ctx context.Context, scope string, op messages.ReadTu
 	token := r.tokens.Add(1)
 	ch := make(chan session.Result[messages.TurnResult], 1)
 	r.route(scope, op.SessionID, session.OpReadTurn{Token: token, Op: op, Reply: ch})
-	// delivered hands over a result, unless the caller is gone by now
+	// delivered hands over a result, unless the caller is gone by now or
+	// deliver says it could not pass it on
 	delivered := func(out session.Result[messages.TurnResult]) (messages.TurnResult, error) {
-		if out.Err == nil && ctx.Err() != nil {
+		if out.Err != nil {
+			return res, out.Err
+		}
+		if ctx.Err() != nil {
 			r.route(scope, op.SessionID, session.OpUnread{Token: token})
 			return res, ctxError(ctx, messages.OpReadTurn)
 		}
-		return out.Val, out.Err
+		if deliver != nil {
+			if err := deliver(out.Val); err != nil {
+				r.route(scope, op.SessionID, session.OpUnread{Token: token})
+				return res, err
+			}
+		}
+		return out.Val, nil
 	}
 	select {
 	case out := <-ch:

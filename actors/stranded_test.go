@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -262,4 +263,42 @@ func TestSessionPanicInStartedAnswersTheStart(t *testing.T) {
 	_, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
 	require.Equal(t, messages.CodeFailed, messages.ErrorCode(err), "%v", err)
 	assert.Contains(t, err.Error(), "injected fault in Started")
+}
+
+// A result that its caller could not pass on (ReadTurnTo's deliver failed:
+// the control plane's client hung up mid-answer) goes back to the session
+// for the next read; one that was passed on is consumed.
+func TestReadResultNotPassedOnGoesBackToTheQueue(t *testing.T) {
+	cfg := testConfig(t)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("only result")}}}
+	rt := newRuntime(t, cfg, sc)
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	read := messages.ReadTurn{SessionID: st.SessionID}
+
+	gone := errors.New("the client is gone")
+	var got []messages.TurnResult
+	err = rt.ReadTurnTo(ctx, "s", read, func(r messages.TurnResult) error {
+		got = append(got, r)
+		return gone
+	})
+	require.ErrorIs(t, err, gone, "the deliver error is the read's")
+	require.Len(t, got, 1)
+
+	err = rt.ReadTurnTo(ctx, "s", read, func(r messages.TurnResult) error {
+		got = append(got, r)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, got[0], got[1], "the result not passed on is read again")
+	assert.Equal(t, messages.KindTurnComplete, got[1].Kind)
+	assert.Contains(t, got[1].Text, "only result")
+
+	// passed on: consumed; the session holds nothing more until a turn
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = rt.ReadTurn(short, "s", read)
+	assert.Equal(t, messages.CodeTimeout, messages.ErrorCode(err), "a delivered result is consumed: %v", err)
 }

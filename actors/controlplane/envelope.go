@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,10 +52,26 @@ func writeData(w http.ResponseWriter, data any) error {
 	if err != nil {
 		return messages.Wrap(messages.CodeInternal, "encode", err, "cannot encode the response")
 	}
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
+	return nil
+}
+
+// writeDataFlushed is writeData pushed through to the connection at once,
+// so a client already gone fails the write here, while the caller can
+// still act on it, not after the handler returned. A write that succeeds
+// says only that the answer left this process.
+func writeDataFlushed(w http.ResponseWriter, data any) error {
+	if err := writeData(w, data); err != nil {
+		return err
+	}
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return messages.Wrap(messages.CodeUnavailable, "http", err, "the client is gone: the answer was not sent")
+	}
 	return nil
 }
 

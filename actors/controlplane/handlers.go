@@ -208,15 +208,24 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
-	res, err := s.readOrPending(ctx, s.scopeOf(r), messages.ReadTurn{SessionID: sid, IncludeDiff: req.IncludeDiff})
-	if err != nil {
-		if messages.IsCode(err, messages.CodeTimeout) && r.Context().Err() == nil {
-			return &messages.Error{Code: messages.CodeTimeout, Op: op, Retryable: true,
-				Message: "no result within " + wait.String() + ": read again"}
-		}
+	// the answer is written to the client before the result counts as
+	// read: when the write fails (the client hung up mid-answer), the
+	// result goes back to the session for the next read
+	var unsent error
+	err = s.readOrPending(ctx, s.scopeOf(r), messages.ReadTurn{SessionID: sid, IncludeDiff: req.IncludeDiff}, func(res messages.TurnResult) error {
+		unsent = writeDataFlushed(w, res)
+		return unsent
+	})
+	switch {
+	case unsent != nil:
+		return unsent
+	case err != nil && messages.IsCode(err, messages.CodeTimeout) && r.Context().Err() == nil:
+		return &messages.Error{Code: messages.CodeTimeout, Op: op, Retryable: true,
+			Message: "no result within " + wait.String() + ": read again"}
+	case err != nil:
 		return s.sessionErr(r.Context(), sid, err)
 	}
-	return writeData(w, res)
+	return nil
 }
 
 type answerRequest struct {

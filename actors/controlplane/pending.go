@@ -85,16 +85,18 @@ func (s *Server) withWaiting(ctx context.Context, rec messages.SessionRecord) me
 // readOrPending is read-turn as a person needs it: whatever the session
 // holds comes first; when it holds nothing yet and its turn waits on a
 // question already read, that question is the answer again, at once,
-// instead of a poll that blocks until someone answers it.
-func (s *Server) readOrPending(ctx context.Context, scope string, op messages.ReadTurn) (messages.TurnResult, error) {
+// instead of a poll that blocks until someone answers it. deliver passes
+// the result on; when it fails, a result from the session's queue goes
+// back to it for the next read (a question read again is still pending).
+func (s *Server) readOrPending(ctx context.Context, scope string, op messages.ReadTurn, deliver func(messages.TurnResult) error) error {
 	first, cancel := context.WithTimeout(ctx, pendingFirstWait)
-	res, err := s.rt.ReadTurn(first, scope, op)
+	err := s.rt.ReadTurnTo(first, scope, op, deliver)
 	cancel()
 	if err == nil || !messages.IsCode(err, messages.CodeTimeout) || ctx.Err() != nil {
-		return res, err
+		return err
 	}
 	if p, perr := s.pendingClarification(ctx, op.SessionID); perr == nil && p != nil {
-		return *p, nil
+		return deliver(*p)
 	}
-	return s.rt.ReadTurn(ctx, scope, op)
+	return s.rt.ReadTurnTo(ctx, scope, op, deliver)
 }

@@ -1,12 +1,17 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -517,4 +522,43 @@ func TestSessionIDPrefixes(t *testing.T) {
 		r := f.call("GET", "/api/code-sessions/"+bad, nil)
 		assert.Equal(t, http.StatusBadRequest, r.status, "%s: %+v", bad, r.Error)
 	}
+}
+
+// goneWriter is a client that hung up mid-answer: what is written stays
+// in the server's buffer, as net/http buffers it, and pushing it to the
+// connection fails, as a write to a reset connection does.
+type goneWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *goneWriter) Header() http.Header         { return w.header }
+func (w *goneWriter) WriteHeader(code int)        { w.status = code }
+func (w *goneWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
+func (w *goneWriter) FlushError() error           { return syscall.ECONNRESET }
+
+// A read-turn answer that could not be written (the client hung up
+// mid-answer) is not consumed: the next read gets the same result. Before,
+// the result was gone with the connection.
+func TestReadTurnAnswerLostInTheWriteIsReadAgain(t *testing.T) {
+	f := newFixture(t)
+	st := f.start("hello")
+	req := httptest.NewRequest("POST", "/api/code-sessions/"+st.SessionID+"/read-turn", strings.NewReader(`{"timeoutMs":20000}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	w := &goneWriter{header: http.Header{}}
+	f.d.Handler().ServeHTTP(w, req)
+	require.Equal(t, http.StatusOK, w.status, "the answer had begun: %s", w.body.String())
+	var lost struct {
+		OK   bool                `json:"ok"`
+		Data messages.TurnResult `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(w.body.Bytes(), &lost))
+	require.True(t, lost.OK)
+	assert.Equal(t, w.header.Get("Content-Length"), strconv.Itoa(w.body.Len()), "the answer says its length")
+
+	again := f.read(st.SessionID)
+	assert.Equal(t, lost.Data, again, "the result the client never got is read again")
+	assert.Equal(t, messages.KindTurnComplete, again.Kind)
 }
