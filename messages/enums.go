@@ -145,8 +145,9 @@ const (
 	StatusFailed   Status = "failed"
 	StatusOrphaned Status = "orphaned"
 	// StatusWaiting is a running session whose turn waits for an answer to
-	// a clarification. It is derived when a record is read (from the
-	// unanswered clarification events), never written by the session.
+	// a clarification: the session writes it with the question, in the same
+	// store write, and running again with the last answer (or when the turn
+	// closes on questions left unanswered).
 	StatusWaiting Status = "waiting"
 )
 

@@ -60,7 +60,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	var recs []messages.SessionRecord
 	for _, rec := range all {
 		if s.scopes.visible(scope, rec) {
-			recs = append(recs, s.withWaiting(r.Context(), rec))
+			recs = append(recs, rec)
 		}
 	}
 	if limit > 0 && len(recs) > limit {
@@ -145,7 +145,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if evs == nil {
 		evs = []messages.PersistedEvent{}
 	}
-	v := sessionView{Record: s.withWaiting(ctx, rec), Events: evs, LastSeq: last}
+	v := sessionView{Record: rec, Events: evs, LastSeq: last}
 	if t, err := s.rt.Backends().Get(rec.BackendID); err == nil {
 		v.ExternalAttach = RenderAttachFor(t.Descriptor().ExternalAttach, rec, s.attachLaunch(t))
 	}

@@ -69,19 +69,6 @@ func pendingIn(sid string, evs []messages.PersistedEvent) *messages.TurnResult {
 		ClarificationID: p.Event.ClarificationID, ToolName: p.Event.ToolName, Input: p.Event.Input}
 }
 
-// withWaiting shows a live record whose turn waits for an answer as
-// waiting (messages.StatusWaiting): the record's stored status says only
-// running.
-func (s *Server) withWaiting(ctx context.Context, rec messages.SessionRecord) messages.SessionRecord {
-	if rec.Status != messages.StatusRunning {
-		return rec
-	}
-	if p, err := s.pendingClarification(ctx, rec.SessionID); err == nil && p != nil {
-		rec.Status = messages.StatusWaiting
-	}
-	return rec
-}
-
 // readOrPending is read-turn as a person needs it: whatever the session
 // holds comes first; when it holds nothing yet and its turn waits on a
 // question already read, that question is the answer again, at once,

@@ -313,6 +313,24 @@ func (c *Core) Pending() *messages.Clarification {
 	return &cl
 }
 
+// syncWaiting keeps a running record's status in step with its questions:
+// waiting while one is unanswered, running again once none is, so the
+// stored record (and what List, Get and the feed show of it) says a
+// session waits for an answer without reading its log.
+func (c *Core) syncWaiting(now time.Time) {
+	if c.rec.Status != messages.StatusRunning && c.rec.Status != messages.StatusWaiting {
+		return
+	}
+	want := messages.StatusRunning
+	if len(c.pending) > 0 {
+		want = messages.StatusWaiting
+	}
+	if c.rec.Status != want {
+		c.rec.Status = want
+		c.touchMeta(now)
+	}
+}
+
 // dropPending forgets every unanswered clarification and removes their
 // unread results: once the turn is closed they can no longer be answered,
 // and reading them would mislead.
@@ -484,6 +502,7 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 			return
 		}
 		c.pending = append(c.pending, messages.Clarification{ID: ev.ClarificationID, ToolName: ev.ToolName, Input: ev.Input})
+		c.syncWaiting(now)
 		c.enqueue(messages.TurnResult{Kind: messages.KindClarification, ClarificationID: ev.ClarificationID,
 			ToolName: ev.ToolName, Input: ev.Input}, seq)
 	case messages.EvTurnEnd:
@@ -530,6 +549,7 @@ func (c *Core) finishTurn(now time.Time, e turnEnd) {
 		return
 	}
 	c.dropPending()
+	c.syncWaiting(now)
 	c.end = e
 	c.phase = PhaseDiffing
 	if c.noCapture != nil {
@@ -795,6 +815,7 @@ func (c *Core) Answer(now time.Time, a messages.Answer) (messages.AnswerResult, 
 	cl := c.pending[idx]
 	cl.Decision, cl.Reason = a.Decision, a.Reason
 	c.pending = append(c.pending[:idx], c.pending[idx+1:]...)
+	c.syncWaiting(now)
 	// drop the clarification from the unread queue if the driver answered
 	// without reading it (it is answered; reading it now would mislead)
 	for i, q := range c.queue {

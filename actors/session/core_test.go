@@ -851,6 +851,35 @@ func TestReadClarificationOfAClosedTurnCannotBeAnswered(t *testing.T) {
 	assert.Empty(t, h.drain().Transport)
 }
 
+func TestWaitingWhileAQuestionIsUnanswered(t *testing.T) {
+	// the record says waiting from the question to its answer (the last
+	// of two), and running again once a turn closes on a question left
+	// unanswered, before it goes idle
+	h := newHarness(t)
+	h.startTurn1()
+	status := func(out Output) messages.Status {
+		t.Helper()
+		require.NotNil(t, out.Meta, "the record is written with the change")
+		return out.Meta.Status
+	}
+	answer := func(id string) Output {
+		t.Helper()
+		_, err := h.c.Answer(h.tick(), messages.Answer{ClarificationID: id, Decision: messages.DecisionAllowOnce})
+		require.NoError(t, err)
+		return h.drain()
+	}
+	assert.Equal(t, messages.StatusWaiting, status(h.agent(1, clarify("c1", "Bash", `{}`))))
+	assert.Nil(t, h.agent(1, clarify("c2", "Write", `{}`)).Meta, "a second question changes nothing")
+	assert.Nil(t, answer("c1").Meta, "still waiting on c2")
+	assert.Equal(t, messages.StatusRunning, status(answer("c2")))
+
+	assert.Equal(t, messages.StatusWaiting, status(h.agent(1, clarify("c3", "Bash", `{}`))))
+	ended := h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted})
+	assert.Equal(t, messages.StatusRunning, status(ended), "the turn is over: diffing, not waiting")
+	h.c.DiffReady(h.tick(), 1, nil)
+	assert.Equal(t, messages.StatusIdle, status(h.drain()))
+}
+
 // --- guide ---
 
 func TestGuideQueueWhileRunning(t *testing.T) {
