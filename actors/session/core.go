@@ -315,8 +315,9 @@ func (c *Core) Pending() *messages.Clarification {
 
 // syncWaiting keeps a running record's status in step with its questions:
 // waiting while one is unanswered, running again once none is, so the
-// stored record (and what List, Get and the feed show of it) says a
-// session waits for an answer without reading its log.
+// stored record (and what the daemon's list and show and the feed's
+// record changes say of it) tells a session waiting for an answer without
+// anyone reading its log.
 func (c *Core) syncWaiting(now time.Time) {
 	if c.rec.Status != messages.StatusRunning && c.rec.Status != messages.StatusWaiting {
 		return
