@@ -103,6 +103,7 @@ type firstTurn struct {
 	dir      string
 	env      map[string]string
 	rounds   int
+	settles  settleCount // of the runtimes' git captures
 }
 
 // runtime opens a runtime whose only backend is claude-code with a warm
@@ -111,7 +112,9 @@ func (f *firstTurn) runtime(name string, pool int, diff bool) (*benchRuntime, *c
 	tr := claudecode.New(claudecode.WithBinary(f.bin), claudecode.WithWarmPool(pool))
 	var extra []actors.Option
 	if diff {
-		extra = append(extra, actors.WithDiffCapture(diffcapture.GitFactory))
+		extra = append(extra, actors.WithDiffCapture(func(cwd string, _ messages.Descriptor) diffcapture.Capturer {
+			return &countedGit{Git: diffcapture.NewGit(cwd), settles: &f.settles}
+		}))
 	}
 	// each runtime's CLIs keep their state in a HOME of their own, as the
 	// bare CLI does: the CLI's per-turn work grows with what its HOME holds
@@ -339,6 +342,14 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				if err := steps[(i+k)%len(steps)](); err != nil {
 					return err
 				}
+				// what a side's capture does after its answer (Settle:
+				// a write-tree, the witness's add) is its own work, not
+				// the next side's: untimed, wait it out before the next
+				// turn is timed, on the runtime's side and by hand
+				if err := waitFor(ctx, 3*time.Minute, f.settles.quiet); err != nil {
+					return fmt.Errorf("the runtime's capture did not settle: %w", err)
+				}
+				capCli.settling.Wait()
 			}
 		}
 	}
@@ -354,6 +365,19 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	bc := barePermCap.summary()
 	f.res.vs("permission turn, diff capture on, vs capture by hand, p50", ms(pm.p50), UnitMs, "bare CLI with the same capture by hand p50", ms(bc.p50))
 	f.res.vs("bare CLI permission turn with capture by hand, p50", ms(bc.p50), UnitMs, "bare CLI answering can_use_tool by hand p50", ms(bp.p50))
+	// the same, paired within each round
+	for _, p := range []struct {
+		figure string
+		a, b   *latencies
+	}{
+		{"later turn, diff capture on, vs the bare CLI turn of the same round", &later, &bareLater},
+		{"later turn, diff capture off, vs the bare CLI turn of the same round", &laterND, &bareLater},
+		{"permission turn, diff capture on, vs the bare CLI turn of the same round", &perm, &barePerm},
+		{"permission turn, diff capture off, vs the bare CLI turn of the same round", &permND, &barePerm},
+		{"permission turn, diff capture on, vs capture by hand in the same round", &perm, &barePermCap},
+	} {
+		f.res.row(p.figure+", median of the rounds' ratios", pairedRatio(p.a, p.b), UnitRatio)
+	}
 	if err := hopsND.report(ctx, f.res, nodiff, sidND, "permission turn, capture off"); err != nil {
 		return err
 	}
@@ -643,4 +667,67 @@ func (c *bareClaude) close() {
 		<-done
 	}
 	c.cancel()
+}
+
+// countedGit is the runtime's git capture, counting its Finishes and the
+// Settles after them (and Prepares running), so the rounds can wait out what one side's capture
+// does after its answer before the next side's turn is timed.
+type countedGit struct {
+	*diffcapture.Git
+	settles *settleCount
+}
+
+func (g *countedGit) Finish(ctx context.Context, b diffcapture.Baseline, editPaths []string) messages.TurnDiff {
+	d := g.Git.Finish(ctx, b, editPaths)
+	g.settles.finished()
+	return d
+}
+
+// Prepare counts as running too: one asked for late in a turn can
+// outlast its Finish.
+func (g *countedGit) Prepare(ctx context.Context, b diffcapture.Baseline) {
+	g.settles.begin()
+	defer g.settles.end(0)
+	g.Git.Prepare(ctx, b)
+}
+
+func (g *countedGit) Settle(ctx context.Context) {
+	after := g.settles.begin()
+	defer g.settles.end(after)
+	g.Git.Settle(ctx)
+}
+
+// settleCount says whether every Finish has had the Settle the session's
+// differ runs after its answer, and no Settle or Prepare is running.
+type settleCount struct {
+	mu       sync.Mutex
+	finishes int // Finishes returned
+	settled  int // the Finishes a Settle that ended had seen return
+	running  int
+}
+
+func (s *settleCount) finished() {
+	s.mu.Lock()
+	s.finishes++
+	s.mu.Unlock()
+}
+
+func (s *settleCount) begin() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running++
+	return s.finishes
+}
+
+func (s *settleCount) end(after int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running--
+	s.settled = max(s.settled, after)
+}
+
+func (s *settleCount) quiet() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running == 0 && s.settled >= s.finishes
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -33,9 +34,15 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 	want := []string{"start to first turn, warm pool, p50", "start to first turn, no pool, p50", "start to first turn, warm pool, max",
 		"later turn, diff capture on, p50", "later turn, diff capture off, p50", "permission turn, diff capture on, p50", "permission turn, diff capture off, p50",
 		"permission turn, diff capture on, vs capture by hand, p50", "bare CLI permission turn with capture by hand, p50"}
-	var got, hops []string
+	var got, hops, paired []string
 	turn := map[string]float64{}
 	for _, r := range res.Rows {
+		if r.Unit == UnitRatio {
+			// a median of the rounds' paired ratios (one round: its ratio)
+			paired = append(paired, r.Figure)
+			assert.Greater(t, r.Value, 0.0, r.Figure)
+			continue
+		}
 		if r.Baseline == nil {
 			// the runtime's own hops inside a permission turn: each
 			// within that turn
@@ -55,6 +62,7 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 	assert.Len(t, hops, 6, "three hops of each permission turn: %v", hops)
+	assert.Len(t, paired, 5, "the turns paired with their round's control: %v", paired)
 }
 
 func TestFirstTurnSkipsWithoutClaude(t *testing.T) {
@@ -62,4 +70,20 @@ func TestFirstTurnSkipsWithoutClaude(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, res.Skipped, claudecode.EnvBinary)
 	assert.True(t, res.Passed())
+}
+
+func TestPairedRatioIsTheMedianOfEachRoundsRatio(t *testing.T) {
+	lat := func(ms ...int) *latencies {
+		l := &latencies{}
+		for _, m := range ms {
+			l.add(time.Duration(m) * time.Millisecond)
+		}
+		return l
+	}
+	// the medians' ratio is 20/20 = 1; the rounds' ratios are 3, 1
+	// and 1.5 (the first round was busy on both sides)
+	assert.InDelta(t, 1.5, pairedRatio(lat(90, 20, 15), lat(30, 20, 10)), 1e-9)
+	assert.InDelta(t, 1.25, pairedRatio(lat(10, 30), lat(10, 20)), 1e-9, "an even count takes the middle two")
+	assert.InDelta(t, 2.0, pairedRatio(lat(20, 50), lat(10)), 1e-9, "only rounds both sides ran")
+	assert.True(t, math.IsNaN(pairedRatio(lat(), lat(10))), "no pair")
 }

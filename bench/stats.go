@@ -52,6 +52,33 @@ func summarize(s []time.Duration) summary {
 	return summary{n: len(s), mean: sum / time.Duration(len(s)), p50: quantile(s, 0.50), p99: quantile(s, 0.99), mx: s[len(s)-1]}
 }
 
+// pairedRatio is the median of a[i]/b[i] over the samples both sides
+// took in the same round i. A busy minute on a shared machine slows both
+// sides of a round, so each pair's ratio moves less with the machine's
+// load than the ratio of two medians does. NaN without a pair.
+func pairedRatio(a, b *latencies) float64 {
+	a.mu.Lock()
+	as := slices.Clone(a.d)
+	a.mu.Unlock()
+	b.mu.Lock()
+	bs := slices.Clone(b.d)
+	b.mu.Unlock()
+	var r []float64
+	for i := range min(len(as), len(bs)) {
+		if bs[i] > 0 {
+			r = append(r, float64(as[i])/float64(bs[i]))
+		}
+	}
+	if len(r) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(r)
+	if len(r)%2 == 1 {
+		return r[len(r)/2]
+	}
+	return (r[len(r)/2-1] + r[len(r)/2]) / 2
+}
+
 // quantile is the nearest-rank quantile of sorted s.
 func quantile(s []time.Duration, q float64) time.Duration {
 	if len(s) == 0 {
