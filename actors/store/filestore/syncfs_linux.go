@@ -17,3 +17,8 @@ func syncFS(dir string) (bool, error) {
 	defer d.Close()
 	return true, unix.Syncfs(int(d.Fd()))
 }
+
+// datasync flushes f's data and only the metadata needed to read it back
+// (fdatasync(2)): a write over blocks already allocated and on disk
+// commits no journal transaction.
+func datasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }

@@ -35,6 +35,15 @@ const (
 	// DefaultCheckpointBytes is how large the WAL grows before a
 	// checkpoint makes the session files durable and truncates it.
 	DefaultCheckpointBytes = 64 << 20
+
+	// walAhead is how far past its committed end the log is kept
+	// zero-filled (never past the checkpoint size). A group commit that
+	// lands on zeros already on disk changes none of the file's metadata,
+	// so fdatasync flushes the data alone. An append that grows the file
+	// needs a journal commit on ext4, and every other writer on the file
+	// system waits for that commit: the agent CLI appending its own
+	// transcript beside the session, on the turn's path.
+	walAhead = 1 << 20
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -71,6 +80,7 @@ func readFrames(r io.Reader) (frames []frame, good int64, err error) {
 		}
 		n := binary.LittleEndian.Uint32(hdr[0:4])
 		if n < 2 || n > maxFrame {
+			// zeros here are the space the log keeps ahead (walAhead)
 			return frames, good, nil
 		}
 		p := make([]byte, n)
@@ -105,6 +115,7 @@ type walReq struct {
 type wal struct {
 	f      *os.File
 	size   int64 // end of the committed frames
+	zeroed int64 // the file is zeros from size to here (none when <= size)
 	noSync bool
 	// fault, when set (tests), is consulted before each group's write.
 	fault func() error
@@ -134,14 +145,44 @@ func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
 		_ = f.Close()
 		return nil, nil, 0, err
 	}
-	fi, err := f.Stat()
+	torn, err := tornBytes(f, good)
 	if err != nil {
 		_ = f.Close()
 		return nil, nil, 0, err
 	}
-	w := &wal{f: f, size: good, noSync: noSync, stopped: make(chan struct{})}
+	// what follows the good frames is not counted as zeroed: a torn frame
+	// may be there (Open's checkpoint empties the file anyway)
+	w := &wal{f: f, size: good, zeroed: good, noSync: noSync, stopped: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
-	return w, frames, fi.Size() - good, nil
+	return w, frames, torn, nil
+}
+
+// tornBytes is how much of the file after good holds anything but zeros:
+// the torn frame of a crash mid-write (zeros are the space kept ahead).
+func tornBytes(f *os.File, good int64) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	var torn int64
+	buf := make([]byte, 64<<10)
+	for off := good; off < fi.Size(); {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), fi.Size()-off)], off)
+		for i := n - 1; i >= 0; i-- {
+			if buf[i] != 0 {
+				torn = off + int64(i) + 1 - good
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if n == 0 {
+			break
+		}
+		off += int64(n)
+	}
+	return torn, nil
 }
 
 func (w *wal) start() { go w.loop() }
@@ -199,7 +240,39 @@ func (w *wal) loop() {
 				w.checkpointAt = w.size + w.checkpointAt
 			}
 		}
+		if err == nil {
+			// between groups, never on a waiting caller's write
+			w.zeroAhead()
+		}
 	}
+}
+
+// zeroAhead keeps zeros on disk ahead of the committed end, so the groups
+// that land on them need only an fdatasync. It runs when less than half
+// of walAhead is left; a failure (no space) only means the next groups
+// grow the file, with an fsync each, as they would without it.
+func (w *wal) zeroAhead() {
+	if w.noSync || w.broken != nil {
+		return
+	}
+	ahead := int64(walAhead)
+	if w.checkpointAt > 0 {
+		ahead = min(ahead, w.checkpointAt)
+	}
+	from := max(w.zeroed, w.size)
+	if from-w.size >= ahead/2 {
+		return
+	}
+	to := w.size + ahead
+	if _, err := w.f.WriteAt(make([]byte, to-from), from); err != nil {
+		_ = w.f.Truncate(from)
+		return
+	}
+	if err := w.f.Sync(); err != nil {
+		_ = w.f.Truncate(from)
+		return
+	}
+	w.zeroed = to
 }
 
 // write appends buf at the committed end and syncs; on failure it cuts the
@@ -214,11 +287,16 @@ func (w *wal) write(buf []byte) error {
 	if w.fault != nil {
 		err = w.fault()
 	}
+	end := w.size + int64(len(buf))
 	if err == nil {
 		_, err = w.f.WriteAt(buf, w.size)
 	}
 	if err == nil && !w.noSync {
-		err = w.f.Sync()
+		if end <= w.zeroed {
+			err = datasync(w.f) // on zeros already on disk: no metadata changed
+		} else {
+			err = w.f.Sync()
+		}
 	}
 	if err != nil {
 		if cerr := w.cutBack(); cerr != nil {
@@ -226,11 +304,12 @@ func (w *wal) write(buf []byte) error {
 		}
 		return err
 	}
-	w.size += int64(len(buf))
+	w.size = end
 	return nil
 }
 
 func (w *wal) cutBack() error {
+	w.zeroed = w.size // the zeros ahead go with the failed write
 	err := w.f.Truncate(w.size)
 	if err == nil && !w.noSync {
 		err = w.f.Sync()
@@ -248,6 +327,7 @@ func (w *wal) reset() error {
 	if err := w.f.Truncate(0); err != nil {
 		return err
 	}
+	w.zeroed = 0
 	if !w.noSync {
 		if err := w.f.Sync(); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -79,7 +80,7 @@ func TestWALTornTail(t *testing.T) {
 	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(1, 5)))
 	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(6, 5)))
 	wal := filepath.Join(home, "wal", "log")
-	require.NoError(t, os.Truncate(wal, fileSize(t, wal)-7))
+	require.NoError(t, os.Truncate(wal, walEnd(t, wal)-7))
 	// the unacknowledged batch's lines went to the file too (a crash after
 	// the page-cache write): replay cuts them back to what the WAL holds
 	st2 := open(t, home)
@@ -87,6 +88,60 @@ func TestWALTornTail(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), last)
 	require.NoError(t, st2.Append(ctx, rec.SessionID, storetest.NewEvents(6, 1)), "appends continue gaplessly")
+}
+
+// TestWALTornOnTheZerosAhead: a frame written over the zeros the log keeps
+// ahead, whose last bytes never reached the disk, reads as zeros there,
+// not as a shorter file. It was never acknowledged; the rest replays, and
+// the log is not taken for torn when only zeros follow its frames.
+func TestWALTornOnTheZerosAhead(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	var warned bytes.Buffer
+	st := crashed(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	for i := range 4 {
+		require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(uint64(5*i+1), 5)))
+	}
+	wal := filepath.Join(home, "wal", "log")
+	end := walEnd(t, wal)
+	require.Greater(t, fileSize(t, wal), end, "zeros are kept ahead of the frames")
+
+	// a clean crash first: only zeros follow the frames
+	st2 := open(t, home, filestore.WithLogger(slog.New(slog.NewTextHandler(&warned, nil))))
+	last, err := st2.LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(20), last)
+	assert.NotContains(t, warned.String(), "torn", "zeros ahead are not a torn frame")
+	require.NoError(t, st2.Close())
+
+	st3 := crashed(t, home)
+	require.NoError(t, st3.Append(ctx, rec.SessionID, storetest.NewEvents(21, 5)))
+	require.NoError(t, st3.Append(ctx, rec.SessionID, storetest.NewEvents(26, 5)))
+	end = walEnd(t, wal)
+	require.Greater(t, fileSize(t, wal), end)
+	f, err := os.OpenFile(wal, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 7), end-7)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	warned.Reset()
+	st4 := open(t, home, filestore.WithLogger(slog.New(slog.NewTextHandler(&warned, nil))))
+	last, err = st4.LastSeq(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(25), last, "the frame whose end is zeros was dropped")
+	assert.Contains(t, warned.String(), "torn")
+	require.NoError(t, st4.Append(ctx, rec.SessionID, storetest.NewEvents(26, 1)), "appends continue gaplessly")
+}
+
+// walEnd is where the frames of the log at path end: the zeros the log
+// keeps ahead of them follow.
+func walEnd(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return int64(len(bytes.TrimRight(b, "\x00")))
 }
 
 // TestMetaWritesPerSession: status changes go through the WAL; meta.json is
@@ -303,7 +358,7 @@ func TestAppendRecordTornKeepsTheEventsFirst(t *testing.T) {
 	ended.Status = messages.StatusEnded
 	require.NoError(t, st.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 3), ended))
 	wal := filepath.Join(home, "wal", "log")
-	require.NoError(t, os.Truncate(wal, fileSize(t, wal)-5))
+	require.NoError(t, os.Truncate(wal, walEnd(t, wal)-5))
 	require.NoError(t, os.Remove(metaPath(home, rec.SessionID)))
 
 	st2 := open(t, home)
