@@ -27,7 +27,12 @@
 // model, effort, and the environment's hash: everything that makes two
 // processes not interchangeable). Open adopts one when it can (not for a
 // resume): the mode of the start's posture is selected through the
-// protocol where it differs, then EvStarted. The key is learnt from use,
+// protocol where it differs, then EvStarted. When no process of the
+// start's key is idle, one of a key that differs only in the model is
+// adopted instead if the agent offers the start's model over ACP (a
+// select config option of category "model", as opencode's, else
+// session/set_model, as gemini's): the model is switched before the mode,
+// and the pool still refills the start's own key. The key is learnt from use,
 // so the first start of a key boots its own; the pool refills once the
 // adopting (or booting) session's first turn has ended. A pooled process
 // has its own group in the runtime's kit and its own scratch directory;
@@ -77,6 +82,7 @@
 // FuzzFilterLines fuzzes the reader. The backends run the transporttest
 // conformance suite and their own live tests against the real CLIs and
 // transports/modelmock; WithWireTap shows what a CLI actually received.
-// acptest.WarmPoolRun, NoPoolRun and BenchFirstTurn are the warm pool's
-// live checks and benchmark, run by each backend.
+// acptest.WarmPoolRun, ModelSwitchRun, NoPoolRun and BenchFirstTurn are
+// the warm pool's live checks and benchmark, run by each backend
+// (ModelSwitchRun by those that offer a model switch).
 package acp

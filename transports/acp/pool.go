@@ -107,6 +107,14 @@ func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, 
 	}
 	for {
 		w, found := p.Take(key)
+		if !found && spec.Model != "" {
+			// a process booted for another model that the agent can
+			// switch to this one over ACP (adopt selects it)
+			_, w, found = p.TakeMatching(func(k warmKey, w *warmProc) bool {
+				k.model = key.model
+				return k == key && w.s.offersModel(spec.Model)
+			})
+		}
 		if !found {
 			return nil, refill, false
 		}
@@ -169,8 +177,9 @@ func (w *warmProc) discard() {
 }
 
 // adopt makes the pooled session the session of spec: its sink, spec and
-// posture, the agent's mode for that posture where it differs from the
-// boot's, then EvStarted. On error the process is left for the caller to
+// posture, the model over ACP where the boot's was another (a process
+// taken from another model's key), the agent's mode for that posture
+// where it differs from the boot's, then EvStarted. On error the process is left for the caller to
 // discard.
 func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) error {
 	if !w.alive() {
@@ -178,9 +187,15 @@ func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	s := w.s
 	s.mu.Lock()
+	booted := s.spec.Model
 	s.spec, s.sink, s.posture = spec, sink, spec.Posture
 	mode := s.mode
 	s.mu.Unlock()
+	if spec.Model != booted {
+		if err := s.selectModel(ctx, spec.Model); err != nil {
+			return err
+		}
+	}
 	if id, ok := s.t.agent.Modes[spec.Posture]; ok && id != "" && id != mode {
 		if err := s.selectMode(ctx, spec.Posture); err != nil {
 			return err

@@ -3,6 +3,9 @@ package acp
 import (
 	"testing"
 
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/stretchr/testify/assert"
+
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	prockit "github.com/codesession/codesession/transports/proc"
@@ -76,4 +79,38 @@ func TestNoPoolNoRefill(t *testing.T) {
 			t.Errorf("size %d: adoptWarm = %v, %v, %v: want nothing", tr.WarmPool(), s, refill != nil, ok)
 		}
 	}
+}
+
+// TestLearnModelsFromEitherShape: the models an agent can be switched to
+// come from its select config option of category "model" (opencode's
+// shape) or, without one, from its session model state (gemini's); an
+// agent with neither offers none, and the empty model is never offered.
+func TestLearnModelsFromEitherShape(t *testing.T) {
+	model, mode := acpsdk.SessionConfigOptionCategoryModel, acpsdk.SessionConfigOptionCategoryMode
+	sel := func(id string, cat *acpsdk.SessionConfigOptionCategory, values ...string) acpsdk.SessionConfigOption {
+		var opts acpsdk.SessionConfigSelectOptionsUngrouped
+		for _, v := range values {
+			opts = append(opts, acpsdk.SessionConfigSelectOption{Value: acpsdk.SessionConfigValueId(v), Name: v})
+		}
+		return acpsdk.SessionConfigOption{Select: &acpsdk.SessionConfigOptionSelect{Id: acpsdk.SessionConfigId(id), Category: cat,
+			Options: acpsdk.SessionConfigSelectOptions{Ungrouped: &opts}}}
+	}
+	state := &acpsdk.SessionModelState{AvailableModels: []acpsdk.ModelInfo{{ModelId: "g-pro"}, {ModelId: "g-flash"}}, CurrentModelId: "g-pro"}
+
+	var s session
+	s.learnModels(state, []acpsdk.SessionConfigOption{sel("mode", &mode, "build", "plan"), sel("model", &model, "p/a", "p/b")})
+	assert.Equal(t, acpsdk.SessionConfigId("model"), s.modelOption, "the config option wins over the model state")
+	assert.True(t, s.offersModel("p/b"))
+	assert.False(t, s.offersModel("g-flash"))
+	assert.False(t, s.offersModel("plan"), "a mode is not a model")
+
+	s = session{}
+	s.learnModels(state, []acpsdk.SessionConfigOption{sel("mode", &mode, "build")})
+	assert.Empty(t, s.modelOption)
+	assert.True(t, s.offersModel("g-flash"), "session/set_model's models")
+	assert.False(t, s.offersModel(""))
+
+	s = session{}
+	s.learnModels(nil, nil)
+	assert.False(t, s.offersModel("g-flash"), "an agent without either offers no switch")
 }

@@ -47,6 +47,12 @@ type session struct {
 	// config option of category "mode" (modeOption names it).
 	modes      map[string]bool
 	modeOption acpsdk.SessionConfigId
+	// models the agent offers to switch to over the protocol: the values
+	// of its select config option of category "model" (modelOption names
+	// it), else its session model state (session/set_model); nil when it
+	// offers neither. Learned at boot, never changed after.
+	models      map[string]bool
+	modelOption acpsdk.SessionConfigId
 
 	// ownGroup is the process bookkeeping the process was started in when
 	// it is not the session's own (a warm process booted under the pool's
@@ -185,12 +191,14 @@ func (s *session) boot(ctx context.Context) error {
 			return fail(s.startError(ctx, "session/load", err))
 		}
 		s.sid, modes, opts = acpsdk.SessionId(ext), resp.Modes, resp.ConfigOptions
+		s.learnModels(resp.Models, opts)
 	} else {
 		resp, err := s.conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: s.ws.Given(), McpServers: []acpsdk.McpServer{}})
 		if err != nil {
 			return fail(s.startError(ctx, "session/new", err))
 		}
 		s.sid, modes, opts = resp.SessionId, resp.Modes, resp.ConfigOptions
+		s.learnModels(resp.Models, opts)
 	}
 	s.learnModes(modes, opts)
 	if err := s.selectMode(ctx, s.spec.Posture); err != nil {
@@ -503,6 +511,53 @@ func (s *session) learnModes(modes *acpsdk.SessionModeState, opts []acpsdk.Sessi
 			}
 		}
 	}
+}
+
+// learnModels records the models the agent can be switched to: a select
+// config option of category "model" (opencode), else the session's model
+// state (gemini's session/set_model).
+func (s *session) learnModels(state *acpsdk.SessionModelState, opts []acpsdk.SessionConfigOption) {
+	for _, o := range opts {
+		sel := o.Select
+		if sel == nil || sel.Category == nil || *sel.Category != acpsdk.SessionConfigOptionCategoryModel || sel.Options.Ungrouped == nil {
+			continue
+		}
+		s.modelOption, s.models = sel.Id, map[string]bool{}
+		for _, v := range *sel.Options.Ungrouped {
+			s.models[string(v.Value)] = true
+		}
+		return
+	}
+	if state != nil {
+		s.models = map[string]bool{}
+		for _, m := range state.AvailableModels {
+			s.models[string(m.ModelId)] = true
+		}
+	}
+}
+
+// offersModel says whether the agent can be switched to model over the
+// protocol (selectModel).
+func (s *session) offersModel(model string) bool { return model != "" && s.models[model] }
+
+// selectModel switches the agent to model: session/set_config_option for
+// an agent whose models are a config option, else session/set_model.
+func (s *session) selectModel(ctx context.Context, model string) error {
+	if !s.offersModel(model) {
+		return messages.Errorf(messages.CodeUnsupported, messages.OpStart,
+			"%s offers no switch to model %q over ACP", s.t.agent.Descriptor.ID, model)
+	}
+	var err error
+	if s.modelOption != "" {
+		_, err = s.conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
+			SessionId: s.sid, ConfigId: s.modelOption, Value: acpsdk.SessionConfigValueId(model)}})
+	} else {
+		_, err = s.conn.UnstableSetSessionModel(ctx, acpsdk.UnstableSetSessionModelRequest{SessionId: s.sid, ModelId: acpsdk.UnstableModelId(model)})
+	}
+	if err != nil {
+		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s refused model %q: %v", s.t.agent.Descriptor.ID, model, err))
+	}
+	return nil
 }
 
 // selectMode sets the agent's mode for p: session/set_mode, or

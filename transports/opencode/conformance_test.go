@@ -35,7 +35,8 @@ func backend(t testing.TB) acptest.Backend {
 func mockSpec(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
 	provider := `{"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Loopback Mock",` +
 		`"options":{"baseURL":"` + mock.URL() + `/v1","apiKey":"sk-mock"},` +
-		`"models":{"mock-model":{"name":"Mock Model","tool_call":true,"limit":{"context":128000,"output":8192}}}}}}`
+		`"models":{"mock-model":{"name":"Mock Model","tool_call":true,"limit":{"context":128000,"output":8192}},` +
+		`"mock-model-2":{"name":"Mock Model 2","tool_call":true,"limit":{"context":128000,"output":8192}}}}}}`
 	return transports.SessionSpec{Home: acptest.SharedHome, Model: "mock/mock-model", Env: []string{EnvConfig + "=" + provider}}
 }
 

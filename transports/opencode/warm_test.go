@@ -13,6 +13,13 @@ func TestLiveWarmPool(t *testing.T) {
 	acptest.WarmPoolRun(t, backend(t), `"value":"plan"`, "mock-model")
 }
 
+// TestLiveWarmPoolSwitchesTheModel: a start for another model of the
+// provider adopts the process pooled for the first, switched over ACP
+// (opencode's "model" config option).
+func TestLiveWarmPoolSwitchesTheModel(t *testing.T) {
+	acptest.ModelSwitchRun(t, backend(t), "mock/mock-model-2", "mock-model-2")
+}
+
 // TestLiveNoPool: with a pool of size 0 a start boots its own process.
 func TestLiveNoPool(t *testing.T) { acptest.NoPoolRun(t, backend(t)) }
 

@@ -1,7 +1,9 @@
 package warmpool
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -78,6 +80,48 @@ func (p *Pool[K, V]) Take(k K) (v V, ok bool) {
 	p.mu.Unlock()
 	p.discard(dead...)
 	return v, ok
+}
+
+// TakeMatching hands out an idle, alive item of another key that match
+// accepts (an item that can be switched to what the start asks, such as
+// an agent that changes its model over its protocol), from the key used
+// least recently. It never waits for a boot; items found dead on the way
+// are discarded. match runs under the pool's lock: it must be quick and
+// must not call the pool.
+func (p *Pool[K, V]) TakeMatching(match func(K, V) bool) (k K, v V, ok bool) {
+	var dead []V
+	p.mu.Lock()
+	keys := make([]K, 0, len(p.idle))
+	for key := range p.idle {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, func(a, b K) int { return cmp.Compare(p.used[a], p.used[b]) })
+	for _, key := range keys {
+		vs := p.idle[key]
+		for i := 0; i < len(vs) && !ok; i++ {
+			if !p.o.Alive(vs[i]) {
+				dead = append(dead, vs[i])
+				vs = slices.Delete(vs, i, i+1)
+				i--
+				continue
+			}
+			if match(key, vs[i]) {
+				k, v, ok = key, vs[i], true
+				vs = slices.Delete(vs, i, i+1)
+			}
+		}
+		if len(vs) == 0 {
+			delete(p.idle, key)
+		} else {
+			p.idle[key] = vs
+		}
+		if ok {
+			break
+		}
+	}
+	p.mu.Unlock()
+	p.discard(dead...)
+	return k, v, ok
 }
 
 // Idle is how many idle items key k holds (alive or not).

@@ -70,6 +70,31 @@ func TestRefillKeepsSizeIdleAndTakeHandsThemOut(t *testing.T) {
 	assert.Equal(t, 1, p.Idle("a"))
 }
 
+func TestTakeMatchingHandsOutAnItemOfAnotherKeyThatFits(t *testing.T) {
+	var b books
+	p := b.pool(1)
+	defer p.Close()
+	var dead *item
+	p.Refill("a", func(context.Context) (*item, error) { dead = &item{key: "a"}; return dead, nil })
+	p.Refill("b", b.boot("b"))
+	require.Eventually(t, func() bool { return p.Idle("a") == 1 && p.Idle("b") == 1 }, time.Minute, time.Millisecond)
+	dead.dead = true
+
+	_, _, ok := p.TakeMatching(func(k string, _ *item) bool { return k == "c" })
+	assert.False(t, ok, "nothing fits")
+	assert.Equal(t, 1, b.discards(), "the dead item met on the way was discarded")
+	assert.Equal(t, 0, p.Idle("a"))
+	assert.Equal(t, 1, p.Idle("b"), "an item that does not fit stays")
+
+	k, v, ok := p.TakeMatching(func(k string, i *item) bool { return i.key == "b" })
+	require.True(t, ok)
+	assert.Equal(t, "b", k)
+	assert.Equal(t, "b", v.key)
+	assert.Equal(t, 0, p.Idle("b"), "the item is handed out once")
+	_, _, ok = p.TakeMatching(func(string, *item) bool { return true })
+	assert.False(t, ok, "the pool is empty")
+}
+
 func TestDeadIdleItemIsNeverHandedOut(t *testing.T) {
 	var b books
 	p := b.pool(1)

@@ -284,6 +284,65 @@ func WarmPoolRun(t *testing.T, b Backend, planMode, model string) {
 	}
 }
 
+// ModelSwitchRun checks that a start asking for another model than the
+// pooled process was booted with adopts that process when the agent
+// offers the model over ACP, switches it there (the wire carries the
+// model's id to the agent), and that its first turn asks the model server
+// for it (wantModel, as the server sees the name). A model the agent does
+// not offer is never switched to: that start boots its own process.
+func ModelSwitchRun(t *testing.T, b Backend, other, wantModel string) {
+	w := NewWarm(t, b, 1, nil)
+	specA := w.Spec("cs-model-a", messages.PostureDefault)
+	a := w.Start(specA)
+	a.Turn(t, 1, "[model a] hello")
+	w.WaitIdle(specA, 1)
+	pooled := w.PooledPids()
+
+	specB := w.Spec("cs-model-b", messages.PostureDefault)
+	specB.Model = other
+	if w.Tr.WarmIdle(specB) != 0 {
+		t.Fatalf("the pool holds a process booted for %s already", other)
+	}
+	b2 := w.Start(specB)
+	if !pooled[b2.Pid] {
+		t.Fatalf("the start for model %s runs process %d: want the one pooled for %s %v", other, b2.Pid, specA.Model, pooled)
+	}
+	if len(w.Wire.Sent(other, b2.Ext)) == 0 {
+		t.Errorf("the adopted session's agent was never sent the model %q", other)
+	}
+	if ev, _ := b2.Rec.Started(); ev.Model != other {
+		t.Errorf("the adopted session started on model %q: want %q", ev.Model, other)
+	}
+	before := len(w.Mock.MainRequests())
+	b2.Turn(t, 1, "[model b] hello")
+	mains := w.Mock.MainRequests()
+	if len(mains) <= before {
+		t.Fatal("the adopted session's turn never asked the model")
+	}
+	if got := mains[len(mains)-1].Model; got != wantModel {
+		t.Errorf("the adopted session's model request is for %q: want %q", got, wantModel)
+	}
+
+	// a model the pooled process does not offer: no switch, a boot
+	// (the agent may refuse that model at its own boot: only the pool's
+	// part is checked)
+	w.WaitIdle(specB, 1)
+	pooled = w.PooledPids()
+	specC := w.Spec("cs-model-c", messages.PostureDefault)
+	specC.Model = other + "-not-offered"
+	ctx, cancel := context.WithTimeout(context.Background(), liveWait)
+	defer cancel()
+	if c, err := w.Tr.Open(ctx, specC, transporttest.NewRecorder().Sink); err == nil {
+		if pid := c.(interface{ Pid() int }).Pid(); pooled[pid] {
+			t.Errorf("the start for a model no pooled process offers adopted process %d", pid)
+		}
+		_ = c.Close(ctx)
+	}
+	if w.Tr.WarmIdle(specB) != 1 {
+		t.Errorf("the process pooled for %s was taken by a start it cannot serve", other)
+	}
+}
+
 // NoPoolRun checks that with a pool of size 0 a start boots its own
 // process (recorded under its own session, not a pooled group) and that
 // its first turn schedules no refill: nothing is pooled once it is over.
