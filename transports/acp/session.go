@@ -549,8 +549,7 @@ func (s *session) selectModel(ctx context.Context, model string) error {
 	}
 	var err error
 	if s.modelOption != "" {
-		_, err = s.conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
-			SessionId: s.sid, ConfigId: s.modelOption, Value: acpsdk.SessionConfigValueId(model)}})
+		err = s.setOption(ctx, s.modelOption, model)
 	} else {
 		_, err = s.conn.UnstableSetSessionModel(ctx, acpsdk.UnstableSetSessionModelRequest{SessionId: s.sid, ModelId: acpsdk.UnstableModelId(model)})
 	}
@@ -558,6 +557,14 @@ func (s *session) selectModel(ctx context.Context, model string) error {
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s refused model %q: %v", s.t.agent.Descriptor.ID, model, err))
 	}
 	return nil
+}
+
+// setOption sets the agent's select config option id to value
+// (session/set_config_option).
+func (s *session) setOption(ctx context.Context, id acpsdk.SessionConfigId, value string) error {
+	_, err := s.conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
+		SessionId: s.sid, ConfigId: id, Value: acpsdk.SessionConfigValueId(value)}})
+	return err
 }
 
 // selectMode sets the agent's mode for p: session/set_mode, or
@@ -573,8 +580,7 @@ func (s *session) selectMode(ctx context.Context, p messages.Posture) error {
 	}
 	var err error
 	if s.modeOption != "" {
-		_, err = s.conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
-			SessionId: s.sid, ConfigId: s.modeOption, Value: acpsdk.SessionConfigValueId(id)}})
+		err = s.setOption(ctx, s.modeOption, id)
 	} else {
 		_, err = s.conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: s.sid, ModeId: acpsdk.SessionModeId(id)})
 	}

@@ -221,13 +221,7 @@ func WarmPoolRun(t *testing.T, b Backend, planMode, model string) {
 	if _, err := os.Stat(target); err == nil {
 		t.Errorf("plan on the adopted process: %s was written", target)
 	}
-	mains := w.Mock.MainRequests()
-	if len(mains) <= before {
-		t.Fatal("the adopted session's turn never asked the model")
-	}
-	if got := mains[len(mains)-1].Model; got != model {
-		t.Errorf("the adopted session's model request is for %q: want %q", got, model)
-	}
+	w.lastModelIs(before, model)
 
 	// the refill after b2's first turn, then its death while idle
 	w.WaitIdle(specB, 1)
@@ -284,6 +278,19 @@ func WarmPoolRun(t *testing.T, b Backend, planMode, model string) {
 	}
 }
 
+// lastModelIs checks that the model server was asked something after the
+// first before requests, its last request for model.
+func (w *Warm) lastModelIs(before int, model string) {
+	w.T.Helper()
+	mains := w.Mock.MainRequests()
+	if len(mains) <= before {
+		w.T.Fatal("the adopted session's turn never asked the model")
+	}
+	if got := mains[len(mains)-1].Model; got != model {
+		w.T.Errorf("the adopted session's model request is for %q: want %q", got, model)
+	}
+}
+
 // ModelSwitchRun checks that a start asking for another model than the
 // pooled process was booted with adopts that process when the agent
 // offers the model over ACP, switches it there (the wire carries the
@@ -315,13 +322,7 @@ func ModelSwitchRun(t *testing.T, b Backend, other, wantModel string) {
 	}
 	before := len(w.Mock.MainRequests())
 	b2.Turn(t, 1, "[model b] hello")
-	mains := w.Mock.MainRequests()
-	if len(mains) <= before {
-		t.Fatal("the adopted session's turn never asked the model")
-	}
-	if got := mains[len(mains)-1].Model; got != wantModel {
-		t.Errorf("the adopted session's model request is for %q: want %q", got, wantModel)
-	}
+	w.lastModelIs(before, wantModel)
 
 	// a model the pooled process does not offer: no switch, a boot
 	// (the agent may refuse that model at its own boot: only the pool's
