@@ -670,8 +670,9 @@ func (c *bareClaude) close() {
 }
 
 // countedGit is the runtime's git capture, counting its Finishes and the
-// Settles after them (and Prepares running), so the rounds can wait out what one side's capture
-// does after its answer before the next side's turn is timed.
+// Settles after them (and Prepares running), so the rounds can wait out
+// what one side's capture does after its answer before the next side's
+// turn is timed.
 type countedGit struct {
 	*diffcapture.Git
 	settles *settleCount
@@ -698,7 +699,9 @@ func (g *countedGit) Settle(ctx context.Context) {
 }
 
 // settleCount says whether every Finish has had the Settle the session's
-// differ runs after its answer, and no Settle or Prepare is running.
+// differ runs after its answer, and no Settle or Prepare is running. Its
+// counts are shared by the runtime's sessions: they hold while one session
+// with capture runs turns at a time, as the rounds do.
 type settleCount struct {
 	mu       sync.Mutex
 	finishes int // Finishes returned

@@ -179,8 +179,8 @@ func (w *warmProc) discard() {
 // adopt makes the pooled session the session of spec: its sink, spec and
 // posture, the model over ACP where the boot's was another (a process
 // taken from another model's key), the agent's mode for that posture
-// where it differs from the boot's, then EvStarted. On error the process is left for the caller to
-// discard.
+// where it differs from the boot's, then EvStarted. On error the process
+// is left for the caller to discard.
 func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) error {
 	if !w.alive() {
 		return fmt.Errorf("the warm %s process ended", w.s.t.agent.Descriptor.ID)
