@@ -39,18 +39,13 @@ func (w *Wire) Tap() acp.Option {
 }
 
 // Sent returns the lines the client wrote that contain every one of subs.
-func (w *Wire) Sent(subs ...string) []string { return w.seen(">>", subs) }
-
-// Received returns the lines the client read that contain every one of subs.
-func (w *Wire) Received(subs ...string) []string { return w.seen("<<", subs) }
-
-func (w *Wire) seen(dir string, subs []string) []string {
+func (w *Wire) Sent(subs ...string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
 next:
 	for _, l := range w.lines {
-		if l[0] != dir {
+		if l[0] != ">>" {
 			continue
 		}
 		for _, s := range subs {
