@@ -14,12 +14,7 @@
 // The WAL is the durability point. Append and PutMeta queue a frame and
 // wait; one goroutine writes every frame that arrived while the previous
 // fsync ran with one write and one fsync (group commit), then answers them
-// all. Between groups the log keeps zeros written ahead of its end (up to
-// 1 MiB, never past the checkpoint size), so a group lands on blocks
-// already allocated and needs only an fdatasync: no file metadata
-// changes, so no journal commit, which on ext4 would also hold up every
-// other writer on the file system (the agent beside the session). Zeros
-// end the log as a torn frame does; they are not reported as one. Only then are the lines written to the session's events.jsonl, and
+// all. Only then are the lines written to the session's events.jsonl, and
 // without an fsync: the WAL already holds them. A failed write or sync is
 // cut back off the WAL, so a batch is either committed or absent; the
 // error is unavailable (retryable, naming the cause: no space, read-only).
@@ -28,6 +23,13 @@
 // request, so they share a write and an fsync; the events frame comes
 // first, so a torn tail can drop the record but never keep it without its
 // events.
+//
+// Between groups the log keeps zeros written ahead of its end (up to
+// 1 MiB, never past the checkpoint size), so a group lands on blocks
+// already allocated and its fsync is an fdatasync: no file metadata
+// changes, so no ext4 journal commit, which other writers on the file
+// system (the agent beside the session) can wait for. Zeros end the log
+// as a torn frame does; they are not reported as one.
 //
 // meta.json is a checkpoint of the record, written when its liveness
 // changes (create, release, resume) and at checkpoints, never once per

@@ -40,9 +40,9 @@ const (
 	// zero-filled (never past the checkpoint size). A group commit that
 	// lands on zeros already on disk changes none of the file's metadata,
 	// so fdatasync flushes the data alone. An append that grows the file
-	// needs a journal commit on ext4, and every other writer on the file
-	// system waits for that commit: the agent CLI appending its own
-	// transcript beside the session, on the turn's path.
+	// needs a journal commit on ext4, which other writers on the file
+	// system can wait for: the agent CLI appending its own transcript
+	// beside the session, on the turn's path.
 	walAhead = 1 << 20
 )
 
