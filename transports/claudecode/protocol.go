@@ -165,8 +165,11 @@ func ParseLine(b []byte) (Line, error) {
 		Type    string `json:"type"`
 		Subtype string `json:"subtype"`
 	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("%w: %v: %s", ErrNotJSON, err, excerpt(b))
+	var ok bool
+	if head.Type, head.Subtype, ok = lineHead(b); !ok {
+		if err := json.Unmarshal(b, &head); err != nil {
+			return nil, fmt.Errorf("%w: %v: %s", ErrNotJSON, err, excerpt(b))
+		}
 	}
 	var l Line
 	var err error
@@ -194,12 +197,59 @@ func ParseLine(b []byte) (Line, error) {
 	case "":
 		return nil, fmt.Errorf("a line without a type: %s", excerpt(b))
 	default:
+		if ok && !json.Valid(b) {
+			return nil, fmt.Errorf("%w: %s", ErrNotJSON, excerpt(b))
+		}
 		l = Unknown{Type: head.Type}
 	}
-	if err != nil {
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return l, nil
+	case ok && errors.As(err, &se):
+		// the head was read without decoding it: the body's decode is
+		// the first to see that the line is not JSON
+		return nil, fmt.Errorf("%w: %v: %s", ErrNotJSON, err, excerpt(b))
+	default:
 		return nil, fmt.Errorf("a %s line that does not parse: %v: %s", head.Type, err, excerpt(b))
 	}
-	return l, nil
+}
+
+// lineHead reads a line's type, and a system line's subtype, without
+// decoding it: the CLI writes every line with "type" first and a system
+// line's "subtype" right after it, and reading them here saves a whole
+// pass over the line (the decode of its body checks all of it). ok is
+// false for any other shape (keys in another order or spacing, an escape
+// in a value, an empty type), which is then decoded in full.
+func lineHead(b []byte) (typ, subtype string, ok bool) {
+	typ, rest, ok := leadingString(b, `{"type":"`)
+	if !ok || typ == "" {
+		return "", "", false
+	}
+	if typ != "system" {
+		return typ, "", true
+	}
+	subtype, _, ok = leadingString(rest, `,"subtype":"`)
+	return typ, subtype, ok
+}
+
+// leadingString reads the string value that follows prefix at the start
+// of b, up to its closing quote; ok is false when b does not start with
+// prefix or the value holds an escape or a control character.
+func leadingString(b []byte, prefix string) (v string, rest []byte, ok bool) {
+	if !bytes.HasPrefix(b, []byte(prefix)) {
+		return "", nil, false
+	}
+	b = b[len(prefix):]
+	for i, c := range b {
+		switch {
+		case c == '"':
+			return string(b[:i]), b[i+1:], true
+		case c == '\\' || c < 0x20:
+			return "", nil, false
+		}
+	}
+	return "", nil, false
 }
 
 func parseStreamEvent(b []byte) (StreamEvent, error) {
