@@ -91,6 +91,7 @@ func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("with the pool, each timed start finds the pool refilled (the refill of the previous start is waited for, untimed); without it, the start boots the CLI")
 	res.note("the hops of a permission turn are the driver's clocks against the times the session stamped on its events (turn_started, the clarification, turn_end): the runtime's own work and durable writes, not the CLI's")
 	res.note("capture by hand: a second bare CLI in a repository of its own, with the project's git capture run around and beside its turns as the session's differ runs it (Begin, Prepare after the tool result, Finish after the result line, timed; Settle after, untimed), to tell what the runtime adds from what capture costs on this machine")
+	res.note("CPU of this process: getrusage around each timed turn; on both sides it holds modelmock's and the driver's work, on the runtime's side also the runtime's own (its hops, parsing, durable writes): the difference is what the runtime costs the cores the CLI runs on")
 	res.note("runtime later turns are guide to read-turn with git diff capture on (a one-file repository); permission turns answer the can_use_tool clarification allow_once through the runtime, and by hand on the bare CLI")
 	return res, nil
 }
@@ -257,6 +258,9 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	defer cancel()
 	var later, laterND, bareLater, perm, permND, barePerm, barePermCap latencies
 	var hops, hopsND permHops
+	// this process's CPU through each turn: modelmock's and the driver's
+	// on both sides, the runtime's own on its side only
+	var cpuND, cpuBare latencies
 	diffs, capDiffs := 0, 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
@@ -310,18 +314,22 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				return nil
 			},
 			func() error {
+				c0 := processCPU()
 				dp, err := permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)), &hopsND)
 				if err != nil {
 					return fmt.Errorf("permission turn without diff capture %d: %w", i, err)
 				}
+				cpuND.add(processCPU() - c0)
 				permND.add(dp)
 				return nil
 			},
 			func() error {
+				c0 := processCPU()
 				d, err := cli.turn("TOOL:WRITE " + filepath.Join(bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
 				if err != nil {
 					return fmt.Errorf("bare permission turn %d: %w", i, err)
 				}
+				cpuBare.add(processCPU() - c0)
 				barePerm.add(d)
 				return nil
 			},
@@ -378,6 +386,8 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	} {
 		f.res.row(p.figure+", median of the rounds' ratios", pairedRatio(p.a, p.b), UnitRatio)
 	}
+	f.res.vs("CPU of this process through a permission turn, capture off, p50", ms(cpuND.summary().p50), UnitMs,
+		"through the bare CLI's permission turn p50", ms(cpuBare.summary().p50))
 	if err := hopsND.report(ctx, f.res, nodiff, sidND, "permission turn, capture off"); err != nil {
 		return err
 	}

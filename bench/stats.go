@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -188,4 +189,14 @@ func (s *threadSampler) end() float64 {
 		return math.NaN()
 	}
 	return float64(s.peak)
+}
+
+// processCPU is the user and system CPU this process has used so far, on
+// all its threads (getrusage RUSAGE_SELF).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
