@@ -65,18 +65,18 @@ func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
 		res.Skipped = why
 		return res, nil
 	}
-	url, stopModel, where, err := o.startModelServer(ctx)
+	mock, err := modelmock.Start(nil, modelmock.Reference())
 	if err != nil {
 		return nil, err
 	}
-	defer stopModel()
+	defer mock.Close()
 	cwd := filepath.Join(dir, "work")
 	repo, err := generateRepo(ctx, cwd, 1) // a one-file repository: diff capture on
 	if err != nil {
 		return nil, err
 	}
 	_ = repo
-	env := map[string]string{"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-ant-bench", "HOME": filepath.Join(dir, "claude-home")}
+	env := map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-bench", "HOME": filepath.Join(dir, "claude-home")}
 	ft := &firstTurn{o: o, p: p, res: res, bin: o.ClaudeBin, cwd: cwd, env: env, dir: dir, rounds: rounds}
 	for _, step := range []func(context.Context) error{ft.firstTurns, ft.laterTurns} {
 		if err := step(ctx); err != nil {
@@ -87,12 +87,11 @@ func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
 			return res, nil
 		}
 	}
-	res.note("the model server: %s", where)
 	res.note("a runtime start is start op to the first read-turn's turn_complete; a bare one is the user message written to a claude process already started and initialized, to its result line")
 	res.note("with the pool, each timed start finds the pool refilled (the refill of the previous start is waited for, untimed); without it, the start boots the CLI")
 	res.note("the hops of a permission turn are the driver's clocks against the times the session stamped on its events (turn_started, the clarification, turn_end): the runtime's own work and durable writes, not the CLI's")
 	res.note("capture by hand: a second bare CLI in a repository of its own, with the project's git capture run around and beside its turns as the session's differ runs it (Begin, Prepare after the tool result, Finish after the result line, timed; Settle after, untimed), to tell what the runtime adds from what capture costs on this machine")
-	res.note("CPU of this process: getrusage around each timed turn; on both sides it holds the driver's work (and modelmock's, when it runs in this process), on the runtime's side also the runtime's own (its hops, parsing, durable writes): the difference is what the runtime costs the cores the CLI runs on")
+	res.note("CPU of this process: getrusage around each timed turn; on both sides it holds modelmock's and the driver's work, on the runtime's side also the runtime's own (its hops, parsing, durable writes): the difference is what the runtime costs the cores the CLI runs on")
 	res.note("runtime later turns are guide to read-turn with git diff capture on (a one-file repository); permission turns answer the can_use_tool clarification allow_once through the runtime, and by hand on the bare CLI")
 	return res, nil
 }
@@ -744,19 +743,4 @@ func (s *settleCount) quiet() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.running == 0 && s.settled >= s.finishes
-}
-
-// startModelServer starts the model server both sides talk to: the
-// caller's (a process of its own) or modelmock in this process. where says
-// which, for the report.
-func (o Options) startModelServer(ctx context.Context) (url string, stop func(), where string, err error) {
-	if o.ModelServer != nil {
-		url, stop, err = o.ModelServer(ctx)
-		return url, stop, "modelmock in a process of its own", err
-	}
-	mock, err := modelmock.Start(nil, modelmock.Reference())
-	if err != nil {
-		return "", nil, "", err
-	}
-	return mock.URL(), mock.Close, "modelmock in this process, beside the runtimes", nil
 }

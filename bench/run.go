@@ -112,14 +112,6 @@ type Options struct {
 	// suite (a proxy, or a fault to show that the feed's checks fail).
 	WrapHandler func(http.Handler) http.Handler
 
-	// ModelServer, when set, starts the firstturn suite's model server
-	// (modelmock's reference scenario) and returns its URL and its stop;
-	// nil serves modelmock in this process. `codesession bench` runs it as
-	// a process of its own, as a model server is in every deployment, so
-	// the runtime's process holds the runtime alone: no scheduler, heap or
-	// garbage collection shared with the server's work.
-	ModelServer func(ctx context.Context) (url string, stop func(), err error)
-
 	// Progress receives a line per phase (nil: none).
 	Progress io.Writer
 	// Logger is the runtimes' logger (default: warnings and errors to

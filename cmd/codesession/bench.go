@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"runtime/pprof"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -114,9 +109,6 @@ func (c *benchCmd) exec(ctx context.Context, s *streams) error {
 	o := c.opts
 	o.Progress = s.stderr
 	o.ClaudeBin = s.getenv(claudecode.EnvBinary)
-	if selfExe != "" {
-		o.ModelServer = modelmockProcess(selfExe)
-	}
 	if c.tune != nil {
 		c.tune(&o)
 	}
@@ -171,49 +163,4 @@ func startCPUProfile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
-}
-
-// selfExe is this binary, which main sets (under go test the binary is the
-// test binary, and it stays empty): bench runs its model server as a
-// process of it.
-var selfExe string
-
-// modelmockProcess starts `exe modelmock` (the reference scenario on a
-// free loopback port) and reads the URL it prints. The server dies with
-// this process: context cancellation at stop, Pdeathsig if this process is
-// killed (the forking thread is one of the Go runtime's, which it never
-// ends).
-func modelmockProcess(exe string) func(context.Context) (string, func(), error) {
-	return func(ctx context.Context) (string, func(), error) {
-		ctx, cancel := context.WithCancel(ctx)
-		cmd := exec.CommandContext(ctx, exe, "modelmock")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		// through an io.Pipe, which exec copies into and Wait waits on:
-		// the reader drains it to the end after the URL
-		pr, pw := io.Pipe()
-		cmd.Stdout = pw
-		if err := cmd.Start(); err != nil {
-			cancel()
-			return "", nil, err
-		}
-		exited := make(chan struct{})
-		go func() {
-			_ = cmd.Wait()
-			_ = pw.Close()
-			close(exited)
-		}()
-		stop := func() {
-			cancel()
-			<-exited
-		}
-		br := bufio.NewReader(pr)
-		line, err := br.ReadString('\n')
-		go func() { _, _ = io.Copy(io.Discard, br) }()
-		url := strings.TrimSpace(line)
-		if err != nil || !strings.HasPrefix(url, "http://127.0.0.1:") {
-			stop()
-			return "", nil, fmt.Errorf("modelmock did not print its URL (got %q): %v", line, err)
-		}
-		return url, stop, nil
-	}
 }

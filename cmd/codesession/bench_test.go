@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,23 +121,4 @@ func TestBenchExitsOneOnlyOnACorrectnessFailure(t *testing.T) {
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, stdout.String(), "FAIL  sessions released")
 	assert.True(t, strings.Contains(stderr.String(), "a correctness check failed"), stderr.String())
-}
-
-// TestBenchModelServerIsAProcessOfItsOwn: the model server bench starts
-// from the built binary answers on loopback, and stop ends it.
-func TestBenchModelServerIsAProcessOfItsOwn(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	url, stop, err := modelmockProcess(binary(t))(ctx)
-	require.NoError(t, err)
-	resp, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader(
-		`{"model":"claude-mock-1","max_tokens":16,"messages":[{"role":"user","content":"PONG"}]}`))
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
-	stop()
-	_, err = http.Get(url)
-	assert.Error(t, err, "the server is gone after stop")
 }

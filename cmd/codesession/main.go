@@ -65,7 +65,6 @@ func main() {
 		}
 		slog.SetDefault(slog.New(slog.NewTextHandler(w, opts)))
 	}
-	selfExe, _ = os.Executable()
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
