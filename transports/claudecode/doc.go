@@ -113,7 +113,9 @@
 // The pure parts are tested on the reference captures (testdata/claude:
 // every line parses; each host-driven capture replayed through the core
 // matches its golden .events transcript, regenerated with -rewrite;
-// FuzzReadLine, seeded from the captures). The shell is tested against the
+// FuzzReadLine, seeded from the captures; FuzzParseLineHead holds the fast
+// read of a line's type, taken from the prefix the CLI writes, to the full
+// decode of the head). The shell is tested against the
 // test binary acting as a fake claude (escalation, control timeouts and
 // errors), and live against the real CLI and modelmock: text, Write allowed,
 // Bash denied, interrupt, set_permission_mode, the plan-mode classifier,
@@ -121,5 +123,6 @@
 // transporttest conformance suite. The live tests find the CLI through
 // $CODESESSION_CLAUDE_BIN or PATH and skip without it, except under CI=true,
 // where they fail. BenchmarkLineOverhead measures the transport's cost per
-// CLI line next to the CLI's own turn latency.
+// CLI line next to the CLI's own turn latency; BenchmarkParseLineHead the
+// fast head against the full one.
 package claudecode
