@@ -77,7 +77,8 @@ func TestLineHeadReadsWhatTheDecodeReads(t *testing.T) {
 
 func TestLineHeadFallsBackOnAnyOtherShape(t *testing.T) {
 	for _, s := range []string{`{"subtype":"init","type":"system"}`, `{ "type":"user"}`, `{"type":"us\"er"}`,
-		`{"type":""}`, `{"type":"system","session_id":"x","subtype":"init"}`, `{"type":5}`, "{\"type\":\"a\x01\"}"} {
+		`{"type":""}`, `{"type":"system","session_id":"x","subtype":"init"}`, `{"type":5}`, "{\"type\":\"a\x01\"}",
+		"{\"type\":\"\xff\"}", "{\"type\":\"système\"}"} {
 		_, _, ok := lineHead([]byte(s))
 		assert.False(t, ok, s)
 	}
@@ -111,7 +112,7 @@ func FuzzParseLineHead(f *testing.F) {
 			f.Add(l)
 		}
 	}
-	for _, s := range []string{`{"type":"result"`, `{"type":"user"}x`, `{"type":"system","subtype":"init"}`, `{"type":"a","type":"b"}`} {
+	for _, s := range []string{`{"type":"result"`, `{"type":"user"}x`, `{"type":"system","subtype":"init"}`, `{"type":"a","type":"b"}`, "{\"type\":\"\xff\"}", "{\"type\":\"system\",\"subtype\":\"in\xc3\"}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

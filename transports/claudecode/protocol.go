@@ -219,8 +219,9 @@ func ParseLine(b []byte) (Line, error) {
 // decoding it: the CLI writes every line with "type" first and a system
 // line's "subtype" right after it, and reading them here saves a whole
 // pass over the line (the decode of its body checks all of it). ok is
-// false for any other shape (keys in another order or spacing, an escape
-// in a value, an empty type), which is then decoded in full.
+// false for any other shape (keys in another order or spacing, a value
+// with an escape or a byte that is not printable ASCII, an empty type),
+// which is then decoded in full.
 func lineHead(b []byte) (typ, subtype string, ok bool) {
 	typ, rest, ok := leadingString(b, `{"type":"`)
 	if !ok || typ == "" {
@@ -235,7 +236,7 @@ func lineHead(b []byte) (typ, subtype string, ok bool) {
 
 // leadingString reads the string value that follows prefix at the start
 // of b, up to its closing quote; ok is false when b does not start with
-// prefix or the value holds an escape or a control character.
+// prefix or the value holds anything but printable ASCII.
 func leadingString(b []byte, prefix string) (v string, rest []byte, ok bool) {
 	if !bytes.HasPrefix(b, []byte(prefix)) {
 		return "", nil, false
@@ -245,7 +246,9 @@ func leadingString(b []byte, prefix string) (v string, rest []byte, ok bool) {
 		switch {
 		case c == '"':
 			return string(b[:i]), b[i+1:], true
-		case c == '\\' || c < 0x20:
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			// an escape, a control byte, or anything not ASCII (which
+			// the decode would check as UTF-8): decoded in full
 			return "", nil, false
 		}
 	}
@@ -324,7 +327,12 @@ func parseSystem(subtype string, b []byte) (Line, error) {
 	var m struct {
 		Content json.RawMessage `json:"content"`
 	}
-	_ = json.Unmarshal(b, &m) // content is optional and free-form
+	// content is optional and free-form: only a line that is not JSON
+	// fails (ParseLine may have read the head without decoding the line)
+	var se *json.SyntaxError
+	if err := json.Unmarshal(b, &m); errors.As(err, &se) {
+		return nil, err
+	}
 	var content string
 	_ = json.Unmarshal(m.Content, &content)
 	return SystemOther{Subtype: subtype, Content: content}, nil
