@@ -216,12 +216,12 @@ func ParseLine(b []byte) (Line, error) {
 }
 
 // lineHead reads a line's type, and a system line's subtype, without
-// decoding it: the CLI writes every line with "type" first and a system
-// line's "subtype" right after it, and reading them here saves a whole
-// pass over the line (the decode of its body checks all of it). ok is
-// false for any other shape (keys in another order or spacing, a value
-// with an escape or a byte that is not printable ASCII, an empty type),
-// which is then decoded in full.
+// decoding it: the CLI writes every line but its result line with "type"
+// first, and a system line's "subtype" right after it; reading them here
+// saves a whole pass over the line (the decode of its body checks all of
+// it). ok is false for any other shape (keys in another order or spacing,
+// a value with an escape or a byte that is not printable ASCII, an empty
+// type), which is then decoded in full.
 func lineHead(b []byte) (typ, subtype string, ok bool) {
 	typ, rest, ok := leadingString(b, `{"type":"`)
 	if !ok || typ == "" {
