@@ -5,34 +5,41 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// topLevelTypeKeys counts the "type" keys of b's outer object (a line
-// with two decodes as the last one: lineHead reads the first).
-func topLevelTypeKeys(b []byte) int {
+// headKeys counts the keys of b's outer object that a decode of the head
+// would read into its type or its subtype (encoding/json matches keys
+// without regard to case). With two of either, the decode keeps the last
+// and lineHead reads the first; the CLI never writes such a line.
+func headKeys(b []byte) (types, subtypes int) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return 0
+		return 0, 0
 	}
-	n := 0
 	for d.More() {
 		k, err := d.Token()
 		if err != nil {
-			return n
+			return types, subtypes
 		}
-		if k == "type" {
-			n++
+		if s, ok := k.(string); ok {
+			switch {
+			case strings.EqualFold(s, "type"):
+				types++
+			case strings.EqualFold(s, "subtype"):
+				subtypes++
+			}
 		}
 		var v json.RawMessage
 		if d.Decode(&v) != nil {
-			return n
+			return types, subtypes
 		}
 	}
-	return n
+	return types, subtypes
 }
 
 // headOfTwoPass decodes the head the slow way, the reference for lineHead.
@@ -112,16 +119,18 @@ func FuzzParseLineHead(f *testing.F) {
 			f.Add(l)
 		}
 	}
-	for _, s := range []string{`{"type":"result"`, `{"type":"user"}x`, `{"type":"system","subtype":"init"}`, `{"type":"a","type":"b"}`, "{\"type\":\"\xff\"}", "{\"type\":\"system\",\"subtype\":\"in\xc3\"}"} {
+	for _, s := range []string{`{"type":"result"`, `{"type":"user"}x`, `{"type":"system","subtype":"init"}`,
+		`{"type":"a","type":"b"}`, `{"type":"user","TYPE":"result"}`, "{\"type\":\"\xff\"}",
+		"{\"type\":\"system\",\"subtype\":\"in\xc3\"}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if topLevelTypeKeys(data) > 1 {
-			return // two "type" keys: the decode takes the last, lineHead the first
+		if types, subtypes := headKeys(data); types > 1 || subtypes > 1 {
+			return // the decode keeps the last, lineHead reads the first
 		}
 		got, err := ParseLine(data)
-		// the reference: the same line with a space in front, which
-		// lineHead never takes, so the head is decoded in full
+		// the reference: the same line with a space after its brace,
+		// which lineHead never takes, so the head is decoded in full
 		want, werr := ParseLine(append([]byte("{ "), bytes.TrimPrefix(bytes.TrimSpace(data), []byte("{"))...))
 		if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
 			want, werr = ParseLine(data)
