@@ -222,8 +222,8 @@ func ParseLine(b []byte) (Line, error) {
 // it). ok is false for any other shape (keys in another order or spacing,
 // a value with an escape or a byte that is not printable ASCII, an empty
 // type), which is then decoded in full. (A line with a second "type" key,
-// which the CLI never writes, reads as its first here and as its last in a
-// decode; either way it is a line of a type this package parses.)
+// in any case, which the CLI never writes, reads as its first here and as
+// its last in a decode.)
 func lineHead(b []byte) (typ, subtype string, ok bool) {
 	typ, rest, ok := leadingString(b, `{"type":"`)
 	if !ok || typ == "" {
