@@ -85,9 +85,9 @@ func (p *Pool[K, V]) Take(k K) (v V, ok bool) {
 // TakeMatching hands out an idle, alive item that match accepts, of any
 // key (for a start whose own key has none idle: an item that can be
 // switched to what the start asks, such as an agent that changes its
-// model over its protocol), from the key used least recently. It never waits for a boot; items found dead on the way
-// are discarded. match runs under the pool's lock: it must be quick and
-// must not call the pool.
+// model over its protocol), from the key used least recently. It never
+// waits for a boot; items found dead on the way are discarded. match runs
+// under the pool's lock: it must be quick and must not call the pool.
 func (p *Pool[K, V]) TakeMatching(match func(K, V) bool) (k K, v V, ok bool) {
 	var dead []V
 	p.mu.Lock()
