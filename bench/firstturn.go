@@ -88,7 +88,7 @@ func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
 		}
 	}
 	res.note("a runtime start is start op to the first read-turn's turn_complete; a bare one is the user message written to a claude process already started and initialized, to its result line")
-	res.note("with the pool, each timed start finds the pool refilled (the refill of the previous start is waited for, untimed); without it, the start boots the CLI")
+	res.note("with the pool, each timed start finds the pool refilled and ready (the refill of the previous start is waited for, untimed, until the pool calls it ready: initialized, and settled after the work the CLI does on its own for about 2 s after initialize); without it, the start boots the CLI")
 	res.note("the hops of a permission turn are the driver's clocks against the times the session stamped on its events (turn_started, the clarification, turn_end): the runtime's own work and durable writes, not the CLI's")
 	res.note("capture by hand: a second bare CLI in a repository of its own, with the project's git capture run around and beside its turns as the session's differ runs it (Begin, Prepare after the tool result, Finish after the result line, timed; Settle after, untimed), to tell what the runtime adds from what capture costs on this machine")
 	res.note("CPU of this process: getrusage around each timed turn; on both sides it holds modelmock's and the driver's work, on the runtime's side also the runtime's own (its hops, parsing, durable writes): the difference is what the runtime costs the cores the CLI runs on")

@@ -32,6 +32,12 @@ import (
 // Claude Code uses as its own from the first turn. A resume
 // (ResumeExternalID) never uses the pool: --resume is argv only.
 //
+// A pooled process is ready (WarmReady) once it has also settled: after
+// its initialize answer the CLI still spends about 150 ms of CPU on its
+// own, in two bursts over about 2 s, and a first turn that meets them is
+// slower (warmpool.Settling watches its CPU time). A start takes a
+// settled process first, else one still settling.
+//
 // Pooled processes are contained like sessions: each starts through proc
 // under its own group of the runtime's kit (watchdog, cgroup, boot-sweep
 // record), is killed when discarded, drained when the runtime closes
@@ -55,6 +61,9 @@ type warmProc struct {
 	model   string
 	posture messages.Posture
 	version string
+	// settling watches the CPU the process spends on its own after
+	// initialize (about 150 ms, for 2 s): a first turn beside it is slower
+	settling *warmpool.Settling
 }
 
 // WithWarmPool keeps n initialized claude processes per key ready for the
@@ -63,7 +72,8 @@ type warmProc struct {
 func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
 
 func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
-	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit })
+	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit }).
+		WithSettled((*warmProc).settled)
 }
 
 // WarmIdle is how many pooled processes are ready for a start like spec
@@ -145,8 +155,14 @@ func (t *Transport) bootWarm(ctx context.Context, kit *prockit.Kit, spec transpo
 		g.Close()
 		return nil, err
 	}
-	return &warmProc{s: s, group: g, model: spec.Model, posture: spec.Posture, version: version}, nil
+	s.mu.Lock()
+	pid := s.proc.cmd.Process.Pid
+	s.mu.Unlock()
+	return &warmProc{s: s, group: g, model: spec.Model, posture: spec.Posture, version: version, settling: warmpool.WatchSettling(pid)}, nil
 }
+
+// settled: the process has stopped working on its own since initialize.
+func (w *warmProc) settled() bool { return w.settling.Settled() }
 
 // alive: the process has not exited and nobody closed it.
 func (w *warmProc) alive() bool {
@@ -157,6 +173,7 @@ func (w *warmProc) alive() bool {
 
 // discard kills the process and its group.
 func (w *warmProc) discard() {
+	w.settling.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = w.s.Close(ctx)
@@ -168,6 +185,7 @@ func (w *warmProc) discard() {
 // boot's, then EvStarted. On error the process is left for the caller to
 // discard.
 func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, ws gate.Workspace) (*session, error) {
+	w.settling.Stop()
 	s := w.s
 	s.mu.Lock()
 	if s.closed.Load() || s.proc == nil || s.proc.status != "" {

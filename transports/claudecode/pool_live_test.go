@@ -54,6 +54,9 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 		"the start refilled the pool for its key (model and posture are not part of it)")
 	pooled := proctest.WarmGroups(t, kit.Dir)
 	require.Len(t, pooled, 1, "the pooled process is recorded for the boot sweep")
+	// ready once it has stopped working on its own after initialize (the
+	// watch gives up at warmpool.SettleMax; the deadline only stops a hang)
+	require.Eventually(t, func() bool { return tr.WarmReady() == 1 }, 3*time.Minute, 50*time.Millisecond, "the pooled process settled")
 
 	recB := newRecorder()
 	b := open(specB, recB)

@@ -24,6 +24,12 @@ type Options[V any] struct {
 	Alive func(V) bool
 	// Discard frees an item the pool will not hand out (required).
 	Discard func(V)
+	// Settled reports whether an idle item is done with the work it does
+	// on its own after its boot (nil: every item is, from the start): Take
+	// hands out settled items first, and Ready counts only them. An item
+	// that has not settled is still handed out when no settled one is
+	// there, since it is still far ahead of a boot.
+	Settled func(V) bool
 }
 
 // Pool is a keyed set of items booted ahead of need. The zero value is not
@@ -54,28 +60,40 @@ func New[K comparable, V any](o Options[V]) *Pool[K, V] {
 	if o.Alive == nil {
 		o.Alive = func(V) bool { return true }
 	}
+	if o.Settled == nil {
+		o.Settled = func(V) bool { return true }
+	}
 	return &Pool[K, V]{o: o, idle: map[K][]V{}, used: map[K]uint64{}}
 }
 
 // Size is the configured idle items per key.
 func (p *Pool[K, V]) Size() int { return p.o.Size }
 
-// Take hands out an idle, alive item of key k, oldest first. It never
-// waits for a boot.
+// Take hands out an idle, alive item of key k: the oldest settled one,
+// else the oldest. It never waits for a boot or a settle.
 func (p *Pool[K, V]) Take(k K) (v V, ok bool) {
 	var dead []V
 	p.mu.Lock()
 	p.touch(k)
-	for len(p.idle[k]) > 0 && !ok {
-		v, p.idle[k] = p.idle[k][0], p.idle[k][1:]
-		if p.o.Alive(v) {
-			ok = true
-		} else {
-			dead = append(dead, v)
+	vs := slices.DeleteFunc(p.idle[k], func(x V) bool {
+		if p.o.Alive(x) {
+			return false
 		}
+		dead = append(dead, x)
+		return true
+	})
+	i := slices.IndexFunc(vs, p.o.Settled)
+	if i < 0 && len(vs) > 0 {
+		i = 0
 	}
-	if len(p.idle[k]) == 0 {
+	if i >= 0 {
+		v, ok = vs[i], true
+		vs = slices.Delete(vs, i, i+1)
+	}
+	if len(vs) == 0 {
 		delete(p.idle, k)
+	} else {
+		p.idle[k] = vs
 	}
 	p.mu.Unlock()
 	p.discard(dead...)
@@ -131,13 +149,18 @@ func (p *Pool[K, V]) Idle(k K) int {
 	return len(p.idle[k])
 }
 
-// IdleTotal is how many idle items every key holds together.
-func (p *Pool[K, V]) IdleTotal() int {
+// ReadyTotal is how many idle items every key holds together that have
+// settled (see Options.Settled; alive or not).
+func (p *Pool[K, V]) ReadyTotal() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, vs := range p.idle {
-		n += len(vs)
+		for _, v := range vs {
+			if p.o.Settled(v) {
+				n++
+			}
+		}
 	}
 	return n
 }

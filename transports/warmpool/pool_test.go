@@ -194,3 +194,38 @@ func TestRefillAfterWaitsForTheFirstTurnOrTheDelay(t *testing.T) {
 		assert.Equal(t, []string{"first", "stop", "delay"}, got())
 	})
 }
+
+// Take hands out a settled item before an older one still settling, and
+// the oldest when none has settled; Ready counts only settled items.
+func TestTakePrefersSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		booted := 0
+		settled := map[int]bool{}
+		p := warmpool.New[string, *item](warmpool.Options[*item]{Size: 3, MaxKeys: 2,
+			Discard: func(*item) {},
+			Settled: func(i *item) bool { mu.Lock(); defer mu.Unlock(); return settled[i.n] }})
+		defer p.Close()
+		p.Refill("a", func(context.Context) (*item, error) {
+			mu.Lock()
+			booted++
+			n := booted
+			mu.Unlock()
+			time.Sleep(time.Duration(n) * time.Millisecond) // idle in boot order
+			return &item{key: "a", n: n}, nil
+		})
+		time.Sleep(time.Second)
+		require.Equal(t, 3, p.Idle("a"))
+		assert.Zero(t, p.ReadyTotal())
+		mu.Lock()
+		settled[2] = true
+		mu.Unlock()
+		assert.Equal(t, 1, p.ReadyTotal())
+		got, ok := p.Take("a")
+		require.True(t, ok)
+		assert.Equal(t, 2, got.n, "the settled one")
+		got, ok = p.Take("a")
+		require.True(t, ok)
+		assert.Equal(t, 1, got.n, "none settled: the oldest")
+	})
+}

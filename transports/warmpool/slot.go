@@ -19,6 +19,7 @@ type Slot[K comparable, V any] struct {
 	alive   func(V) bool
 	discard func(V)
 	kitOf   func(K) *proc.Kit
+	settled func(V) bool // nil: every item is settled
 
 	mu   sync.Mutex
 	pool *Pool[K, V] // nil until SetWarmPool
@@ -31,11 +32,18 @@ func NewSlot[K comparable, V any](alive func(V) bool, discard func(V), kitOf fun
 	return &Slot[K, V]{alive: alive, discard: discard, kitOf: kitOf}
 }
 
+// WithSettled makes the slot's pools tell settled items with settled
+// (Options.Settled), and returns the slot. Call it before SetWarmPool.
+func (s *Slot[K, V]) WithSettled(settled func(V) bool) *Slot[K, V] {
+	s.settled = settled
+	return s
+}
+
 // SetWarmPool sets the pool's size per key (0 disables it), closing the
 // previous pool and what it held. It is safe beside starts: a start that
 // took the old pool finds it closed and refusing refills.
 func (s *Slot[K, V]) SetWarmPool(n int) {
-	p := New[K, V](Options[V]{Size: max(n, 0), Alive: s.alive, Discard: s.discard})
+	p := New[K, V](Options[V]{Size: max(n, 0), Alive: s.alive, Discard: s.discard, Settled: s.settled})
 	s.mu.Lock()
 	old := s.pool
 	s.pool = p
@@ -60,10 +68,11 @@ func (s *Slot[K, V]) WarmPool() int {
 	return 0
 }
 
-// WarmReady is how many pooled items are ready, for any key.
+// WarmReady is how many pooled items are ready, for any key: idle and
+// settled.
 func (s *Slot[K, V]) WarmReady() int {
 	if p := s.Current(); p != nil {
-		return p.IdleTotal()
+		return p.ReadyTotal()
 	}
 	return 0
 }

@@ -1,0 +1,7 @@
+package warmpool
+
+// WatchCPU is watchCPU, for the tests.
+var WatchCPU = watchCPU
+
+// ParseCPUTicks is parseCPUTicks, for the tests.
+var ParseCPUTicks = parseCPUTicks

@@ -1,0 +1,140 @@
+package warmpool_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/transports/warmpool"
+)
+
+// burns is a scripted process: it uses 5 clock ticks a 100 ms while the
+// fake clock is inside one of its bursts, none outside them.
+type burns struct {
+	mu     sync.Mutex
+	start  time.Time
+	bursts [][2]time.Duration
+}
+
+func (b *burns) cpu() (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Since(b.start)
+	var ticks int64
+	for _, r := range b.bursts {
+		busy := min(now, r[1]) - r[0]
+		if busy > 0 {
+			ticks += int64(busy / (20 * time.Millisecond))
+		}
+	}
+	return ticks, nil
+}
+
+// The watch waits for SettleQuiet of stillness after the last burst, not
+// after the first pause: the claude CLI pauses about half a second
+// between its two bursts after initialize.
+func TestSettlingWaitsForTheCPUToStandStill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &burns{start: time.Now(), bursts: [][2]time.Duration{{0, 700 * time.Millisecond}, {1200 * time.Millisecond, 1600 * time.Millisecond}}}
+		s := warmpool.WatchCPU(b.cpu)
+		defer s.Stop()
+		time.Sleep(1500 * time.Millisecond)
+		assert.False(t, s.Settled(), "inside the second burst")
+		time.Sleep(900 * time.Millisecond) // 2.4 s: 0.8 s after the last burst
+		synctest.Wait()
+		assert.False(t, s.Settled(), "less than SettleQuiet after the last burst")
+		time.Sleep(400 * time.Millisecond) // 2.8 s: 1.2 s after it
+		synctest.Wait()
+		assert.True(t, s.Settled(), "SettleQuiet of stillness")
+	})
+}
+
+// A little CPU now and then (a timer's tick) is stillness.
+func TestSettlingToleratesATickOrTwo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var ticks int64
+		s := warmpool.WatchCPU(func() (int64, error) { mu.Lock(); defer mu.Unlock(); ticks++; return ticks / 8, nil })
+		defer s.Stop()
+		time.Sleep(SettleQuietPlus())
+		synctest.Wait()
+		assert.True(t, s.Settled())
+	})
+}
+
+func SettleQuietPlus() time.Duration { return warmpool.SettleQuiet + 300*time.Millisecond }
+
+// A process that never stands still counts as settled at SettleMax, not
+// before.
+func TestSettlingGivesUpAtSettleMax(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &burns{start: time.Now(), bursts: [][2]time.Duration{{0, time.Hour}}}
+		s := warmpool.WatchCPU(b.cpu)
+		defer s.Stop()
+		time.Sleep(warmpool.SettleMax - 200*time.Millisecond)
+		synctest.Wait()
+		assert.False(t, s.Settled())
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		assert.True(t, s.Settled())
+	})
+}
+
+// What cannot be read counts as settled; Stop settles at once.
+func TestSettlingUnreadableOrStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gone := warmpool.WatchCPU(func() (int64, error) { return 0, errors.New("no such process") })
+		synctest.Wait()
+		assert.True(t, gone.Settled())
+
+		b := &burns{start: time.Now(), bursts: [][2]time.Duration{{0, time.Hour}}}
+		busy := warmpool.WatchCPU(b.cpu)
+		time.Sleep(time.Second)
+		busy.Stop()
+		busy.Stop() // twice is fine
+		synctest.Wait()
+		assert.True(t, busy.Settled())
+	})
+}
+
+func TestParseCPUTicks(t *testing.T) {
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip("no /proc here")
+	}
+	_, err = warmpool.ParseCPUTicks(self)
+	require.NoError(t, err)
+	// the command name may hold spaces and parentheses
+	n, err := warmpool.ParseCPUTicks([]byte("42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 17 5 0 0 20 0 1 0 100 1000 10"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 22, n)
+	for _, bad := range []string{"", "42 (x", "42 (x) S 1 2", "42 (x) S 1 42 42 0 -1 4194560 100 0 0 0 a 5 0"} {
+		_, err := warmpool.ParseCPUTicks([]byte(bad))
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+// A real process that sleeps settles; one that is gone counts as settled.
+func TestWatchSettlingOnARealProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc here")
+	}
+	cmd := exec.Command("sleep", "60")
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	s := warmpool.WatchSettling(cmd.Process.Pid)
+	defer s.Stop()
+	// the deadline only stops a hang: a sleeping process settles after
+	// SettleQuiet on any machine, and the watch gives up at SettleMax
+	require.Eventually(t, s.Settled, 5*time.Minute, 50*time.Millisecond)
+
+	gone := warmpool.WatchSettling(1 << 30)
+	require.Eventually(t, gone.Settled, 5*time.Minute, time.Millisecond)
+}
