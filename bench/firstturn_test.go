@@ -31,7 +31,7 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Skipped)
 	require.True(t, res.Passed(), "%v", res.Failures())
-	want := []string{"start to first turn, warm pool, p50", "start to first turn, no pool, p50", "start to first turn, warm pool, max",
+	want := []string{"start to first turn, warm pool, p50", "start to first turn, warm pool not settled yet, p50", "start to first turn, no pool, p50", "start to first turn, warm pool, max",
 		"later turn, diff capture on, p50", "later turn, diff capture off, p50", "permission turn, diff capture on, p50", "permission turn, diff capture off, p50",
 		"permission turn, diff capture on, vs capture by hand, p50", "bare CLI permission turn with capture by hand, p50",
 		"CPU of this process through a permission turn, capture off, p50"}

@@ -149,6 +149,18 @@ func (p *Pool[K, V]) Idle(k K) int {
 	return len(p.idle[k])
 }
 
+// IdleTotal is how many idle items every key holds together, settled or
+// not (alive or not).
+func (p *Pool[K, V]) IdleTotal() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, vs := range p.idle {
+		n += len(vs)
+	}
+	return n
+}
+
 // ReadyTotal is how many idle items every key holds together that have
 // settled (see Options.Settled; alive or not).
 func (p *Pool[K, V]) ReadyTotal() int {

@@ -77,6 +77,15 @@ func (s *Slot[K, V]) WarmReady() int {
 	return 0
 }
 
+// WarmBooted is how many pooled items are idle, for any key, settled or
+// not.
+func (s *Slot[K, V]) WarmBooted() int {
+	if p := s.Current(); p != nil {
+		return p.IdleTotal()
+	}
+	return 0
+}
+
 // DrainWarm discards the pooled items that belong to kit (a runtime
 // closing) and refuses to boot more for it; a nil kit drains everything.
 func (s *Slot[K, V]) DrainWarm(kit *proc.Kit) {
