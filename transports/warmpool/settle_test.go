@@ -56,20 +56,19 @@ func TestSettlingWaitsForTheCPUToStandStill(t *testing.T) {
 	})
 }
 
-// A little CPU now and then (a timer's tick) is stillness.
+// A little CPU now and then (a timer's tick: here one tick in 0.8 s) is
+// stillness.
 func TestSettlingToleratesATickOrTwo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var ticks int64
 		s := warmpool.WatchCPU(func() (int64, error) { mu.Lock(); defer mu.Unlock(); ticks++; return ticks / 8, nil })
 		defer s.Stop()
-		time.Sleep(SettleQuietPlus())
+		time.Sleep(warmpool.SettleQuiet + 300*time.Millisecond)
 		synctest.Wait()
 		assert.True(t, s.Settled())
 	})
 }
-
-func SettleQuietPlus() time.Duration { return warmpool.SettleQuiet + 300*time.Millisecond }
 
 // A process that never stands still counts as settled at SettleMax, not
 // before.

@@ -10,6 +10,14 @@
 // are warm. At most MaxKeys keys hold idle items; filling a new key
 // discards the idle items of the key used longest ago.
 //
+// An item can be idle and not settled yet: an agent CLI keeps working on
+// its own for a while after its handshake, and a turn beside that work is
+// slower. Options.Settled tells settled items (Settling watches a
+// process's CPU time until it stands still); Take hands them out first
+// and ReadyTotal (a Slot's WarmReady) counts only them, so a caller that
+// waits for a ready item (the benchmark) gets a settled one. Take never waits for a settle: an
+// unsettled item is still far ahead of a boot.
+//
 // Drain ends a part of the pool (the items of one owner, say a runtime
 // closing): idle items of matching keys are discarded, boots of matching
 // keys in flight are cancelled and waited for, and matching keys are never
