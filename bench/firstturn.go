@@ -89,7 +89,7 @@ func runFirstTurn(ctx context.Context, o Options, dir string) (*Result, error) {
 	}
 	res.note("a runtime start is start op to the first read-turn's turn_complete; a bare one is the user message written to a claude process already started and initialized, to its result line")
 	res.note("with the pool, each round times two starts: one when the pool is ready (the refill of the previous start is waited for, untimed, until it has answered initialize and settled after the work the CLI does on its own for about 2 s after that), and one as soon as the refill has answered initialize; without the pool, the start boots the CLI")
-	res.note("the hops of a permission turn are the driver's clocks against the times the session stamped on its events (turn_started, the clarification, turn_end): the runtime's own work and durable writes, not the CLI's")
+	res.note("the hops of a later or a permission turn are the driver's clocks against the times the session stamped on its events (turn_started, the clarification, turn_end): the runtime's own work and durable writes, not the CLI's")
 	res.note("capture by hand: a second bare CLI in a repository of its own, with the project's git capture run around and beside its turns as the session's differ runs it (Begin, Prepare after the tool result, Finish after the result line, timed; Settle after, untimed), to tell what the runtime adds from what capture costs on this machine")
 	res.note("CPU of this process: getrusage around each timed turn; on both sides it holds modelmock's and the driver's work, on the runtime's side also the runtime's own (its hops, parsing, durable writes): the difference is what the runtime costs the cores the CLI runs on")
 	res.note("runtime later turns are guide to read-turn with git diff capture on (a one-file repository); permission turns answer the can_use_tool clarification allow_once through the runtime, and by hand on the bare CLI")
@@ -276,7 +276,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	var later, laterND, bareLater, perm, permND, barePerm, barePermCap latencies
-	var hops, hopsND permHops
+	var hops, hopsND, laterHops, laterHopsND permHops
 	// this process's CPU through each turn: modelmock's and the driver's
 	// on both sides, the runtime's own on its side only
 	var cpuND, cpuBare latencies
@@ -295,6 +295,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 					return fmt.Errorf("later turn %d: %w", i, err)
 				}
 				later.since(t0)
+				laterHops.turns = append(laterHops.turns, permTimes{guided: t0, done: time.Now()})
 				if r.TurnDiff != nil && r.TurnDiff.Source == messages.DiffGit {
 					diffs++
 				}
@@ -306,6 +307,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 					return fmt.Errorf("later turn without diff capture %d: %w", i, err)
 				}
 				laterND.since(t0)
+				laterHopsND.turns = append(laterHopsND.turns, permTimes{guided: t0, done: time.Now()})
 				return nil
 			},
 			func() error {
@@ -407,10 +409,22 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	}
 	f.res.vs("CPU of this process through a permission turn, capture off, p50", ms(cpuND.summary().p50), UnitMs,
 		"through the bare CLI's permission turn p50", ms(cpuBare.summary().p50))
-	if err := hopsND.report(ctx, f.res, nodiff, sidND, "permission turn, capture off"); err != nil {
-		return err
+	for _, h := range []struct {
+		hops  *permHops
+		b     *benchRuntime
+		sid   string
+		label string
+	}{
+		{&laterHopsND, nodiff, sidND, "later turn, capture off"},
+		{&laterHops, b, sid, "later turn, capture on"},
+		{&hopsND, nodiff, sidND, "permission turn, capture off"},
+		{&hops, b, sid, "permission turn, capture on"},
+	} {
+		if err := h.hops.report(ctx, f.res, h.b, h.sid, h.label); err != nil {
+			return err
+		}
 	}
-	return hops.report(ctx, f.res, b, sid, "permission turn, capture on")
+	return nil
 }
 
 // permissionTurn has the agent write target, answers the runtime's
@@ -436,11 +450,12 @@ func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string, ho
 	return time.Since(t0), err
 }
 
-// permHops times the runtime's own part of permission turns: the driver's
-// clocks (guide sent, question read, result read) against the times the
-// session stamped on the events (the turn handed to the transport, the
-// CLI's question and its result line taken in). What lies between is the
-// runtime's hops and its durable writes, never the CLI's own time.
+// permHops times the runtime's own part of turns: the driver's clocks
+// (guide sent, question read, result read) against the times the session
+// stamped on the events (the turn handed to the transport, the CLI's
+// question and its result line taken in). What lies between is the
+// runtime's hops and its durable writes, never the CLI's own time. A turn
+// that asks nothing (asked zero) has no question hop.
 type permHops struct {
 	turns []permTimes
 }
@@ -454,6 +469,7 @@ func (h *permHops) report(ctx context.Context, res *Result, b *benchRuntime, sid
 		return err
 	}
 	var start, question, result latencies
+	questions := 0
 	for _, pt := range h.turns {
 		var started, clar, ended time.Time
 		for _, e := range evs {
@@ -469,15 +485,21 @@ func (h *permHops) report(ctx context.Context, res *Result, b *benchRuntime, sid
 				ended = e.At
 			}
 		}
-		if started.IsZero() || clar.IsZero() || ended.IsZero() {
-			return fmt.Errorf("%s: a permission turn's events are missing from the log", label)
+		asks := !pt.asked.IsZero()
+		if started.IsZero() || clar.IsZero() == asks || ended.IsZero() {
+			return fmt.Errorf("%s: a turn's events are missing from the log", label)
 		}
 		start.add(started.Sub(pt.guided))
-		question.add(pt.asked.Sub(clar))
+		if asks {
+			question.add(pt.asked.Sub(clar))
+			questions++
+		}
 		result.add(pt.done.Sub(ended))
 	}
 	res.row(label+": guide op to the turn handed to the CLI, p50", ms(start.summary().p50), UnitMs)
-	res.row(label+": the CLI's question taken in to the driver reading it, p50", ms(question.summary().p50), UnitMs)
+	if questions > 0 {
+		res.row(label+": the CLI's question taken in to the driver reading it, p50", ms(question.summary().p50), UnitMs)
+	}
 	res.row(label+": the CLI's result taken in to the driver reading the turn, p50", ms(result.summary().p50), UnitMs)
 	return nil
 }

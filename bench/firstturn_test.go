@@ -45,7 +45,7 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 			continue
 		}
 		if r.Baseline == nil {
-			// the runtime's own hops inside a permission turn: each
+			// the runtime's own hops inside a turn: each
 			// within that turn
 			hops = append(hops, r.Figure)
 			side, _, _ := strings.Cut(r.Figure, ":")
@@ -57,12 +57,14 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 		assert.Greater(t, r.Value, 0.0, r.Figure)
 		assert.Greater(t, r.Baseline.Value, 0.0, r.Figure)
 		require.NotNil(t, r.Ratio, r.Figure)
-		if rest, ok := strings.CutPrefix(r.Figure, "permission turn, diff "); ok {
-			turn["permission turn, "+strings.TrimSuffix(rest, ", p50")] = r.Value
+		for _, kind := range []string{"permission turn", "later turn"} {
+			if rest, ok := strings.CutPrefix(r.Figure, kind+", diff "); ok {
+				turn[kind+", "+strings.TrimSuffix(rest, ", p50")] = r.Value
+			}
 		}
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, hops, 6, "three hops of each permission turn: %v", hops)
+	assert.Len(t, hops, 10, "three hops of each permission turn, two of each later turn: %v", hops)
 	assert.Len(t, paired, 5, "the turns paired with their round's control: %v", paired)
 }
 
