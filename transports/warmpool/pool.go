@@ -26,9 +26,10 @@ type Options[V any] struct {
 	Discard func(V)
 	// Settled reports whether an idle item is done with the work it does
 	// on its own after its boot (nil: every item is, from the start): Take
-	// hands out settled items first, and Ready counts only them. An item
-	// that has not settled is still handed out when no settled one is
-	// there, since it is still far ahead of a boot.
+	// hands out settled items first, and ReadyTotal counts only them. An
+	// item that has not settled is still handed out when no settled one
+	// is there, since it is still far ahead of a boot. It runs under the
+	// pool's lock: it must be quick and must not call the pool.
 	Settled func(V) bool
 }
 
