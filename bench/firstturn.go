@@ -163,26 +163,28 @@ func (f *firstTurn) firstTurns(ctx context.Context) error {
 	stop(ctx, pooled, sid)
 	var withPool, unsettled, withoutPool, bare latencies
 	var misses, early int
+	// timedStart times one start to its first turn into l, then stops it
+	timedStart := func(b *benchRuntime, brief string, l *latencies) error {
+		t0 := time.Now()
+		sid, err := startToFirstTurn(ctx, b, f.cwd, brief)
+		if err != nil {
+			return fmt.Errorf("%s: %w", brief, err)
+		}
+		l.since(t0)
+		stop(ctx, b, sid)
+		return nil
+	}
 	for i := range f.rounds {
 		f.p.printf("first turns: round %d of %d", i+1, f.rounds)
 		if err := waitFor(ctx, 3*time.Minute, func() bool { return tr.WarmReady() > 0 }); err != nil {
 			misses++
 		}
-		t0 := time.Now()
-		sid, err := startToFirstTurn(ctx, pooled, f.cwd, fmt.Sprintf("pooled %d", i))
-		if err != nil {
-			return fmt.Errorf("pooled start %d: %w", i, err)
+		if err := timedStart(pooled, fmt.Sprintf("pooled %d", i), &withPool); err != nil {
+			return err
 		}
-		withPool.since(t0)
-		stop(ctx, pooled, sid)
-
-		t0 = time.Now()
-		sid, err = startToFirstTurn(ctx, cold, f.cwd, fmt.Sprintf("cold %d", i))
-		if err != nil {
-			return fmt.Errorf("cold start %d: %w", i, err)
+		if err := timedStart(cold, fmt.Sprintf("cold %d", i), &withoutPool); err != nil {
+			return err
 		}
-		withoutPool.since(t0)
-		stop(ctx, cold, sid)
 
 		cli, err := startBareClaude(ctx, f.bin, f.cwd, f.env, filepath.Join(f.dir, "bare-home"), false)
 		if err != nil {
@@ -204,13 +206,9 @@ func (f *firstTurn) firstTurns(ctx context.Context) error {
 		if tr.WarmReady() == 0 {
 			early++
 		}
-		t0 = time.Now()
-		sid, err = startToFirstTurn(ctx, pooled, f.cwd, fmt.Sprintf("pooled early %d", i))
-		if err != nil {
-			return fmt.Errorf("pooled start before the pool settled %d: %w", i, err)
+		if err := timedStart(pooled, fmt.Sprintf("pooled before the pool settled %d", i), &unsettled); err != nil {
+			return err
 		}
-		unsettled.since(t0)
-		stop(ctx, pooled, sid)
 	}
 	f.res.check("pool ready for every timed start", misses == 0, "%d of %d timed starts found the pool still empty after 3 minutes", misses, 2*f.rounds)
 	w, c, b := withPool.summary(), withoutPool.summary(), bare.summary()
