@@ -172,6 +172,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, err
 	}
 	m := newMetrics(o.metrics)
+	if o.metrics != nil {
+		o.metrics.MustRegister(warmPoolCollector{backends: o.backends})
+	}
 	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log, kit: kit}
 	rt.learn = o.learning
 	if rt.learn == nil && !o.noLearning {

@@ -11,6 +11,15 @@ type WarmPooler interface {
 	DrainWarm(kit *proc.Kit)
 }
 
+// WarmCounter is a WarmPooler that counts what its pool holds: idle
+// processes (booted and handed no session yet) and, of those, the ready
+// ones (settled after the work the agent does on its own after its boot).
+// The counts are the transport's, for every runtime that uses it.
+type WarmCounter interface {
+	WarmBooted() int
+	WarmReady() int
+}
+
 // Unwrapper is a transport that wraps another (the runtime's containment).
 type Unwrapper interface {
 	Unwrap() Transport
