@@ -274,7 +274,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	var later, laterND, bareLater, perm, permND, barePerm, barePermCap latencies
-	var hops, hopsND, laterHops, laterHopsND permHops
+	var hops, hopsND, laterHops, laterHopsND turnHops
 	// this process's CPU through each turn: modelmock's and the driver's
 	// on both sides, the runtime's own on its side only
 	var cpuND, cpuBare latencies
@@ -293,7 +293,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 					return fmt.Errorf("later turn %d: %w", i, err)
 				}
 				later.since(t0)
-				laterHops.turns = append(laterHops.turns, permTimes{guided: t0, done: time.Now()})
+				laterHops.turns = append(laterHops.turns, turnTimes{guided: t0, done: time.Now()})
 				if r.TurnDiff != nil && r.TurnDiff.Source == messages.DiffGit {
 					diffs++
 				}
@@ -305,7 +305,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 					return fmt.Errorf("later turn without diff capture %d: %w", i, err)
 				}
 				laterND.since(t0)
-				laterHopsND.turns = append(laterHopsND.turns, permTimes{guided: t0, done: time.Now()})
+				laterHopsND.turns = append(laterHopsND.turns, turnTimes{guided: t0, done: time.Now()})
 				return nil
 			},
 			func() error {
@@ -408,7 +408,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	f.res.vs("CPU of this process through a permission turn, capture off, p50", ms(cpuND.summary().p50), UnitMs,
 		"through the bare CLI's permission turn p50", ms(cpuBare.summary().p50))
 	for _, h := range []struct {
-		hops  *permHops
+		hops  *turnHops
 		b     *benchRuntime
 		sid   string
 		label string
@@ -428,7 +428,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 // permissionTurn has the agent write target, answers the runtime's
 // clarification allow_once, and reads the turn to its end. With hops, it
 // records when the driver had the question and the result.
-func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string, hops *permHops) (time.Duration, error) {
+func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string, hops *turnHops) (time.Duration, error) {
 	t0 := time.Now()
 	r, err := guideAndRead(ctx, b, sid, "TOOL:WRITE "+target+" runtime", messages.KindClarification)
 	if err != nil {
@@ -443,25 +443,25 @@ func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string, ho
 		err = expectKind(r, messages.KindTurnComplete)
 	}
 	if hops != nil {
-		hops.turns = append(hops.turns, permTimes{guided: t0, asked: asked, done: time.Now()})
+		hops.turns = append(hops.turns, turnTimes{guided: t0, asked: asked, done: time.Now()})
 	}
 	return time.Since(t0), err
 }
 
-// permHops times the runtime's own part of turns: the driver's clocks
+// turnHops times the runtime's own part of turns: the driver's clocks
 // (guide sent, question read, result read) against the times the session
 // stamped on the events (the turn handed to the transport, the CLI's
 // question and its result line taken in). What lies between is the
 // runtime's hops and its durable writes, never the CLI's own time. A turn
 // that asks nothing (asked zero) has no question hop.
-type permHops struct {
-	turns []permTimes
+type turnHops struct {
+	turns []turnTimes
 }
 
-type permTimes struct{ guided, asked, done time.Time }
+type turnTimes struct{ guided, asked, done time.Time }
 
 // report adds the p50 of each hop for the turns of session sid.
-func (h *permHops) report(ctx context.Context, res *Result, b *benchRuntime, sid, label string) error {
+func (h *turnHops) report(ctx context.Context, res *Result, b *benchRuntime, sid, label string) error {
 	evs, err := b.rt.Store().ReadEvents(ctx, sid, 0, 0)
 	if err != nil {
 		return err
