@@ -36,10 +36,7 @@ func (d *discovered) runner() *runner {
 // every use, as is a directory that is no work tree (it may become one).
 // A reason (why) means the tool-event fallback applies.
 func (g *Git) repository(ctx context.Context) (*discovered, string, error) {
-	g.mu.Lock()
-	d := g.cached
-	g.mu.Unlock()
-	if d != nil && !d.rp.includes && repoStamp(d.rp) == d.stamp {
+	if d := g.cachedRepository(); d != nil {
 		return d, "", nil
 	}
 	r, rp, _, why, err := g.discover(ctx)
@@ -51,11 +48,23 @@ func (g *Git) repository(ctx context.Context) (*discovered, string, error) {
 	}
 	// the stamp is taken after the config was read: a change in between
 	// makes the next use read it again, never keeps a stale override
-	d = &discovered{bin: r.bin, env: r.env, rp: rp, filt: r.filters, stamp: repoStamp(rp)}
+	d := &discovered{bin: r.bin, env: r.env, rp: rp, filt: r.filters, stamp: repoStamp(rp)}
 	g.mu.Lock()
 	g.cached = d
 	g.mu.Unlock()
 	return d, "", nil
+}
+
+// cachedRepository is repository's cached answer while it holds, without
+// finding the work tree again (nil: find it).
+func (g *Git) cachedRepository() *discovered {
+	g.mu.Lock()
+	d := g.cached
+	g.mu.Unlock()
+	if d != nil && !d.rp.includes && repoStamp(d.rp) == d.stamp {
+		return d
+	}
+	return nil
 }
 
 // repoStamp identifies the state of what discovery read: the work tree's

@@ -40,7 +40,10 @@
 // ahead, beside the rest of the turn: the witness's add and the diff, kept
 // for a Finish that finds the witness still holding (a Prepare asked for
 // sooner after the last than that one took is skipped, so git runs beside
-// the agent at most about half of the time). A clean later turn runs no
+// the agent at most about half of the time). While the witness holds,
+// BeginNow and FinishNow (Quick) give Begin's and Finish's answer at once,
+// for a caller that asks on its own goroutine before it hands the stage to
+// another (a witness of up to 256 paths). A clean later turn runs no
 // git process on its path (two without a witness: a file dated ahead of
 // the clock, a tree of more than 20,000 directories or 100,000 entries, a
 // file system other than ext4, xfs, btrfs, tmpfs, overlayfs or f2fs); one

@@ -286,6 +286,27 @@ func (g *Git) scratchBegin(ctx context.Context, d *discovered) (b *gitBaseline, 
 	return &gitBaseline{kind: kindScratch, repo: d.rp, sc: sc, snap: sc.cur}, true, nil
 }
 
+// unchanged says whether the work tree is S still, as S was seeded under
+// d: the witness holds (with max > 0, only a witness of at most max paths
+// is looked at). Callers hold smu.
+func (sc *scratchState) unchanged(d *discovered, max int) bool {
+	return sc.wit != nil && !sc.reseed && sc.disc == d && sc.seed == seedStamp(d.rp) &&
+		(max <= 0 || len(sc.wit.files)+len(sc.wit.dirs) <= max) && sc.wit.holds()
+}
+
+// diffAsItStands is the diff of a turn whose work tree is S still (see
+// unchanged), when it needs no git: none, S being the baseline snapshot
+// still, or what Prepare diffed during the turn. Callers hold smu.
+func (g *Git) diffAsItStands(sc *scratchState, b *gitBaseline) (messages.TurnDiff, bool) {
+	if b.snap == sc.cur {
+		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), true
+	}
+	if p := sc.prep; p != nil && p.wit == sc.wit && p.base == b.snap {
+		return p.diff, true
+	}
+	return messages.TurnDiff{}, false
+}
+
 // namesIgnoreFile says whether add -v output names a .gitignore.
 func namesIgnoreFile(out []byte) bool { return bytes.Contains(out, []byte(".gitignore'")) }
 
@@ -332,14 +353,10 @@ func (g *Git) scratchFinish(ctx context.Context, b *gitBaseline, d *discovered) 
 		return messages.TurnDiff{}, fmt.Errorf("git: the work tree moved during the turn (%s, was %s)", d.rp.top, sc.repo.top)
 	}
 	s := d.runner().scratch(sc.dir, sc.repo.objects)
-	if sc.wit != nil && !sc.reseed && sc.disc == d && sc.seed == seedStamp(d.rp) && sc.wit.holds() {
+	if sc.unchanged(d, 0) {
 		// the work tree is S still: no add
-		if b.snap == sc.cur {
-			return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
-		}
-		if p := sc.prep; p != nil && p.wit == sc.wit && p.base == b.snap {
-			// and S is what Prepare diffed during the turn
-			return p.diff, nil
+		if diff, ok := g.diffAsItStands(sc, b); ok {
+			return diff, nil
 		}
 		// a Settle during the turn brought S up to date: diff it
 		if err := b.snap.write(ctx, d, sc.dir); err != nil {

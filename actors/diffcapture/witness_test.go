@@ -162,14 +162,15 @@ func TestParseIgnoredDirs(t *testing.T) {
 // diff says: random edits between and during turns (files, directories,
 // ignored files, renames, modes, timestamps put back), with Prepare called
 // after some of them, give the same diff through a capturer with the
-// witness as through one without it, turn by turn.
+// witness as through one without it, turn by turn. Every other turn asks
+// BeginNow and FinishNow first, as the session actor does.
 func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 	seeds := 4
 	turns := 30
 	if testing.Short() {
 		seeds, turns = 1, 10
 	}
-	fast := 0
+	fast, answeredNow := 0, 0
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		r := witnessRepo(t)
@@ -185,8 +186,18 @@ func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 			_ = cg.take(t)
 			rb, err := ref.Begin(ctx)
 			require.NoError(t, err)
-			b, err := g.Begin(ctx)
-			require.NoError(t, err)
+			now := turn%2 == 1
+			var b Baseline
+			ok := false
+			if now {
+				b, _, ok = g.BeginNow()
+			}
+			if ok {
+				answeredNow++
+			} else {
+				b, err = g.Begin(ctx)
+				require.NoError(t, err)
+			}
 			if cg.take(t) == nil {
 				fast++
 			}
@@ -198,7 +209,16 @@ func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 				}
 			}
 			rd := ref.Finish(ctx, rb, nil)
-			d := g.Finish(ctx, b, nil)
+			var d messages.TurnDiff
+			ok = false
+			if now {
+				d, _, ok = g.FinishNow(b)
+			}
+			if ok {
+				answeredNow++
+			} else {
+				d = g.Finish(ctx, b, nil)
+			}
 			require.Empty(t, rd.Warning)
 			require.Empty(t, d.Warning)
 			require.Equal(t, rd.Files, d.Files, "seed %d turn %d", seed, turn)
@@ -208,6 +228,7 @@ func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 		}
 	}
 	assert.Greater(t, fast, seeds*turns/3, "Begins the witness answered without git")
+	assert.Greater(t, answeredNow, seeds*turns/6, "Begins and Finishes answered at once")
 }
 
 // randomEdit makes one change of the kinds agents make.

@@ -136,7 +136,12 @@ type Actor struct {
 	stallGen        int
 	diffTimer       *time.Timer
 	diffGen         int
-	pendingReads    map[uint64]chan<- Result[messages.TurnResult]
+	// quick answers diff-capture stages at once when it can (nil: the
+	// capturer cannot); quickBase is the baseline it took for quickTurn
+	quick        diffcapture.Quick
+	quickTurn    int
+	quickBase    diffcapture.Baseline
+	pendingReads map[uint64]chan<- Result[messages.TurnResult]
 
 	// persistence: one request in flight; what accumulates meanwhile goes
 	// in the next one
@@ -464,6 +469,7 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	if off, ok := capturer.(diffcapture.Noop); ok {
 		a.core.CaptureOff(off.Finish(context.Background(), nil, nil))
 	}
+	a.quick, _ = capturer.(diffcapture.Quick)
 	a.core.SetStoreGiveUp(a.o.StoreGiveUp)
 	a.gate = newPressure(a.o.MaxHeld)
 	specs := []supervise.ChildSpec{
@@ -726,24 +732,16 @@ func (a *Actor) flush(c *actor.Context) {
 		return
 	}
 	out := a.core.Drain()
+	// a diff-capture stage answered at once fed the core: what that
+	// made (the turn's start, its result) goes out in this same flush,
+	// its events in the same store write
+	for cmds := out.Diff; len(cmds) > 0 && a.sendDiff(c, cmds); {
+		more := a.core.Drain()
+		cmds = more.Diff
+		out.merge(more)
+	}
 	if out.Meta != nil {
 		a.pendingMeta = out.Meta
-	}
-
-	for _, cmd := range out.Diff {
-		if _, ahead := cmd.(DPrepare); ahead {
-			// a hint: a diff child restarting or gone misses it, and
-			// the turn's Finish does the work
-			_ = a.sup.Send(c, ChildDiff, cmd)
-			continue
-		}
-		a.send(c, ChildDiff, cmd)
-		switch m := cmd.(type) {
-		case DBaseline:
-			a.armDiff(c, m.Turn)
-		case DFinish:
-			a.armDiff(c, m.Turn)
-		}
 	}
 	a.sendHostSpec(c, false)
 	for _, cmd := range out.Transport {
@@ -773,6 +771,91 @@ func (a *Actor) flush(c *actor.Context) {
 	a.pump(c)
 	a.gate.set(len(a.core.Unpersisted(0)))
 	a.lifeEffects(c, out.Life)
+}
+
+// sendDiff hands diff-capture commands to the differ, or answers a stage
+// at once when the capturer can (diffcapture.Quick: a few stat calls, no
+// git, no wait), which spares the turn the hand-offs to the differ's
+// goroutine and back. It says whether it fed the core an answer.
+func (a *Actor) sendDiff(c *actor.Context, cmds []any) (fed bool) {
+	for _, cmd := range cmds {
+		switch m := cmd.(type) {
+		case DBaseline:
+			if a.beginNow(c, m.Turn) {
+				fed = true
+				continue
+			}
+			a.send(c, ChildDiff, m)
+			a.armDiff(c, m.Turn)
+		case DPrepare:
+			// a hint: a diff child restarting or gone misses it, and
+			// the turn's Finish does the work
+			m.Base = a.quickBaseOf(m.Turn)
+			_ = a.sup.Send(c, ChildDiff, m)
+		case DFinish:
+			if base := a.quickBaseOf(m.Turn); base != nil {
+				a.quickTurn, a.quickBase = 0, nil
+				if a.finishNow(c, m.Turn, base) {
+					fed = true
+					continue
+				}
+				m.Base = base
+			}
+			a.send(c, ChildDiff, m)
+			a.armDiff(c, m.Turn)
+		default:
+			a.send(c, ChildDiff, cmd)
+		}
+	}
+	return fed
+}
+
+// beginNow takes turn's baseline at once when the capturer can; the turn
+// then starts in this flush.
+func (a *Actor) beginNow(c *actor.Context, turn int) bool {
+	if a.quick == nil {
+		return false
+	}
+	var base diffcapture.Baseline
+	var settle, ok bool
+	if safely(func() error { base, settle, ok = a.quick.BeginNow(); return nil }) != nil || !ok {
+		return false
+	}
+	a.quickTurn, a.quickBase = turn, base
+	a.settleLater(c, settle)
+	a.core.BaselineReady(a.now(), turn)
+	a.armStall(c)
+	return true
+}
+
+// finishNow diffs turn at once against base, the baseline beginNow took,
+// when the capturer can.
+func (a *Actor) finishNow(c *actor.Context, turn int, base diffcapture.Baseline) bool {
+	var d messages.TurnDiff
+	var settle, ok bool
+	if safely(func() error { d, settle, ok = a.quick.FinishNow(base); return nil }) != nil || !ok {
+		return false
+	}
+	a.settleLater(c, settle)
+	a.core.DiffReady(a.now(), turn, &d)
+	return true
+}
+
+// settleLater has the differ settle what an answer taken at once left,
+// off the turn's path (a hint: a differ restarting misses it, and the
+// next Begin or Finish does what is left itself).
+func (a *Actor) settleLater(c *actor.Context, owed bool) {
+	if owed {
+		_ = a.sup.Send(c, ChildDiff, DSettle{})
+	}
+}
+
+// quickBaseOf is the baseline beginNow took for turn, or nil.
+func (a *Actor) quickBaseOf(turn int) diffcapture.Baseline {
+	if a.quickTurn == turn {
+		return a.quickBase
+	}
+	return nil
 }
 
 func (a *Actor) beginRelease(c *actor.Context, reason messages.ReleaseReason, outcome messages.Outcome, note, why string, reply chan<- Result[messages.StopResult]) {

@@ -375,7 +375,7 @@ type differ struct {
 
 	// one Prepare at a time; a tool result meanwhile asks for one more
 	preparing bool
-	again     int // the turn of the Prepare asked for meanwhile (0: none)
+	again     DPrepare // the Prepare asked for meanwhile (turn 0: none)
 }
 
 // prepareDone says a Prepare returned.
@@ -409,6 +409,9 @@ func (d *differ) Receive(c *actor.Context) {
 		c.Send(d.parent, baselineReady{turn: m.turn})
 	case DFinish:
 		base, had := d.bases[m.Turn]
+		if m.Base != nil {
+			base, had = m.Base, true
+		}
 		delete(d.bases, m.Turn)
 		warn := d.warn[m.Turn]
 		delete(d.warn, m.Turn)
@@ -435,11 +438,14 @@ func (d *differ) Receive(c *actor.Context) {
 	case DPrepare:
 		p, ok := d.capturer.(diffcapture.Preparer)
 		base, had := d.bases[m.Turn]
+		if m.Base != nil {
+			base, had = m.Base, true
+		}
 		if !ok || !had {
 			return // no Preparer, or the turn is finishing already
 		}
 		if d.preparing {
-			d.again = m.Turn
+			d.again = m
 			return
 		}
 		d.preparing = true
@@ -452,10 +458,13 @@ func (d *differ) Receive(c *actor.Context) {
 		}()
 	case prepareDone:
 		d.preparing = false
-		if t := d.again; t != 0 {
-			d.again = 0
-			c.Send(self, DPrepare{Turn: t})
+		if t := d.again; t.Turn != 0 {
+			d.again = DPrepare{}
+			c.Send(self, t)
 		}
+	case DSettle:
+		cp, timeout := d.capturer, d.timeout
+		go settle(cp, timeout)
 	}
 }
 

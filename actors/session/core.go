@@ -94,10 +94,20 @@ type (
 	DFinish struct {
 		Turn      int
 		EditPaths []string
+		// Base is the turn's baseline when the actor took it itself
+		// (diffcapture.Quick); nil: the differ's own. The core never
+		// sets it.
+		Base diffcapture.Baseline
 	}
 	// DPrepare tells diff capture a tool of turn Turn ran: it may diff
 	// ahead (diffcapture.Preparer) so the turn's end waits less.
-	DPrepare struct{ Turn int }
+	DPrepare struct {
+		Turn int
+		Base diffcapture.Baseline // as DFinish's
+	}
+	// DSettle asks diff capture to settle what an answer taken at once
+	// left (diffcapture.Quick); only the actor sends it.
+	DSettle struct{}
 )
 
 // Reply is a read-turn answer for the reader holding Token.
@@ -121,6 +131,19 @@ type Output struct {
 	Durable   []messages.PersistedEvent
 	// Life are the steps of the session's end to carry out, in order.
 	Life []LifeEffect
+}
+
+// merge appends more, a later drain's output, to o (its Diff aside: the
+// caller carries those out itself); more's Meta, being newer, wins.
+func (o *Output) merge(more Output) {
+	o.Events = append(o.Events, more.Events...)
+	if more.Meta != nil {
+		o.Meta = more.Meta
+	}
+	o.Transport = append(o.Transport, more.Transport...)
+	o.Replies = append(o.Replies, more.Replies...)
+	o.Durable = append(o.Durable, more.Durable...)
+	o.Life = append(o.Life, more.Life...)
 }
 
 func (o *Output) Empty() bool {

@@ -12,7 +12,13 @@
 // deadline. Diff capture takes the baseline before a turn reaches the
 // backend and the diff after it closes; between, each tool result lets it
 // diff ahead (DPrepare, one at a time), and after each answer it settles
-// what is left (diffcapture.Settler), both beside the turn. With capture
+// what is left (diffcapture.Settler), both beside the turn. A capturer
+// that can answer a stage at once (diffcapture.Quick: git's witness
+// holding, a few stat calls, no git, no lock waited for) is asked in the
+// session's own Receive first, sparing the turn the round trip through the
+// differ's goroutine; the differ settles after it (DSettle), and a turn
+// whose diff cannot be had at once goes to the differ's Finish with the
+// baseline taken (DFinish.Base). With capture
 // off (diffcapture.Noop) the core decides the baseline and the diff itself
 // (Core.CaptureOff): no round trip to the diff child, and a turn's
 // turn_end and turn_diff reach the store in one write. The persist child
@@ -22,7 +28,8 @@
 //
 // Concurrency: Core is single-threaded and does no I/O; the actor owns it.
 // Blocking work (backend I/O, git, the store) runs in the children or in
-// goroutines that send messages back, never in the session's Receive.
+// goroutines that send messages back, never in the session's Receive (a
+// Quick answer is a bounded number of stat calls on a local file system).
 //
 // Testing: core_test.go drives Core with table tests and scripted scenarios
 // (testdata/*.txt, regenerated with -rewrite), lifecycle_test.go the
