@@ -666,14 +666,19 @@ type capturedBare struct {
 
 // turn is timed to the diff's end, as a runtime turn's result comes with
 // its diff: Begin before the user message, Prepare beside the turn once a
-// tool ran, Finish after the result line; then Settle, untimed, beside
-// whatever comes next (the capture serializes it with the next Begin), as
-// the session's differ does.
+// tool ran, Finish after the result line (each of Begin and Finish asked
+// at once first, BeginNow and FinishNow, as the session asks them); then
+// Settle, untimed, beside whatever comes next (the capture serializes it
+// with the next Begin), as the session's differ does.
 func (c *capturedBare) turn(ctx context.Context, text string) (time.Duration, messages.TurnDiff, error) {
 	t0 := time.Now()
-	base, err := c.git.Begin(ctx)
-	if err != nil {
-		return 0, messages.TurnDiff{}, err
+	// at once when the capture can answer so, as the session asks
+	base, _, ok := c.git.BeginNow()
+	if !ok {
+		var err error
+		if base, err = c.git.Begin(ctx); err != nil {
+			return 0, messages.TurnDiff{}, err
+		}
 	}
 	var preparing sync.WaitGroup
 	var busy atomic.Bool
@@ -692,7 +697,10 @@ func (c *capturedBare) turn(ctx context.Context, text string) (time.Duration, me
 		preparing.Wait()
 		return 0, messages.TurnDiff{}, err
 	}
-	diff := c.git.Finish(ctx, base, nil)
+	diff, _, ok := c.git.FinishNow(base)
+	if !ok {
+		diff = c.git.Finish(ctx, base, nil)
+	}
 	d := time.Since(t0)
 	preparing.Wait()
 	c.settling.Go(func() { c.git.Settle(ctx) })
@@ -731,6 +739,15 @@ func (g *countedGit) Finish(ctx context.Context, b diffcapture.Baseline, editPat
 	d := g.Git.Finish(ctx, b, editPaths)
 	g.settles.finished()
 	return d
+}
+
+// FinishNow's answer is followed by a Settle only when it owes one.
+func (g *countedGit) FinishNow(b diffcapture.Baseline) (messages.TurnDiff, bool, bool) {
+	d, settle, ok := g.Git.FinishNow(b)
+	if ok && settle {
+		g.settles.finished()
+	}
+	return d, settle, ok
 }
 
 // Prepare counts as running too: one asked for late in a turn can

@@ -375,7 +375,12 @@ type differ struct {
 
 	// one Prepare at a time; a tool result meanwhile asks for one more
 	preparing bool
-	again     DPrepare // the Prepare asked for meanwhile (turn 0: none)
+	// the Prepare asked for meanwhile (turn 0: none). With a baseline the
+	// session took itself (DPrepare.Base) the differ cannot tell that the
+	// session had the turn's diff at once meanwhile; such a late Prepare
+	// finds the diff prepared already, or diffs for nothing, never for a
+	// later turn (Git keys what it prepared by the baseline)
+	again DPrepare
 }
 
 // prepareDone says a Prepare returned.
