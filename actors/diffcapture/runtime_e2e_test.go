@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,4 +160,133 @@ func captureFailures(t *testing.T, reg *prometheus.Registry) float64 {
 		}
 	}
 	return -1
+}
+
+// countingCapture is the runtime's git capture, counting which way each
+// stage was answered.
+type countingCapture struct {
+	*diffcapture.Git
+	mu                                    sync.Mutex
+	begins, finishes, beginNow, finishNow int
+	running                               int // Settles and Prepares
+}
+
+func (c *countingCapture) Settle(ctx context.Context) {
+	c.mu.Lock()
+	c.running++
+	c.mu.Unlock()
+	defer func() { c.mu.Lock(); c.running--; c.mu.Unlock() }()
+	c.Git.Settle(ctx)
+}
+
+func (c *countingCapture) Prepare(ctx context.Context, b diffcapture.Baseline) {
+	c.mu.Lock()
+	c.running++
+	c.mu.Unlock()
+	defer func() { c.mu.Lock(); c.running--; c.mu.Unlock() }()
+	c.Git.Prepare(ctx, b)
+}
+
+// quiet says no Settle or Prepare runs and the witness holds.
+func (c *countingCapture) quiet() bool {
+	c.mu.Lock()
+	running := c.running
+	c.mu.Unlock()
+	_, _, ok := c.Git.BeginNow()
+	return running == 0 && ok
+}
+
+func (c *countingCapture) Begin(ctx context.Context) (diffcapture.Baseline, error) {
+	c.mu.Lock()
+	c.begins++
+	c.mu.Unlock()
+	return c.Git.Begin(ctx)
+}
+
+func (c *countingCapture) Finish(ctx context.Context, b diffcapture.Baseline, editPaths []string) messages.TurnDiff {
+	c.mu.Lock()
+	c.finishes++
+	c.mu.Unlock()
+	return c.Git.Finish(ctx, b, editPaths)
+}
+
+func (c *countingCapture) BeginNow() (diffcapture.Baseline, bool, bool) {
+	b, settle, ok := c.Git.BeginNow()
+	if ok {
+		c.mu.Lock()
+		c.beginNow++
+		c.mu.Unlock()
+	}
+	return b, settle, ok
+}
+
+func (c *countingCapture) FinishNow(b diffcapture.Baseline) (messages.TurnDiff, bool, bool) {
+	d, settle, ok := c.Git.FinishNow(b)
+	if ok {
+		c.mu.Lock()
+		c.finishNow++
+		c.mu.Unlock()
+	}
+	return d, settle, ok
+}
+
+func (c *countingCapture) counts() [4]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return [4]int{c.begins, c.finishes, c.beginNow, c.finishNow}
+}
+
+// Through the runtime, a turn whose work tree is as the last capture left
+// it starts without the differ (the session asks the capture at once), and
+// a clean turn ends the same way; a turn after a change made between
+// turns, or one that changed something, takes the differ's way. Every
+// turn's diff is what it changed, whichever way it went.
+func TestRuntimeAsksTheCaptureAtOnce(t *testing.T) {
+	repo := gitRepo(t)
+	sc := &script.Scenario{Turns: []script.Turn{
+		{Steps: []script.Step{script.Write("hello.txt", "hi\n"), script.Text("wrote it")}},
+		{Steps: []script.Step{script.Text("nothing to do")}},
+		{Steps: []script.Step{script.Edit("hello.txt", "hi\n", "hi\nthere\n"), script.Text("edited it")}},
+	}}
+	var capture *countingCapture
+	rt := runtimeFor(t, sc, actors.WithDiffCapture(func(cwd string, _ messages.Descriptor) diffcapture.Capturer {
+		capture = &countingCapture{Git: diffcapture.NewGit(cwd)}
+		return capture
+	}))
+	ctx := ctxFor(t)
+	const scope = "e2e"
+	st, err := rt.Start(ctx, scope, messages.Start{Brief: "write hello", Cwd: repo, MaxPosture: messages.PostureAcceptEdits})
+	require.NoError(t, err)
+	read := func() *messages.TurnDiff {
+		t.Helper()
+		r, err := rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: st.SessionID})
+		require.NoError(t, err)
+		require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
+		require.NotNil(t, r.TurnDiff)
+		require.Empty(t, r.TurnDiff.Warning)
+		return r.TurnDiff
+	}
+	// the next turn: once the capture's Settle has made the witness and
+	// nothing of the last turn's runs any more
+	guide := func(text string) {
+		t.Helper()
+		require.Eventually(t, capture.quiet, time.Minute, 10*time.Millisecond)
+		_, err := rt.Guide(ctx, scope, messages.Guide{SessionID: st.SessionID, Text: text})
+		require.NoError(t, err)
+	}
+
+	assert.Equal(t, []messages.FileChange{{Path: "hello.txt", Status: "A", Insertions: 1}}, read().Files)
+	assert.Equal(t, [4]int{1, 1, 0, 0}, capture.counts(), "the first turn finds the repository: the differ's way")
+
+	guide("nothing")
+	assert.Empty(t, read().Files)
+	assert.Equal(t, [4]int{1, 1, 1, 1}, capture.counts(), "a clean turn: both stages at once")
+
+	guide("edit it")
+	assert.Equal(t, []messages.FileChange{{Path: "hello.txt", Status: "M", Insertions: 1}}, read().Files)
+	n := capture.counts()
+	assert.Equal(t, [2]int{1, 2}, [2]int{n[0], n[2]}, "at once at its start")
+	assert.Equal(t, 3, n[1]+n[3], "its end at once when the Prepare after its edit was done by then, else the differ's Finish")
+	_, err = rt.Stop(ctx, scope, messages.Stop{SessionID: st.SessionID})
+	require.NoError(t, err)
 }
