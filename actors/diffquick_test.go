@@ -19,7 +19,7 @@ import (
 // handed.
 type quickCapture struct {
 	mu                       sync.Mutex
-	beginNow, finishNow      string // "ok", "no" or "panic"
+	beginNow, finishNow      string // "ok", "no" or "panic" ("nil": BeginNow says ok with no baseline)
 	settleOwed               bool
 	calls                    []string
 	finishBases, prepareBase []diffcapture.Baseline
@@ -62,6 +62,9 @@ func (q *quickCapture) Settle(context.Context) { q.record("Settle") }
 
 func (q *quickCapture) BeginNow() (diffcapture.Baseline, bool, bool) {
 	q.record("BeginNow")
+	if q.beginNow == "nil" {
+		return nil, q.settleOwed, true // ok, but no baseline to hand on
+	}
 	return "quick base", q.settleOwed, q.answer(q.beginNow)
 }
 
@@ -142,8 +145,9 @@ func TestQuickCaptureAnswersWithoutTheDiffer(t *testing.T) {
 }
 
 // A baseline taken at once whose diff cannot be had at once goes to the
-// differ's Finish; an answer that cannot be had at all, or that panics,
-// leaves the stage to Begin and Finish as if nothing had been asked.
+// differ's Finish; an answer that cannot be had at all, that panics, or
+// that comes with no baseline leaves the stage to Begin and Finish as if
+// nothing had been asked.
 func TestQuickCaptureFallsBackToTheDiffer(t *testing.T) {
 	q := &quickCapture{beginNow: "ok", finishNow: "no"}
 	for _, r := range runQuick(t, q) {
@@ -154,7 +158,7 @@ func TestQuickCaptureFallsBackToTheDiffer(t *testing.T) {
 	assert.Equal(t, []diffcapture.Baseline{"quick base", "quick base"}, q.finishBases, "Finish diffed against the baseline taken at once")
 	q.mu.Unlock()
 
-	for _, how := range []string{"no", "panic"} {
+	for _, how := range []string{"no", "panic", "nil"} {
 		q = &quickCapture{beginNow: how, finishNow: "ok"}
 		for _, r := range runQuick(t, q) {
 			assert.Equal(t, "by Finish", r.TurnDiff.Summary, how)

@@ -12,7 +12,8 @@ import "github.com/codesession/codesession/messages"
 // says Settle has work left after the answer (a tree to write, a witness
 // to make), which the caller hands to whoever runs Settle.
 type Quick interface {
-	// BeginNow is Begin when the answer is at hand.
+	// BeginNow is Begin when the answer is at hand (never a nil
+	// Baseline with ok: a caller could not tell it from none).
 	BeginNow() (b Baseline, settle, ok bool)
 	// FinishNow is Finish of b when the answer is at hand; a b it
 	// answered is done with, as after Finish.

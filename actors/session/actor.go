@@ -818,8 +818,8 @@ func (a *Actor) beginNow(c *actor.Context, turn int) bool {
 	}
 	var base diffcapture.Baseline
 	var settle, ok bool
-	if safely(func() error { base, settle, ok = a.quick.BeginNow(); return nil }) != nil || !ok {
-		return false
+	if safely(func() error { base, settle, ok = a.quick.BeginNow(); return nil }) != nil || !ok || base == nil {
+		return false // (a nil baseline could not be told from none)
 	}
 	a.quickTurn, a.quickBase = turn, base
 	a.settleLater(c, settle)
