@@ -561,32 +561,17 @@ func (s *session) Interrupt(ctx context.Context) error {
 	return err
 }
 
-// escalate signals the process group until the interrupted turn ends.
+// escalate signals the process group until the interrupted turn ends;
+// each step's warning is queued before its signal goes, so it is in the
+// turn before the turn can end of that signal.
 func (s *session) escalate(p *proc, done chan struct{}) {
 	defer s.wg.Done()
 	d := s.t.deadlines
-	steps := []struct {
-		wait time.Duration
-		sig  syscall.Signal
-		name string
-	}{{d.Grace, syscall.SIGINT, "SIGINT"}, {d.AfterINT, syscall.SIGTERM, "SIGTERM"}, {d.AfterTERM, syscall.SIGKILL, "SIGKILL"}}
-	var waited time.Duration
-	for _, st := range steps {
-		t := time.NewTimer(st.wait)
-		select {
-		case <-done:
-		case <-p.exited:
-		case <-s.stop:
-		case <-t.C:
-			waited += st.wait
-			p.interruptKill.Store(true)
-			_ = syscall.Kill(-p.pgid, st.sig)
-			s.warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to claude's process group", waited, st.name))
-			continue
-		}
-		t.Stop()
-		return
-	}
+	steps := []subprocess.Step{{Wait: d.Grace, Signal: syscall.SIGINT}, {Wait: d.AfterINT, Signal: syscall.SIGTERM}, {Wait: d.AfterTERM, Signal: syscall.SIGKILL}}
+	subprocess.Escalate(p.pgid, steps, func(st subprocess.Step, waited time.Duration) {
+		p.interruptKill.Store(true)
+		s.warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to claude's process group", waited, subprocess.SignalName(st.Signal)))
+	}, done, p.exited, s.stop)
 }
 
 // SetPosture switches the permission mode (set_permission_mode).
