@@ -6,9 +6,9 @@ import "github.com/codesession/codesession/messages"
 // no process to run, no lock to wait for, and no more than a bounded
 // number of stat calls on a local file system. The session actor asks it
 // in its own Receive before it hands a stage to its differ, which spares
-// the turn the hand-offs to the differ's goroutine and back (about half a
-// millisecond each way on a busy machine, as much as a whole capture that
-// runs no git). ok false: nothing was done; ask Begin or Finish. settle
+// the turn the hand-offs to the differ's goroutine and back (0.4 to 1.6 ms
+// a stage on the busy 2-core machines of bench/README.md, far more than a
+// capture that runs no git). ok false: nothing was done; ask Begin or Finish. settle
 // says Settle has work left after the answer (a tree to write, a witness
 // to make), which the caller hands to whoever runs Settle.
 type Quick interface {
