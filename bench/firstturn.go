@@ -279,6 +279,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	// on both sides, the runtime's own on its side only
 	var cpuND, cpuBare latencies
 	diffs, capDiffs := 0, 0
+	turns, noisy := 0, 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
 		// the sides of each kind of turn, in an order that rotates
@@ -366,6 +367,12 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		}
 		for _, steps := range [][]func() error{laterSteps, permSteps} {
 			for k := range steps {
+				// every timed turn starts on a quiet machine: no CLI
+				// still at work after its last turn (quiet.go)
+				turns++
+				if !waitChildrenQuiet(ctx, quietFor, quietMax) {
+					noisy++
+				}
 				if err := steps[(i+k)%len(steps)](); err != nil {
 					return err
 				}
@@ -380,6 +387,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 			}
 		}
 	}
+	f.res.note("each later and permission turn was timed once the CPU time of this process's children (every CLI, and what they run) had stood still for %v (at most %d clock ticks); %d of %d turns were timed without that, after waiting %v", quietFor, quietTicks, noisy, turns, quietMax)
 	f.res.check("later turns diffed by git", diffs == f.rounds, "%d of %d later turns came with a git diff", diffs, f.rounds)
 	f.res.check("bare permission turns asked", cli.asked == f.rounds && capCli.asked == f.rounds, "the bare CLIs, without and with capture by hand, asked can_use_tool %d and %d times in %d permission turns each", cli.asked, capCli.asked, f.rounds)
 	f.res.check("bare permission turns with capture diffed", capDiffs == f.rounds, "%d of %d came with a git diff of the one file written", capDiffs, f.rounds)
@@ -412,13 +420,14 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		b     *benchRuntime
 		sid   string
 		label string
+		bare  *latencies
 	}{
-		{&laterHopsND, nodiff, sidND, "later turn, capture off"},
-		{&laterHops, b, sid, "later turn, capture on"},
-		{&hopsND, nodiff, sidND, "permission turn, capture off"},
-		{&hops, b, sid, "permission turn, capture on"},
+		{&laterHopsND, nodiff, sidND, "later turn, capture off", &bareLater},
+		{&laterHops, b, sid, "later turn, capture on", &bareLater},
+		{&hopsND, nodiff, sidND, "permission turn, capture off", nil},
+		{&hops, b, sid, "permission turn, capture on", nil},
 	} {
-		if err := h.hops.report(ctx, f.res, h.b, h.sid, h.label); err != nil {
+		if err := h.hops.report(ctx, f.res, h.b, h.sid, h.label, h.bare); err != nil {
 			return err
 		}
 	}
@@ -460,13 +469,14 @@ type turnHops struct {
 
 type turnTimes struct{ guided, asked, done time.Time }
 
-// report adds the p50 of each hop for the turns of session sid.
-func (h *turnHops) report(ctx context.Context, res *Result, b *benchRuntime, sid, label string) error {
+// report adds the p50 of each hop for the turns of session sid and, with
+// bare, the p50 of what lies between the hops against bare's.
+func (h *turnHops) report(ctx context.Context, res *Result, b *benchRuntime, sid, label string, bare *latencies) error {
 	evs, err := b.rt.Store().ReadEvents(ctx, sid, 0, 0)
 	if err != nil {
 		return err
 	}
-	var start, question, result latencies
+	var start, question, result, cli latencies
 	questions := 0
 	for _, pt := range h.turns {
 		var started, clar, ended time.Time
@@ -493,12 +503,20 @@ func (h *turnHops) report(ctx context.Context, res *Result, b *benchRuntime, sid
 			questions++
 		}
 		result.add(pt.done.Sub(ended))
+		cli.add(ended.Sub(started))
 	}
 	res.row(label+": guide op to the turn handed to the CLI, p50", ms(start.summary().p50), UnitMs)
 	if questions > 0 {
 		res.row(label+": the CLI's question taken in to the driver reading it, p50", ms(question.summary().p50), UnitMs)
 	}
 	res.row(label+": the CLI's result taken in to the driver reading the turn, p50", ms(result.summary().p50), UnitMs)
+	if bare != nil {
+		// what is left of the turn: the CLI's own time, with the pipes
+		// to and from it; against the bare CLI's turn, it shows whether
+		// the runtime slows the CLI down (its CPU, or capture's, taken
+		// from the cores the CLI runs on) beside its own hops
+		res.vs(label+": the turn handed to the CLI to its result taken in, p50", ms(cli.summary().p50), UnitMs, "bare CLI turn p50", ms(bare.summary().p50))
+	}
 	return nil
 }
 

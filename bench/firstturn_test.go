@@ -34,7 +34,8 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 	want := []string{"start to first turn, warm pool, p50", "start to first turn, warm pool not settled yet, p50", "start to first turn, no pool, p50", "start to first turn, warm pool, max",
 		"later turn, diff capture on, p50", "later turn, diff capture off, p50", "permission turn, diff capture on, p50", "permission turn, diff capture off, p50",
 		"permission turn, diff capture on, vs capture by hand, p50", "bare CLI permission turn with capture by hand, p50",
-		"CPU of this process through a permission turn, capture off, p50"}
+		"CPU of this process through a permission turn, capture off, p50",
+		"later turn, capture off: the turn handed to the CLI to its result taken in, p50", "later turn, capture on: the turn handed to the CLI to its result taken in, p50"}
 	var got, hops, paired []string
 	turn := map[string]float64{}
 	for _, r := range res.Rows {
