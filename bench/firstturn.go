@@ -271,8 +271,6 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	if _, _, err := capCli.turn(ctx, "warm up"); err != nil {
 		return fmt.Errorf("bare warm-up turn with capture: %w", err)
 	}
-	octx, cancel := opCtx(ctx)
-	defer cancel()
 	var later, laterND, bareLater, perm, permND, barePerm, barePermCap latencies
 	var hops, hopsND, laterHops, laterHopsND turnHops
 	// this process's CPU through each turn: modelmock's and the driver's
@@ -286,8 +284,8 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		// from round to round: whichever goes first in a round follows
 		// the previous round's last turn, whose process may still be busy
 		// after its result line
-		laterSteps := []func() error{
-			func() error {
+		laterSteps := []func(octx context.Context) error{
+			func(octx context.Context) error {
 				t0 := time.Now()
 				r, err := guideAndRead(octx, b, sid, fmt.Sprintf("later %d", i), messages.KindTurnComplete)
 				if err != nil {
@@ -300,7 +298,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				}
 				return nil
 			},
-			func() error {
+			func(octx context.Context) error {
 				t0 := time.Now()
 				if _, err := guideAndRead(octx, nodiff, sidND, fmt.Sprintf("later %d", i), messages.KindTurnComplete); err != nil {
 					return fmt.Errorf("later turn without diff capture %d: %w", i, err)
@@ -309,7 +307,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				laterHopsND.turns = append(laterHopsND.turns, turnTimes{guided: t0, done: time.Now()})
 				return nil
 			},
-			func() error {
+			func(octx context.Context) error {
 				d, err := cli.turn(fmt.Sprintf("bare later %d", i))
 				if err != nil {
 					return fmt.Errorf("bare later turn %d: %w", i, err)
@@ -324,8 +322,8 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		// the bare CLI answers by hand, once plain and once with the same
 		// capture run beside it by hand (what capture costs without the
 		// runtime)
-		permSteps := []func() error{
-			func() error {
+		permSteps := []func(octx context.Context) error{
+			func(octx context.Context) error {
 				dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)), &hops)
 				if err != nil {
 					return fmt.Errorf("permission turn %d: %w", i, err)
@@ -333,7 +331,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				perm.add(dp)
 				return nil
 			},
-			func() error {
+			func(octx context.Context) error {
 				c0 := processCPU()
 				dp, err := permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)), &hopsND)
 				if err != nil {
@@ -343,7 +341,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				permND.add(dp)
 				return nil
 			},
-			func() error {
+			func(octx context.Context) error {
 				c0 := processCPU()
 				d, err := cli.turn("TOOL:WRITE " + filepath.Join(bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
 				if err != nil {
@@ -353,7 +351,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				barePerm.add(d)
 				return nil
 			},
-			func() error {
+			func(octx context.Context) error {
 				d, diff, err := capCli.turn(octx, "TOOL:WRITE "+filepath.Join(capCwd, fmt.Sprintf("bare-perm-%d.txt", i))+" bare")
 				if err != nil {
 					return fmt.Errorf("bare permission turn with capture %d: %w", i, err)
@@ -365,7 +363,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				return nil
 			},
 		}
-		for _, steps := range [][]func() error{laterSteps, permSteps} {
+		for _, steps := range [][]func(context.Context) error{laterSteps, permSteps} {
 			for k := range steps {
 				// every timed turn starts on a quiet machine: no CLI
 				// still at work after its last turn (quiet.go)
@@ -373,7 +371,12 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				if !waitChildrenQuiet(ctx, quietFor, quietMax) {
 					noisy++
 				}
-				if err := steps[(i+k)%len(steps)](); err != nil {
+				// each turn's ops bounded on their own: one bound for
+				// every round ran out in a long run (90 rounds)
+				octx, cancel := opCtx(ctx)
+				err := steps[(i+k)%len(steps)](octx)
+				cancel()
+				if err != nil {
 					return err
 				}
 				// what a side's capture does after its answer (Settle:
@@ -573,7 +576,9 @@ func startBareClaude(ctx context.Context, bin, cwd string, env map[string]string
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	// the process lives until close or the run's end: a fixed bound
+	// here would kill it in the middle of a long run
+	ctx, cancel := context.WithCancel(ctx)
 	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--include-partial-messages", "--permission-mode", "default", "--model", "claude-mock-1"}
 	if promptTool {
