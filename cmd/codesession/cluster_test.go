@@ -84,6 +84,7 @@ func (p *clusterProc) start(t *testing.T, bin string) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-d.done
+		sweepHome(p.home)
 	})
 	require.Equal(t, p.addr, waitListening(t, d.stderr))
 	p.daemonProc = d

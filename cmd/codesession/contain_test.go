@@ -67,9 +67,25 @@ func startServe(t *testing.T, home string, procEnv []string, backendEnv ...strin
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
+		sweepHome(home)
 	})
 	require.Equal(t, addr, waitListening(t, p.stderr))
 	return p, addr
+}
+
+// sweepHome clears what a daemon these tests killed left of its home's
+// containment, as the next daemon's boot sweep on that home would: the
+// process groups on record and the cgroup dirs. A killed runtime's cgroup
+// dirs outlive it, and a test's home is never opened again, so without
+// this they piled up under the host's cgroup root, run after run. It
+// returns the home's cgroup subtree ("" without cgroups).
+func sweepHome(home string) string {
+	k, err := proc.NewKit(filepath.Join(home, "run", "procs"), "test-cleanup")
+	if err != nil {
+		return ""
+	}
+	_, _ = k.Sweep(func(string) bool { return false }) // every runtime of the home is dead
+	return k.Cgroups().Root
 }
 
 func sleeper(marker string) string {
@@ -184,6 +200,11 @@ func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
 	}
 	assert.Empty(t, desc, "processes outlived the SIGKILLed daemon by 5 s (groups %v)", groups)
 	t.Logf("the daemon's backend processes were gone %s after its SIGKILL", time.Since(killedAt).Round(time.Millisecond))
+	if root := sweepHome(home); root != "" {
+		// the killed daemon's session cgroups are empty but still there
+		// until a sweep of the home removes them
+		assert.NoDirExists(t, root, "the sweep left the home's cgroup subtree")
+	}
 }
 
 // TestFounderCredentialsRefuseTheStart: a daemon whose environment holds

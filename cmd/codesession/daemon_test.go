@@ -38,6 +38,7 @@ func startDaemonProc(t *testing.T, bin, home, addr, scenario string) *daemonProc
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
+		sweepHome(home)
 	})
 	got := waitListening(t, p.stderr)
 	require.Equal(t, addr, got)
