@@ -11,7 +11,7 @@ import (
 // How the firstturn suite waits for the machine to be quiet before a timed
 // turn (waitChildrenQuiet). The claude CLI 2.1.328 goes on working after
 // its result line: about 40-60 ms of CPU over the next 3 s, now and then a
-// burst of 100-180 ms (sampled every 50 ms on this project's machine,
+// burst of 100-170 ms (sampled every 50 ms on this project's machine,
 // 2026-12-02). With four CLIs taking turns on two cores, the turn timed
 // next met another side's burst by chance, and a side's p50 moved by ±8%
 // from run to run. A driver's next turn comes seconds later in real use,
