@@ -3,5 +3,5 @@ package warmpool
 // WatchCPU is watchCPU, for the tests.
 var WatchCPU = watchCPU
 
-// ParseCPUTicks is parseCPUTicks, for the tests.
-var ParseCPUTicks = parseCPUTicks
+// CPUTicks is cpuTicks, for the tests.
+var CPUTicks = cpuTicks

@@ -1,12 +1,10 @@
 package warmpool
 
 import (
-	"bytes"
-	"errors"
-	"os"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // How a booted process is judged settled (Settling). An agent CLI keeps
@@ -25,8 +23,6 @@ const (
 	settleTicks = 2
 	settlePoll  = 100 * time.Millisecond
 )
-
-var errBadStat = errors.New("warmpool: no CPU times in /proc/PID/stat")
 
 // Settling watches a booted process until it settles: until its CPU time
 // (user and system, of all its threads, from /proc/PID/stat) grew by no
@@ -92,33 +88,15 @@ func (s *Settling) watch(cpu func() (int64, error)) {
 }
 
 // cpuTicks is the user and system CPU time of process pid, in clock ticks
-// (fields 14 and 15 of /proc/PID/stat, after the parenthesised command
-// name, which may itself hold spaces and parentheses).
+// (of all its threads, from /proc/PID/stat).
 func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	return parseCPUTicks(b)
-}
-
-func parseCPUTicks(stat []byte) (int64, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errBadStat
-	}
-	f := bytes.Fields(stat[i+1:])
-	// f[0] is field 3 (state): utime is field 14, stime field 15
-	if len(f) < 13 {
-		return 0, errBadStat
-	}
-	u, err := strconv.ParseInt(string(f[11]), 10, 64)
+	st, err := p.Stat()
 	if err != nil {
-		return 0, errBadStat
+		return 0, err
 	}
-	st, err := strconv.ParseInt(string(f[12]), 10, 64)
-	if err != nil {
-		return 0, errBadStat
-	}
-	return u + st, nil
+	return int64(st.UTime) + int64(st.STime), nil
 }

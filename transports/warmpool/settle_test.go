@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -103,21 +104,28 @@ func TestSettlingUnreadableOrStopped(t *testing.T) {
 	})
 }
 
-func TestParseCPUTicks(t *testing.T) {
-	self, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
+// cpuTicks counts the CPU time a process used, in clock ticks (10 ms): this
+// process burns 200 ms of CPU (by its own rusage, so a busy machine only
+// makes it take longer) and its count grows by more than 10.
+func TestCPUTicksCountsTheCPUUsed(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc here")
 	}
-	_, err = warmpool.ParseCPUTicks(self)
+	before, err := warmpool.CPUTicks(os.Getpid())
 	require.NoError(t, err)
-	// the command name may hold spaces and parentheses
-	n, err := warmpool.ParseCPUTicks([]byte("42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 17 5 0 0 20 0 1 0 100 1000 10"))
-	require.NoError(t, err)
-	assert.EqualValues(t, 22, n)
-	for _, bad := range []string{"", "42 (x", "42 (x) S 1 2", "42 (x) S 1 42 42 0 -1 4194560 100 0 0 0 a 5 0"} {
-		_, err := warmpool.ParseCPUTicks([]byte(bad))
-		assert.Error(t, err, "%q", bad)
+	used := func() time.Duration {
+		var ru syscall.Rusage
+		require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
+	for from := used(); used()-from < 200*time.Millisecond; {
+	}
+	after, err := warmpool.CPUTicks(os.Getpid())
+	require.NoError(t, err)
+	assert.Greater(t, after-before, int64(10))
+
+	_, err = warmpool.CPUTicks(1 << 30)
+	assert.Error(t, err, "a process that is not there has no CPU time")
 }
 
 // A real process that sleeps settles; one that is gone counts as settled.
