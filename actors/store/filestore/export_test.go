@@ -14,3 +14,8 @@ func (st *Store) OpenHandles() int {
 // WithWALFault consults fn before each group commit's write: a non-nil
 // result fails the whole group as a disk would (ENOSPC, EROFS).
 func WithWALFault(fn func() error) Option { return func(s *Store) { s.walFault = fn } }
+
+// WithWALResetFault consults fn in place of the sync that follows a
+// checkpoint's truncate of the WAL: a non-nil result fails the checkpoint
+// there, with the log already empty.
+func WithWALResetFault(fn func() error) Option { return func(s *Store) { s.walResetFault = fn } }

@@ -65,6 +65,7 @@ type Store struct {
 	maxOpen         int
 	noSync          bool         // tests only: skip fsyncs
 	walFault        func() error // tests only: fail WAL writes
+	walResetFault   func() error // tests only: fail the sync after a checkpoint's truncate
 	checkpointBytes int64
 
 	wal        *wal
@@ -169,6 +170,7 @@ func Open(home string, opts ...Option) (*Store, error) {
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot checkpoint after replaying the write-ahead log")
 	}
 	w.fault = st.walFault
+	w.resetSyncFault = st.walResetFault
 	w.checkpointAt = st.checkpointBytes
 	w.checkpoint = st.checkpoint
 	w.onCommit = func(int, int) { st.walCommits.Add(1) }

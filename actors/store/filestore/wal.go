@@ -119,6 +119,9 @@ type wal struct {
 	noSync bool
 	// fault, when set (tests), is consulted before each group's write.
 	fault func() error
+	// resetSyncFault, when set (tests), stands for the sync of a reset
+	// (after its truncate): a non-nil result fails it.
+	resetSyncFault func() error
 	// checkpointAt is the size past which afterCommit is asked to checkpoint.
 	checkpointAt int64
 	checkpoint   func() error
@@ -327,13 +330,15 @@ func (w *wal) reset() error {
 	if err := w.f.Truncate(0); err != nil {
 		return err
 	}
-	w.zeroed = 0
-	if !w.noSync {
-		if err := w.f.Sync(); err != nil {
-			return err
-		}
+	// the file is empty now, whether or not the sync below succeeds: the
+	// next frames go at its start, never after a hole a replay stops at
+	w.size, w.zeroed = 0, 0
+	if w.resetSyncFault != nil {
+		return w.resetSyncFault()
 	}
-	w.size = 0
+	if !w.noSync {
+		return w.f.Sync()
+	}
 	return nil
 }
 

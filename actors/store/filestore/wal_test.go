@@ -369,3 +369,47 @@ func TestAppendRecordTornKeepsTheEventsFirst(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rec.Status, got.Status, "the torn record is not replayed")
 }
+
+// TestCheckpointWhoseSyncFailsLosesNothing: a checkpoint truncates the WAL
+// and then its sync fails (EIO). The session files were made durable first,
+// so the WAL's old frames are not needed; the appends that follow must land
+// at the start of the emptied log, where a replay finds them, not past a
+// hole of zeros a replay stops at. A crash then loses the unsynced tail of
+// the session's log, and the replay brings it back.
+func TestCheckpointWhoseSyncFailsLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	var rec messages.SessionRecord
+	var failed atomic.Int32
+	var syncedLog atomic.Int64 // the session log's size at the failed checkpoint: durable
+	st, err := filestore.Open(home, filestore.WithCheckpointBytes(4<<10), filestore.WithWALResetFault(func() error {
+		if failed.Add(1) > 1 {
+			return nil
+		}
+		syncedLog.Store(fileSize(t, logPath(home, rec.SessionID)))
+		return syscall.EIO
+	}))
+	require.NoError(t, err) // never closed: a crash
+	rec = storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	seq := uint64(0)
+	for failed.Load() == 0 {
+		seq++
+		require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(seq, 1)))
+		require.Less(t, seq, uint64(1000), "the WAL never checkpointed")
+	}
+	for range 5 { // after the failed checkpoint, well under the next one
+		seq++
+		require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(seq, 1)))
+	}
+	require.EqualValues(t, 1, failed.Load())
+
+	// the crash: what the session's log got after the checkpoint made it
+	// durable never reached the disk
+	require.NoError(t, os.Truncate(logPath(home, rec.SessionID), syncedLog.Load()))
+	st2 := open(t, home)
+	evs, err := st2.ReadEvents(ctx, rec.SessionID, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, int(seq), "every acknowledged append is back")
+	require.Equal(t, storetest.NormalizeEvents(storetest.NewEvents(1, int(seq))), storetest.NormalizeEvents(evs))
+}
