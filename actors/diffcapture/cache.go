@@ -2,10 +2,13 @@ package diffcapture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // statusArgs is the one status run of a Begin and of a Finish: every path
@@ -34,15 +37,24 @@ func (d *discovered) runner() *runner {
 // (same inode, size, mtime and ctime), else found again (rev-parse and
 // config: two git runs). A config that includes other files is read at
 // every use, as is a directory that is no work tree (it may become one).
-// A reason (why) means the tool-event fallback applies.
+// A directory git found no repository around is asked again only once a
+// .git appears in it or above it (noRepository). A reason (why) means the
+// tool-event fallback applies.
 func (g *Git) repository(ctx context.Context) (*discovered, string, error) {
 	if d := g.cachedRepository(); d != nil {
 		return d, "", nil
 	}
+	if g.stillNoRepository() {
+		return nil, whyNoRepository, nil
+	}
 	r, rp, _, why, err := g.discover(ctx)
 	if err != nil || why != "" {
+		var none *noRepository
+		if why == whyNoRepository {
+			none = lookForRepository(g.cwd)
+		}
 		g.mu.Lock()
-		g.cached = nil
+		g.cached, g.none = nil, none
 		g.mu.Unlock()
 		return nil, why, err
 	}
@@ -50,7 +62,7 @@ func (g *Git) repository(ctx context.Context) (*discovered, string, error) {
 	// makes the next use read it again, never keeps a stale override
 	d := &discovered{bin: r.bin, env: r.env, rp: rp, filt: r.filters, stamp: repoStamp(rp)}
 	g.mu.Lock()
-	g.cached = d
+	g.cached, g.none = d, nil
 	g.mu.Unlock()
 	return d, "", nil
 }
@@ -152,4 +164,72 @@ func (r *runner) headedRun(ctx context.Context, limit int, args ...string) (head
 		return nil, nil, false, err
 	}
 	return w.head, w.patch.buf.Bytes(), w.patch.hit, nil
+}
+
+// Why discovery found no work tree: no repository around the directory at
+// all, or a repository's git directory (or a bare one) with no work tree.
+const (
+	whyNoRepository = "not a git work tree"
+	whyNoWorkTree   = "not a git work tree: the directory is inside a repository's git directory"
+)
+
+// noRepository is what a session keeps of a working directory git found no
+// repository around: the directory (resolved, as git sees it) and each of
+// its parents up to the root, none of which had a .git. Git's discovery
+// looks for a .git (a directory, or a file naming one) in each of them, so
+// until one appears, or the path leads elsewhere, asking again would get
+// the same answer at the cost of a git process on the turn's path, twice a
+// turn. Its checks are lstat calls that find nothing: no timestamps, so no
+// racy window (a .git made at any moment is seen by the next check). Only
+// on a file system that keeps its stat data locally: a network file
+// system may answer from a stale cache.
+type noRepository struct {
+	resolved string
+	dirs     []string // the resolved directory first, then its parents
+}
+
+// lookForRepository is the noRepository of cwd when neither it nor any of
+// its parents has a .git now, or nil (a .git somewhere above that git did
+// not take: a file-system boundary, a .git git would not read; ask again
+// at every use).
+func lookForRepository(cwd string) *noRepository {
+	resolved, err := filepath.EvalSymlinks(cwd)
+	if err != nil || !filepath.IsAbs(resolved) || !localStamps(resolved) {
+		return nil
+	}
+	n := &noRepository{resolved: resolved}
+	for d := resolved; ; d = filepath.Dir(d) {
+		n.dirs = append(n.dirs, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if !n.holds(cwd) {
+		return nil
+	}
+	return n
+}
+
+// holds says whether cwd still leads to the same directory and no .git
+// has appeared in it or any of its parents.
+func (n *noRepository) holds(cwd string) bool {
+	if resolved, err := filepath.EvalSymlinks(cwd); err != nil || resolved != n.resolved {
+		return false
+	}
+	var st unix.Stat_t
+	for _, d := range n.dirs {
+		if err := unix.Lstat(filepath.Join(d, ".git"), &st); !errors.Is(err, unix.ENOENT) {
+			return false
+		}
+	}
+	return true
+}
+
+// stillNoRepository says whether the last discovery found no repository
+// around cwd and nothing has changed that.
+func (g *Git) stillNoRepository() bool {
+	g.mu.Lock()
+	n := g.none
+	g.mu.Unlock()
+	return n != nil && n.holds(g.cwd)
 }

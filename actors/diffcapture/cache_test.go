@@ -289,3 +289,83 @@ func TestHeadedWriterSplitsAndCapsOnlyThePatch(t *testing.T) {
 	assert.Equal(t, patch, w.patch.buf.String())
 	assert.False(t, w.patch.hit)
 }
+
+// A directory with no repository around it is asked about once: the next
+// turns fall back to tool events with no git run, until a .git appears in
+// it or in a parent, or the path leads to another directory.
+func TestNoRepositoryIsAskedOnceUntilOneAppears(t *testing.T) {
+	requireGit(t)
+	top := t.TempDir()
+	cwd := filepath.Join(top, "a", "b")
+	require.NoError(t, os.MkdirAll(cwd, 0o755))
+	cg := newCountingGit(t)
+	g := NewGit(cwd, WithGitBinary(cg.bin))
+
+	d := capture(t, g, nil)
+	assert.Equal(t, messages.DiffNone, d.Source)
+	assert.Equal(t, []string{"rev-parse"}, cg.take(t), "the first Begin asks")
+	for range 3 {
+		d = capture(t, g, nil, filepath.Join(cwd, "x.txt"))
+		assert.Equal(t, messages.DiffToolEvents, d.Source)
+		assert.Contains(t, d.Summary, "not a git work tree")
+	}
+	assert.Nil(t, cg.take(t), "no git run while nothing changed")
+
+	// a repository made above the directory: git finds it from there
+	run := func(dir string, args ...string) {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.email=t@t", "-c", "user.name=t"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	run(filepath.Join(top, "a"), "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(cwd, "f.txt"), []byte("one\n"), 0o644))
+	run(filepath.Join(top, "a"), "add", "-A")
+	run(filepath.Join(top, "a"), "commit", "-qm", "init")
+	d = capture(t, g, func() {
+		require.NoError(t, os.WriteFile(filepath.Join(cwd, "f.txt"), []byte("two\n"), 0o644))
+	})
+	assert.Equal(t, messages.DiffGit, d.Source)
+	assert.Equal(t, []messages.FileChange{{Path: "b/f.txt", Status: "M", Insertions: 1, Deletions: 1}}, d.Files)
+	assert.NotEmpty(t, cg.take(t))
+}
+
+// The path of the working directory is followed as git follows it: a
+// symbolic link turned to a directory inside a repository is seen at the
+// next turn.
+func TestNoRepositoryFollowsTheSymlink(t *testing.T) {
+	requireGit(t)
+	plain := t.TempDir()
+	r := newRepo(t)
+	r.write("f.txt", "one\n")
+	r.commitAll("init")
+	link := filepath.Join(t.TempDir(), "cwd")
+	require.NoError(t, os.Symlink(plain, link))
+	cg := newCountingGit(t)
+	g := NewGit(link, WithGitBinary(cg.bin))
+	assert.Equal(t, messages.DiffNone, capture(t, g, nil).Source)
+	assert.Equal(t, messages.DiffNone, capture(t, g, nil).Source)
+	_ = cg.take(t)
+
+	require.NoError(t, os.Remove(link))
+	require.NoError(t, os.Symlink(r.dir, link))
+	d := capture(t, g, func() { r.write("f.txt", "two\n") })
+	assert.Equal(t, messages.DiffGit, d.Source)
+	assert.Equal(t, []messages.FileChange{{Path: "f.txt", Status: "M", Insertions: 1, Deletions: 1}}, d.Files)
+}
+
+// A .git above the directory that git does not take (a file naming no git
+// directory) is no reason to stop asking: git is run at every use.
+func TestAnUnreadableDotGitAboveIsAskedEveryTime(t *testing.T) {
+	requireGit(t)
+	top := t.TempDir()
+	cwd := filepath.Join(top, "sub")
+	require.NoError(t, os.MkdirAll(cwd, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(top, ".git"), []byte("gitdir: "+filepath.Join(top, "gone")+"\n"), 0o644))
+	cg := newCountingGit(t)
+	g := NewGit(cwd, WithGitBinary(cg.bin))
+	d := capture(t, g, nil)
+	require.Equal(t, messages.DiffNone, d.Source)
+	_ = cg.take(t)
+	capture(t, g, nil)
+	assert.Equal(t, []string{"rev-parse"}, cg.take(t), "the next Begin asks again")
+}

@@ -58,6 +58,7 @@ type Git struct {
 
 	mu       sync.Mutex
 	cached   *discovered   // nil until a Begin found a work tree
+	none     *noRepository // set while git found no repository around cwd
 	prepEnd  time.Time     // when the last Prepare returned
 	prepCost time.Duration // how long it took
 
@@ -225,8 +226,10 @@ func (g *Git) discover(ctx context.Context) (r *runner, rp repo, head, why strin
 		switch {
 		case ctx.Err() != nil || !errors.As(err, &ge):
 			return nil, repo{}, "", "", err
-		case strings.Contains(ge.stderr, "not a git repository") || strings.Contains(ge.stderr, "must be run in a work tree"):
-			return nil, repo{}, "", "not a git work tree", nil
+		case strings.Contains(ge.stderr, "not a git repository"):
+			return nil, repo{}, "", whyNoRepository, nil
+		case strings.Contains(ge.stderr, "must be run in a work tree"):
+			return nil, repo{}, "", whyNoWorkTree, nil
 		case errors.As(err, &ee) && ee.ExitCode() == 1 && len(lines) == 4:
 			// --verify -q failed quietly: HEAD names no commit yet (unborn)
 		default:
@@ -237,7 +240,7 @@ func (g *Git) discover(ctx context.Context) (r *runner, rp repo, head, why strin
 		}
 	}
 	if len(lines) < 4 || lines[0] == "" {
-		return nil, repo{}, "", "not a git work tree", nil
+		return nil, repo{}, "", whyNoWorkTree, nil
 	}
 	if len(lines) > 4 {
 		head = lines[4]
