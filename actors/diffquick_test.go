@@ -68,7 +68,7 @@ func (q *quickCapture) BeginNow() (diffcapture.Baseline, bool, bool) {
 	return "quick base", q.settleOwed, q.answer(q.beginNow)
 }
 
-func (q *quickCapture) FinishNow(b diffcapture.Baseline) (messages.TurnDiff, bool, bool) {
+func (q *quickCapture) FinishNow(b diffcapture.Baseline, _ []string) (messages.TurnDiff, bool, bool) {
 	q.record("FinishNow")
 	if b != "quick base" {
 		panic("FinishNow was handed another baseline")

@@ -720,7 +720,7 @@ func (c *capturedBare) turn(ctx context.Context, text string) (time.Duration, me
 		preparing.Wait()
 		return 0, messages.TurnDiff{}, err
 	}
-	diff, _, ok := c.git.FinishNow(base)
+	diff, _, ok := c.git.FinishNow(base, nil)
 	if !ok {
 		diff = c.git.Finish(ctx, base, nil)
 	}
@@ -765,8 +765,8 @@ func (g *countedGit) Finish(ctx context.Context, b diffcapture.Baseline, editPat
 }
 
 // FinishNow's answer is followed by a Settle only when it owes one.
-func (g *countedGit) FinishNow(b diffcapture.Baseline) (messages.TurnDiff, bool, bool) {
-	d, settle, ok := g.Git.FinishNow(b)
+func (g *countedGit) FinishNow(b diffcapture.Baseline, editPaths []string) (messages.TurnDiff, bool, bool) {
+	d, settle, ok := g.Git.FinishNow(b, editPaths)
 	if ok && settle {
 		g.settles.finished()
 	}

@@ -15,9 +15,10 @@ type Quick interface {
 	// BeginNow is Begin when the answer is at hand (never a nil
 	// Baseline with ok: a caller could not tell it from none).
 	BeginNow() (b Baseline, settle, ok bool)
-	// FinishNow is Finish of b when the answer is at hand; a b it
-	// answered is done with, as after Finish.
-	FinishNow(b Baseline) (d messages.TurnDiff, settle, ok bool)
+	// FinishNow is Finish of b (with the turn's edit paths, as Finish
+	// has them) when the answer is at hand; a b it answered is done
+	// with, as after Finish.
+	FinishNow(b Baseline, editPaths []string) (d messages.TurnDiff, settle, ok bool)
 }
 
 // nowMaxPaths bounds the witness BeginNow and FinishNow look at: past it,
@@ -25,7 +26,9 @@ type Quick interface {
 const nowMaxPaths = 256
 
 // BeginNow is Begin while the session's witness holds: the current
-// snapshot is the baseline, as Begin would find.
+// snapshot is the baseline, as Begin would find. In a directory with no
+// repository around it, still none, the baseline is the tool-event
+// fallback's, as Begin would find too.
 func (g *Git) BeginNow() (b Baseline, settle, ok bool) {
 	defer func() {
 		if recover() != nil {
@@ -33,6 +36,9 @@ func (g *Git) BeginNow() (b Baseline, settle, ok bool) {
 		}
 	}()
 	d := g.cachedRepository()
+	if d == nil && g.stillNoRepository() {
+		return &gitBaseline{kind: kindFallback, why: whyNoRepository}, false, true
+	}
 	if d == nil || !g.smu.TryLock() {
 		return nil, false, false
 	}
@@ -46,14 +52,19 @@ func (g *Git) BeginNow() (b Baseline, settle, ok bool) {
 
 // FinishNow is Finish of a snapshot baseline while the session's witness
 // holds and the turn's diff needs no git: nothing changed since the
-// baseline, or Prepare diffed the work tree as it stands.
-func (g *Git) FinishNow(base Baseline) (diff messages.TurnDiff, settle, ok bool) {
+// baseline, or Prepare diffed the work tree as it stands. The fallback
+// baseline of a directory with no repository is answered from the edit
+// paths, as Finish answers it.
+func (g *Git) FinishNow(base Baseline, editPaths []string) (diff messages.TurnDiff, settle, ok bool) {
 	defer func() {
 		if recover() != nil {
 			diff, settle, ok = messages.TurnDiff{}, false, false
 		}
 	}()
 	b, _ := base.(*gitBaseline)
+	if b != nil && b.kind == kindFallback {
+		return ToolEventDiff(g.cwd, editPaths, g.maxFiles, b.why), false, true
+	}
 	if b == nil || b.kind != kindScratch {
 		return messages.TurnDiff{}, false, false
 	}

@@ -2,6 +2,8 @@ package diffcapture
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,7 +26,7 @@ func TestBeginNowAndFinishNowRunNoGit(t *testing.T) {
 	b, _, ok := g.BeginNow()
 	require.True(t, ok, "the witness holds")
 	assert.Same(t, g.sc.cur, b.(*gitBaseline).snap, "the baseline Begin would take")
-	d, _, ok := g.FinishNow(b)
+	d, _, ok := g.FinishNow(b, nil)
 	require.True(t, ok)
 	assert.Equal(t, messages.DiffGit, d.Source)
 	assert.Empty(t, d.Files)
@@ -34,7 +36,7 @@ func TestBeginNowAndFinishNowRunNoGit(t *testing.T) {
 	b, _, ok = g.BeginNow()
 	require.True(t, ok)
 	r.write("a.txt", "changed\n")
-	_, _, ok = g.FinishNow(b)
+	_, _, ok = g.FinishNow(b, nil)
 	assert.False(t, ok, "the witness no longer holds")
 	assert.Nil(t, cg.take(t))
 	d = g.Finish(ctx, b, nil)
@@ -54,7 +56,7 @@ func TestBeginNowAndFinishNowRunNoGit(t *testing.T) {
 	g.prepEnd = time.Time{}
 	g.Prepare(ctx, b)
 	_ = cg.take(t)
-	d, settle, ok = g.FinishNow(b)
+	d, settle, ok = g.FinishNow(b, nil)
 	require.True(t, ok)
 	assert.Nil(t, cg.take(t))
 	assert.Equal(t, []messages.FileChange{{Path: "new.txt", Status: "A", Insertions: 1}}, d.Files)
@@ -69,16 +71,16 @@ func TestBeginNowAndFinishNowRunNoGit(t *testing.T) {
 	g.smu.Lock()
 	_, _, ok = g.BeginNow()
 	assert.False(t, ok)
-	_, _, ok = g.FinishNow(b)
+	_, _, ok = g.FinishNow(b, nil)
 	assert.False(t, ok)
 	g.smu.Unlock()
 
 	// baselines of another kind are Finish's
-	for _, other := range []Baseline{nil, "x", &gitBaseline{kind: kindFallback}, &gitBaseline{kind: kindBroken, why: "no"}} {
-		_, _, ok = g.FinishNow(other)
+	for _, other := range []Baseline{nil, "x", &gitBaseline{kind: kindBroken, why: "no"}} {
+		_, _, ok = g.FinishNow(other, nil)
 		assert.False(t, ok, "%v", other)
 	}
-	d, _, ok = g.FinishNow(b)
+	d, _, ok = g.FinishNow(b, nil)
 	require.True(t, ok)
 	assert.Empty(t, d.Files)
 
@@ -104,6 +106,40 @@ func TestBeginNowLeavesABigWorkTreeToBegin(t *testing.T) {
 	b, err := g.Begin(testCtx(t))
 	require.NoError(t, err)
 	assert.Nil(t, cg.take(t), "Begin still runs no git: the witness holds")
-	_, _, ok = g.FinishNow(b)
+	_, _, ok = g.FinishNow(b, nil)
 	assert.False(t, ok)
+}
+
+// In a directory git found no repository around, BeginNow and FinishNow
+// answer as Begin and Finish would (the tool-event fallback, from the
+// turn's edit paths) with no git run, until a repository appears.
+func TestBeginNowAndFinishNowWithNoRepository(t *testing.T) {
+	requireGit(t)
+	dir := t.TempDir()
+	cg := newCountingGit(t)
+	g := NewGit(dir, WithGitBinary(cg.bin))
+	_, _, ok := g.BeginNow()
+	assert.False(t, ok, "not before git was asked once")
+	capture(t, g, nil)
+	assert.Equal(t, []string{"rev-parse"}, cg.take(t))
+
+	b, settle, ok := g.BeginNow()
+	require.True(t, ok)
+	assert.False(t, settle)
+	d, settle, ok := g.FinishNow(b, []string{filepath.Join(dir, "x.txt"), "y.txt"})
+	require.True(t, ok)
+	assert.False(t, settle)
+	assert.Equal(t, ToolEventDiff(dir, []string{filepath.Join(dir, "x.txt"), "y.txt"}, DefaultMaxFiles, whyNoRepository), d)
+	assert.Equal(t, []messages.FileChange{{Path: "x.txt", Status: "M"}, {Path: "y.txt", Status: "M"}}, d.Files)
+	b, _, ok = g.BeginNow()
+	require.True(t, ok)
+	d, _, ok = g.FinishNow(b, nil)
+	require.True(t, ok)
+	assert.Equal(t, messages.DiffNone, d.Source)
+	assert.Nil(t, cg.take(t), "no git run")
+
+	out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	_, _, ok = g.BeginNow()
+	assert.False(t, ok, "a repository appeared: Begin's to find")
 }

@@ -220,8 +220,8 @@ func (c *countingCapture) BeginNow() (diffcapture.Baseline, bool, bool) {
 	return b, settle, ok
 }
 
-func (c *countingCapture) FinishNow(b diffcapture.Baseline) (messages.TurnDiff, bool, bool) {
-	d, settle, ok := c.Git.FinishNow(b)
+func (c *countingCapture) FinishNow(b diffcapture.Baseline, editPaths []string) (messages.TurnDiff, bool, bool) {
+	d, settle, ok := c.Git.FinishNow(b, editPaths)
 	if ok {
 		c.mu.Lock()
 		c.finishNow++
@@ -287,6 +287,55 @@ func TestRuntimeAsksTheCaptureAtOnce(t *testing.T) {
 	n := capture.counts()
 	assert.Equal(t, [2]int{1, 2}, [2]int{n[0], n[2]}, "at once at its start")
 	assert.Equal(t, 3, n[1]+n[3], "its end at once when the Prepare after its edit was done by then, else the differ's Finish")
+	_, err = rt.Stop(ctx, scope, messages.Stop{SessionID: st.SessionID})
+	require.NoError(t, err)
+}
+
+// A session in a directory with no repository: the first turn asks git
+// (the differ's way); the next turns are answered at once, from the edit
+// tools' paths, as the differ would.
+func TestRuntimeAnswersANonRepositoryAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	sc := &script.Scenario{Turns: []script.Turn{
+		{Steps: []script.Step{script.Write("hello.txt", "hi\n"), script.Text("wrote it")}},
+		{Steps: []script.Step{script.Edit("hello.txt", "hi\n", "hi\nthere\n"), script.Text("edited it")}},
+		{Steps: []script.Step{script.Text("nothing to do")}},
+	}}
+	var capture *countingCapture
+	rt := runtimeFor(t, sc, actors.WithDiffCapture(func(cwd string, _ messages.Descriptor) diffcapture.Capturer {
+		capture = &countingCapture{Git: diffcapture.NewGit(cwd)}
+		return capture
+	}))
+	ctx := ctxFor(t)
+	const scope = "e2e"
+	st, err := rt.Start(ctx, scope, messages.Start{Brief: "write hello", Cwd: dir, MaxPosture: messages.PostureAcceptEdits})
+	require.NoError(t, err)
+	read := func() *messages.TurnDiff {
+		t.Helper()
+		r, err := rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: st.SessionID})
+		require.NoError(t, err)
+		require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
+		require.NotNil(t, r.TurnDiff)
+		require.Empty(t, r.TurnDiff.Warning)
+		return r.TurnDiff
+	}
+	d := read()
+	assert.Equal(t, messages.DiffToolEvents, d.Source)
+	assert.Equal(t, []messages.FileChange{{Path: "hello.txt", Status: "M"}}, d.Files)
+	assert.Equal(t, [4]int{1, 1, 0, 0}, capture.counts(), "the first turn asks git: the differ's way")
+
+	_, err = rt.Guide(ctx, scope, messages.Guide{SessionID: st.SessionID, Text: "edit it"})
+	require.NoError(t, err)
+	d = read()
+	assert.Equal(t, messages.DiffToolEvents, d.Source)
+	assert.Equal(t, []messages.FileChange{{Path: "hello.txt", Status: "M"}}, d.Files, "the edit's path, as Finish gives it")
+	assert.Equal(t, [4]int{1, 1, 1, 1}, capture.counts(), "both stages at once")
+
+	_, err = rt.Guide(ctx, scope, messages.Guide{SessionID: st.SessionID, Text: "nothing"})
+	require.NoError(t, err)
+	d = read()
+	assert.Equal(t, messages.DiffNone, d.Source)
+	assert.Equal(t, [4]int{1, 1, 2, 2}, capture.counts())
 	_, err = rt.Stop(ctx, scope, messages.Stop{SessionID: st.SessionID})
 	require.NoError(t, err)
 }

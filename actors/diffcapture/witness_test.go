@@ -212,7 +212,7 @@ func TestWitnessAgreesWithGitWithoutIt(t *testing.T) {
 			var d messages.TurnDiff
 			ok = false
 			if now {
-				d, _, ok = g.FinishNow(b)
+				d, _, ok = g.FinishNow(b, nil)
 			}
 			if ok {
 				answeredNow++

@@ -795,7 +795,7 @@ func (a *Actor) sendDiff(c *actor.Context, cmds []any) (fed bool) {
 		case DFinish:
 			if base := a.quickBaseOf(m.Turn); base != nil {
 				a.quickTurn, a.quickBase = 0, nil
-				if a.finishNow(c, m.Turn, base) {
+				if a.finishNow(c, m.Turn, base, m.EditPaths) {
 					fed = true
 					continue
 				}
@@ -830,10 +830,10 @@ func (a *Actor) beginNow(c *actor.Context, turn int) bool {
 
 // finishNow diffs turn at once against base, the baseline beginNow took,
 // when the capturer can.
-func (a *Actor) finishNow(c *actor.Context, turn int, base diffcapture.Baseline) bool {
+func (a *Actor) finishNow(c *actor.Context, turn int, base diffcapture.Baseline, editPaths []string) bool {
 	var d messages.TurnDiff
 	var settle, ok bool
-	if safely(func() error { d, settle, ok = a.quick.FinishNow(base); return nil }) != nil || !ok {
+	if safely(func() error { d, settle, ok = a.quick.FinishNow(base, editPaths); return nil }) != nil || !ok {
 		return false
 	}
 	a.settleLater(c, settle)
