@@ -466,7 +466,8 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	if capturer == nil {
 		capturer = diffcapture.Noop{}
 	}
-	if off, ok := capturer.(diffcapture.Noop); ok {
+	off, captureOff := capturer.(diffcapture.Noop)
+	if captureOff {
 		a.core.CaptureOff(off.Finish(context.Background(), nil, nil))
 	}
 	a.quick, _ = capturer.(diffcapture.Quick)
@@ -475,11 +476,15 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	specs := []supervise.ChildSpec{
 		{Name: ChildPersist, Restart: supervise.Permanent, ShutdownTimeout: timeout,
 			Producer: newPersister(a.o.Store, a.o.Spec.SessionID, self, a.o.Hooks.Append)},
-		{Name: ChildDiff, Restart: supervise.Transient, ShutdownTimeout: timeout,
-			Producer: newDiffer(capturer, self, 4*timeout)},
-		{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: 2*timeout + closeGrace,
-			Producer: newHost(a.o.Transport, self, timeout, a.gate, a.o.Procs, a.log())},
 	}
+	if !captureOff {
+		// with capture off the core decides each turn's diff itself and
+		// never sends the differ anything: no child idles for it
+		specs = append(specs, supervise.ChildSpec{Name: ChildDiff, Restart: supervise.Transient, ShutdownTimeout: timeout,
+			Producer: newDiffer(capturer, self, 4*timeout)})
+	}
+	specs = append(specs, supervise.ChildSpec{Name: ChildTransport, Restart: supervise.Permanent, ShutdownTimeout: 2*timeout + closeGrace,
+		Producer: newHost(a.o.Transport, self, timeout, a.gate, a.o.Procs, a.log())})
 	if inj := a.o.Inject; inj != nil {
 		for i := range specs {
 			specs[i].Producer = injecting(specs[i].Name, specs[i].Producer, inj)
