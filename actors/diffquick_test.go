@@ -133,8 +133,15 @@ func TestQuickCaptureAnswersWithoutTheDiffer(t *testing.T) {
 	assert.Equal(t, 2, q.count("FinishNow"))
 	require.Eventually(t, func() bool { return q.count("Settle") == 4 }, time.Minute, 10*time.Millisecond,
 		"a Settle after each answer that owed one")
+	// Prepare runs on a goroutine of its own, as Settle does: in no order
+	// with the Settles, so it is waited for too
+	require.Eventually(t, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.prepareBase) > 0
+	}, time.Minute, 10*time.Millisecond, "the tool result's Prepare ran")
 	q.mu.Lock()
-	assert.Contains(t, q.prepareBase, diffcapture.Baseline("quick base"), "the tool result's Prepare had the turn's baseline")
+	assert.Equal(t, []diffcapture.Baseline{"quick base"}, q.prepareBase, "the tool result's Prepare had the turn's baseline")
 	q.mu.Unlock()
 
 	// and none when nothing is owed
@@ -175,4 +182,38 @@ func TestQuickCaptureFallsBackToTheDiffer(t *testing.T) {
 	for _, r := range runQuick(t, q) {
 		assert.Equal(t, "by Finish", r.TurnDiff.Summary)
 	}
+}
+
+// With diff capture off the core decides each turn's diff itself: the
+// session starts no diff child at all (none idles for thousands of
+// sessions), and its turns still come with their (empty) diff.
+func TestCaptureOffStartsNoDiffChild(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[bool]map[string]bool{} // capture on? -> the actors that got a message
+	run := func(on bool, capture diffcapture.Factory) {
+		sc := &script.Scenario{Turns: []script.Turn{{Steps: []script.Step{script.Text("done")}}}}
+		rt := newRuntime(t, testConfig(t), sc, WithDiffCapture(capture), withActorFault(func(_, actor string, _ any) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seen[on] == nil {
+				seen[on] = map[string]bool{}
+			}
+			seen[on][actor] = true
+		}))
+		ctx := ctxT(t)
+		st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+		require.NoError(t, err)
+		r := readKind(t, rt, "s", st.SessionID)
+		require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
+		require.NotNil(t, r.TurnDiff)
+		_, err = rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
+		require.NoError(t, err)
+	}
+	run(false, diffcapture.NoopFactory)
+	run(true, diffcapture.GitFactory)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.True(t, seen[true]["diffcapture"], "with capture on, the diff child runs")
+	assert.False(t, seen[false]["diffcapture"], "with capture off, no diff child")
+	assert.True(t, seen[false]["persist"] && seen[false]["transport"], "%v", seen[false])
 }
