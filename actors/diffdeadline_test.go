@@ -38,17 +38,12 @@ func TestStuckDiffCaptureEndsTheTurnAtItsDeadline(t *testing.T) {
 		WithDiffCapture(func(string, messages.Descriptor) diffcapture.Capturer { return stuckCapture{release: release} }),
 		withDiffDeadline(300*time.Millisecond))
 	ctx := ctxT(t)
-	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
-	require.NoError(t, err)
-
-	r := readKind(t, rt, "s", st.SessionID)
-	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-	require.NotNil(t, r.TurnDiff)
+	st, r := startDiffed(t, rt)
 	assert.Contains(t, r.TurnDiff.Warning, "did not answer within")
 	assert.Equal(t, messages.DiffToolEvents, r.TurnDiff.Source, "the edit tools' paths stand in: %+v", r.TurnDiff)
 
 	// the session goes on: the next turn's diff is cut short the same way
-	_, err = rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "again"})
+	_, err := rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "again"})
 	require.NoError(t, err)
 	r = readKind(t, rt, "s", st.SessionID)
 	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)

@@ -200,13 +200,8 @@ func TestCaptureOffStartsNoDiffChild(t *testing.T) {
 			}
 			seen[on][actor] = true
 		}))
-		ctx := ctxT(t)
-		st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
-		require.NoError(t, err)
-		r := readKind(t, rt, "s", st.SessionID)
-		require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-		require.NotNil(t, r.TurnDiff)
-		_, err = rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
+		st, _ := startDiffed(t, rt)
+		_, err := rt.Stop(ctxT(t), "s", messages.Stop{SessionID: st.SessionID})
 		require.NoError(t, err)
 	}
 	run(false, diffcapture.NoopFactory)
@@ -216,4 +211,16 @@ func TestCaptureOffStartsNoDiffChild(t *testing.T) {
 	assert.True(t, seen[true]["diffcapture"], "with capture on, the diff child runs")
 	assert.False(t, seen[false]["diffcapture"], "with capture off, no diff child")
 	assert.True(t, seen[false]["persist"] && seen[false]["transport"], "%v", seen[false])
+}
+
+// startDiffed starts a session (scope "s") in a directory of its own and
+// reads its first turn, which completes with a diff.
+func startDiffed(t *testing.T, rt *Runtime) (messages.StartResult, messages.TurnResult) {
+	t.Helper()
+	st, err := rt.Start(ctxT(t), "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	r := readKind(t, rt, "s", st.SessionID)
+	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
+	require.NotNil(t, r.TurnDiff)
+	return st, r
 }

@@ -44,13 +44,7 @@ func TestDiffCaptureSettlesOffTheTurnsPath(t *testing.T) {
 		WithDiffCapture(func(string, messages.Descriptor) diffcapture.Capturer {
 			return settlingCapture{release: release, settled: &settled}
 		}))
-	ctx := ctxT(t)
-	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
-	require.NoError(t, err)
-
-	r := readKind(t, rt, "s", st.SessionID)
-	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-	require.NotNil(t, r.TurnDiff)
+	_, r := startDiffed(t, rt)
 	assert.Equal(t, "from base", r.TurnDiff.Summary)
 	assert.Zero(t, settled.Load(), "the result did not wait for Settle")
 

@@ -248,24 +248,9 @@ func TestRuntimeAsksTheCaptureAtOnce(t *testing.T) {
 		{Steps: []script.Step{script.Text("nothing to do")}},
 		{Steps: []script.Step{script.Edit("hello.txt", "hi\n", "hi\nthere\n"), script.Text("edited it")}},
 	}}
-	var capture *countingCapture
-	rt := runtimeFor(t, sc, actors.WithDiffCapture(func(cwd string, _ messages.Descriptor) diffcapture.Capturer {
-		capture = &countingCapture{Git: diffcapture.NewGit(cwd)}
-		return capture
-	}))
+	rt, st, capture, read := countedSession(t, sc, repo)
 	ctx := ctxFor(t)
 	const scope = "e2e"
-	st, err := rt.Start(ctx, scope, messages.Start{Brief: "write hello", Cwd: repo, MaxPosture: messages.PostureAcceptEdits})
-	require.NoError(t, err)
-	read := func() *messages.TurnDiff {
-		t.Helper()
-		r, err := rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: st.SessionID})
-		require.NoError(t, err)
-		require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-		require.NotNil(t, r.TurnDiff)
-		require.Empty(t, r.TurnDiff.Warning)
-		return r.TurnDiff
-	}
 	// the next turn: once the capture's Settle has made the witness and
 	// nothing of the last turn's runs any more
 	guide := func(text string) {
@@ -287,7 +272,7 @@ func TestRuntimeAsksTheCaptureAtOnce(t *testing.T) {
 	n := capture.counts()
 	assert.Equal(t, [2]int{1, 2}, [2]int{n[0], n[2]}, "at once at its start")
 	assert.Equal(t, 3, n[1]+n[3], "its end at once when the Prepare after its edit was done by then, else the differ's Finish")
-	_, err = rt.Stop(ctx, scope, messages.Stop{SessionID: st.SessionID})
+	_, err := rt.Stop(ctx, scope, messages.Stop{SessionID: st.SessionID})
 	require.NoError(t, err)
 }
 
@@ -301,30 +286,15 @@ func TestRuntimeAnswersANonRepositoryAtOnce(t *testing.T) {
 		{Steps: []script.Step{script.Edit("hello.txt", "hi\n", "hi\nthere\n"), script.Text("edited it")}},
 		{Steps: []script.Step{script.Text("nothing to do")}},
 	}}
-	var capture *countingCapture
-	rt := runtimeFor(t, sc, actors.WithDiffCapture(func(cwd string, _ messages.Descriptor) diffcapture.Capturer {
-		capture = &countingCapture{Git: diffcapture.NewGit(cwd)}
-		return capture
-	}))
+	rt, st, capture, read := countedSession(t, sc, dir)
 	ctx := ctxFor(t)
 	const scope = "e2e"
-	st, err := rt.Start(ctx, scope, messages.Start{Brief: "write hello", Cwd: dir, MaxPosture: messages.PostureAcceptEdits})
-	require.NoError(t, err)
-	read := func() *messages.TurnDiff {
-		t.Helper()
-		r, err := rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: st.SessionID})
-		require.NoError(t, err)
-		require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-		require.NotNil(t, r.TurnDiff)
-		require.Empty(t, r.TurnDiff.Warning)
-		return r.TurnDiff
-	}
 	d := read()
 	assert.Equal(t, messages.DiffToolEvents, d.Source)
 	assert.Equal(t, []messages.FileChange{{Path: "hello.txt", Status: "M"}}, d.Files)
 	assert.Equal(t, [4]int{1, 1, 0, 0}, capture.counts(), "the first turn asks git: the differ's way")
 
-	_, err = rt.Guide(ctx, scope, messages.Guide{SessionID: st.SessionID, Text: "edit it"})
+	_, err := rt.Guide(ctx, scope, messages.Guide{SessionID: st.SessionID, Text: "edit it"})
 	require.NoError(t, err)
 	d = read()
 	assert.Equal(t, messages.DiffToolEvents, d.Source)
@@ -338,4 +308,28 @@ func TestRuntimeAnswersANonRepositoryAtOnce(t *testing.T) {
 	assert.Equal(t, [4]int{1, 1, 2, 2}, capture.counts())
 	_, err = rt.Stop(ctx, scope, messages.Stop{SessionID: st.SessionID})
 	require.NoError(t, err)
+}
+
+// countedSession starts a session of sc in cwd (scope "e2e") with the git
+// capture counted, and returns a reader of its turns' diffs.
+func countedSession(t *testing.T, sc *script.Scenario, cwd string) (*actors.Runtime, messages.StartResult, *countingCapture, func() *messages.TurnDiff) {
+	t.Helper()
+	var capture *countingCapture
+	rt := runtimeFor(t, sc, actors.WithDiffCapture(func(cwd string, _ messages.Descriptor) diffcapture.Capturer {
+		capture = &countingCapture{Git: diffcapture.NewGit(cwd)}
+		return capture
+	}))
+	ctx := ctxFor(t)
+	st, err := rt.Start(ctx, "e2e", messages.Start{Brief: "write hello", Cwd: cwd, MaxPosture: messages.PostureAcceptEdits})
+	require.NoError(t, err)
+	read := func() *messages.TurnDiff {
+		t.Helper()
+		r, err := rt.ReadTurn(ctx, "e2e", messages.ReadTurn{SessionID: st.SessionID})
+		require.NoError(t, err)
+		require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
+		require.NotNil(t, r.TurnDiff)
+		require.Empty(t, r.TurnDiff.Warning)
+		return r.TurnDiff
+	}
+	return rt, st, capture, read
 }
