@@ -220,57 +220,101 @@ func (f *firstTurn) firstTurns(ctx context.Context) error {
 	return nil
 }
 
+// laterLanes is how many CLI processes each side of the later and
+// permission turns runs: round i uses lane i mod laterLanes on every side.
+// Two processes of the same CLI, started and driven the same way, do not
+// run at the same speed (each has its own heap and compiled code): with one
+// process a side, runs of the same code put the runtime's later turn at
+// 0.87x to 1.17x the bare CLI's, so a figure said more about which process
+// was the quicker than about the runtime. Spread over lanes, each side's
+// p50 is that of several processes.
+const laterLanes = 3
+
+// laterLane is one process of each side, each in a repository of its own:
+// a file another side wrote between two turns would be a change in the
+// work tree, which the next capture must look at with git (one add at
+// Begin), and not what these rounds measure.
+type laterLane struct {
+	cwd, ndCwd, bareCwd, capCwd string
+	sid, sidND                  string // the runtime's sessions, capture on and off
+	cli                         *bareClaude
+	capCli                      *capturedBare // a bare CLI with the capture done by hand beside it
+}
+
+// startLanes starts laterLanes lanes (no more than there are rounds): on b
+// (capture on), on nodiff, and bare, each past a warm-up turn. The bare
+// CLIs of a kind share a HOME, as a runtime's sessions do.
+func (f *firstTurn) startLanes(ctx context.Context, b, nodiff *benchRuntime) ([]*laterLane, func(), error) {
+	var lanes []*laterLane
+	closeAll := func() {
+		for _, l := range lanes {
+			if l.sid != "" {
+				stop(ctx, b, l.sid)
+			}
+			if l.sidND != "" {
+				stop(ctx, nodiff, l.sidND)
+			}
+			if l.cli != nil {
+				l.cli.close()
+			}
+			if l.capCli != nil {
+				l.capCli.close()
+			}
+		}
+	}
+	for j := range min(laterLanes, f.rounds) {
+		l := &laterLane{}
+		lanes = append(lanes, l)
+		dir := func(kind string) string { return filepath.Join(f.dir, fmt.Sprintf("%s-%d", kind, j)) }
+		l.cwd, l.ndCwd, l.bareCwd, l.capCwd = dir("work-later"), dir("work-nodiff"), dir("work-bare"), dir("work-bare-capture")
+		for _, d := range []string{l.cwd, l.ndCwd, l.bareCwd, l.capCwd} {
+			if _, err := generateRepo(ctx, d, 1); err != nil {
+				return lanes, closeAll, err
+			}
+		}
+		var err error
+		if l.sid, err = startToFirstTurn(ctx, b, l.cwd, "warm up"); err != nil {
+			return lanes, closeAll, fmt.Errorf("start: %w", err)
+		}
+		if l.sidND, err = startToFirstTurn(ctx, nodiff, l.ndCwd, "warm up"); err != nil {
+			return lanes, closeAll, fmt.Errorf("start: %w", err)
+		}
+		if l.cli, err = startBareClaude(ctx, f.bin, l.bareCwd, f.env, filepath.Join(f.dir, "bare-home"), true); err != nil {
+			return lanes, closeAll, err
+		}
+		if _, err := l.cli.turn("warm up"); err != nil {
+			return lanes, closeAll, fmt.Errorf("bare warm-up turn: %w", err)
+		}
+		capBare, err := startBareClaude(ctx, f.bin, l.capCwd, f.env, filepath.Join(f.dir, "bare-capture-home"), true)
+		if err != nil {
+			return lanes, closeAll, err
+		}
+		l.capCli = &capturedBare{bareClaude: capBare, git: diffcapture.NewGit(l.capCwd)}
+		if _, _, err := l.capCli.turn(ctx, "warm up"); err != nil {
+			return lanes, closeAll, fmt.Errorf("bare warm-up turn with capture: %w", err)
+		}
+	}
+	return lanes, closeAll, nil
+}
+
 func (f *firstTurn) laterTurns(ctx context.Context) error {
 	b, _, err := f.runtime("later", 0, true)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	sid, err := startToFirstTurn(ctx, b, f.cwd, "warm up")
-	if err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	defer stop(ctx, b, sid)
 	// the same turns without diff capture, to tell its share
 	nodiff, _, err := f.runtime("later-nodiff", 0, false)
 	if err != nil {
 		return err
 	}
 	defer nodiff.close()
-	// each side works in a repository of its own, as separate sessions
-	// would: a file another side wrote between two turns would be a
-	// change in the work tree, which the next capture must look at with
-	// git (one add at Begin), and not what these rounds measure
-	ndCwd, bareCwd, capCwd := filepath.Join(f.dir, "work-nodiff"), filepath.Join(f.dir, "work-bare"), filepath.Join(f.dir, "work-bare-capture")
-	for _, dir := range []string{ndCwd, bareCwd, capCwd} {
-		if _, err := generateRepo(ctx, dir, 1); err != nil {
-			return err
-		}
-	}
-	sidND, err := startToFirstTurn(ctx, nodiff, ndCwd, "warm up")
-	if err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	defer stop(ctx, nodiff, sidND)
-	cli, err := startBareClaude(ctx, f.bin, bareCwd, f.env, filepath.Join(f.dir, "bare-home"), true)
+	lanes, closeLanes, err := f.startLanes(ctx, b, nodiff)
+	defer closeLanes()
 	if err != nil {
 		return err
 	}
-	defer cli.close()
-	if _, err := cli.turn("warm up"); err != nil {
-		return fmt.Errorf("bare warm-up turn: %w", err)
-	}
-	// the control for capture's share: a bare CLI of its own, in a
-	// repository of its own, with the capture done by hand beside it
-	capBare, err := startBareClaude(ctx, f.bin, capCwd, f.env, filepath.Join(f.dir, "bare-capture-home"), true)
-	if err != nil {
-		return err
-	}
-	capCli := &capturedBare{bareClaude: capBare, git: diffcapture.NewGit(capCwd)}
-	defer capCli.close()
-	if _, _, err := capCli.turn(ctx, "warm up"); err != nil {
-		return fmt.Errorf("bare warm-up turn with capture: %w", err)
-	}
+	f.res.note("later and permission turns: each side runs %d CLI processes (sessions, or bare CLIs), each in a one-file repository of its own; round i uses process i mod %d on every side, so a side's p50 is that of several processes, not of the one that happened to be quicker", len(lanes), len(lanes))
 	var later, laterND, bareLater, perm, permND, barePerm, barePermCap latencies
 	var hops, hopsND, laterHops, laterHopsND turnHops
 	// this process's CPU through each turn: modelmock's and the driver's
@@ -280,6 +324,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	turns, noisy := 0, 0
 	for i := range f.rounds {
 		f.p.printf("later and permission turns: round %d of %d", i+1, f.rounds)
+		l := lanes[i%len(lanes)]
 		// the sides of each kind of turn, in an order that rotates
 		// from round to round: whichever goes first in a round follows
 		// the previous round's last turn, whose process may still be busy
@@ -287,12 +332,12 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		laterSteps := []func(octx context.Context) error{
 			func(octx context.Context) error {
 				t0 := time.Now()
-				r, err := guideAndRead(octx, b, sid, fmt.Sprintf("later %d", i), messages.KindTurnComplete)
+				r, err := guideAndRead(octx, b, l.sid, fmt.Sprintf("later %d", i), messages.KindTurnComplete)
 				if err != nil {
 					return fmt.Errorf("later turn %d: %w", i, err)
 				}
 				later.since(t0)
-				laterHops.turns = append(laterHops.turns, turnTimes{guided: t0, done: time.Now()})
+				laterHops.turns = append(laterHops.turns, turnTimes{sid: l.sid, guided: t0, done: time.Now()})
 				if r.TurnDiff != nil && r.TurnDiff.Source == messages.DiffGit {
 					diffs++
 				}
@@ -300,15 +345,15 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 			},
 			func(octx context.Context) error {
 				t0 := time.Now()
-				if _, err := guideAndRead(octx, nodiff, sidND, fmt.Sprintf("later %d", i), messages.KindTurnComplete); err != nil {
+				if _, err := guideAndRead(octx, nodiff, l.sidND, fmt.Sprintf("later %d", i), messages.KindTurnComplete); err != nil {
 					return fmt.Errorf("later turn without diff capture %d: %w", i, err)
 				}
 				laterND.since(t0)
-				laterHopsND.turns = append(laterHopsND.turns, turnTimes{guided: t0, done: time.Now()})
+				laterHopsND.turns = append(laterHopsND.turns, turnTimes{sid: l.sidND, guided: t0, done: time.Now()})
 				return nil
 			},
 			func(octx context.Context) error {
-				d, err := cli.turn(fmt.Sprintf("bare later %d", i))
+				d, err := l.cli.turn(fmt.Sprintf("bare later %d", i))
 				if err != nil {
 					return fmt.Errorf("bare later turn %d: %w", i, err)
 				}
@@ -324,7 +369,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 		// runtime)
 		permSteps := []func(octx context.Context) error{
 			func(octx context.Context) error {
-				dp, err := permissionTurn(octx, b, sid, filepath.Join(f.cwd, fmt.Sprintf("perm-%d.txt", i)), &hops)
+				dp, err := permissionTurn(octx, b, l.sid, filepath.Join(l.cwd, fmt.Sprintf("perm-%d.txt", i)), &hops)
 				if err != nil {
 					return fmt.Errorf("permission turn %d: %w", i, err)
 				}
@@ -333,7 +378,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 			},
 			func(octx context.Context) error {
 				c0 := processCPU()
-				dp, err := permissionTurn(octx, nodiff, sidND, filepath.Join(ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)), &hopsND)
+				dp, err := permissionTurn(octx, nodiff, l.sidND, filepath.Join(l.ndCwd, fmt.Sprintf("perm-nd-%d.txt", i)), &hopsND)
 				if err != nil {
 					return fmt.Errorf("permission turn without diff capture %d: %w", i, err)
 				}
@@ -343,7 +388,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 			},
 			func(octx context.Context) error {
 				c0 := processCPU()
-				d, err := cli.turn("TOOL:WRITE " + filepath.Join(bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
+				d, err := l.cli.turn("TOOL:WRITE " + filepath.Join(l.bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
 				if err != nil {
 					return fmt.Errorf("bare permission turn %d: %w", i, err)
 				}
@@ -352,7 +397,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				return nil
 			},
 			func(octx context.Context) error {
-				d, diff, err := capCli.turn(octx, "TOOL:WRITE "+filepath.Join(capCwd, fmt.Sprintf("bare-perm-%d.txt", i))+" bare")
+				d, diff, err := l.capCli.turn(octx, "TOOL:WRITE "+filepath.Join(l.capCwd, fmt.Sprintf("bare-perm-%d.txt", i))+" bare")
 				if err != nil {
 					return fmt.Errorf("bare permission turn with capture %d: %w", i, err)
 				}
@@ -386,13 +431,18 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				if err := waitFor(ctx, 3*time.Minute, f.settles.quiet); err != nil {
 					return fmt.Errorf("the runtime's capture did not settle: %w", err)
 				}
-				capCli.settling.Wait()
+				l.capCli.settling.Wait()
 			}
 		}
 	}
 	f.res.note("each later and permission turn was timed once the CPU time of this process's children (every CLI, and what they run) had stood still for %v (at most %d clock ticks); %d of %d turns were timed without that, after waiting %v", quietFor, quietTicks, noisy, turns, quietMax)
 	f.res.check("later turns diffed by git", diffs == f.rounds, "%d of %d later turns came with a git diff", diffs, f.rounds)
-	f.res.check("bare permission turns asked", cli.asked == f.rounds && capCli.asked == f.rounds, "the bare CLIs, without and with capture by hand, asked can_use_tool %d and %d times in %d permission turns each", cli.asked, capCli.asked, f.rounds)
+	asked, capAsked := 0, 0
+	for _, l := range lanes {
+		asked += l.cli.asked
+		capAsked += l.capCli.asked
+	}
+	f.res.check("bare permission turns asked", asked == f.rounds && capAsked == f.rounds, "the bare CLIs, without and with capture by hand, asked can_use_tool %d and %d times in %d permission turns each", asked, capAsked, f.rounds)
 	f.res.check("bare permission turns with capture diffed", capDiffs == f.rounds, "%d of %d came with a git diff of the one file written", capDiffs, f.rounds)
 	l, nd, bl, pm, bp := later.summary(), laterND.summary(), bareLater.summary(), perm.summary(), barePerm.summary()
 	f.res.vs("later turn, diff capture on, p50", ms(l.p50), UnitMs, "bare CLI turn p50", ms(bl.p50))
@@ -421,16 +471,15 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 	for _, h := range []struct {
 		hops  *turnHops
 		b     *benchRuntime
-		sid   string
 		label string
 		bare  *latencies
 	}{
-		{&laterHopsND, nodiff, sidND, "later turn, capture off", &bareLater},
-		{&laterHops, b, sid, "later turn, capture on", &bareLater},
-		{&hopsND, nodiff, sidND, "permission turn, capture off", nil},
-		{&hops, b, sid, "permission turn, capture on", nil},
+		{&laterHopsND, nodiff, "later turn, capture off", &bareLater},
+		{&laterHops, b, "later turn, capture on", &bareLater},
+		{&hopsND, nodiff, "permission turn, capture off", nil},
+		{&hops, b, "permission turn, capture on", nil},
 	} {
-		if err := h.hops.report(ctx, f.res, h.b, h.sid, h.label, h.bare); err != nil {
+		if err := h.hops.report(ctx, f.res, h.b, h.label, h.bare); err != nil {
 			return err
 		}
 	}
@@ -455,7 +504,7 @@ func permissionTurn(ctx context.Context, b *benchRuntime, sid, target string, ho
 		err = expectKind(r, messages.KindTurnComplete)
 	}
 	if hops != nil {
-		hops.turns = append(hops.turns, turnTimes{guided: t0, asked: asked, done: time.Now()})
+		hops.turns = append(hops.turns, turnTimes{sid: sid, guided: t0, asked: asked, done: time.Now()})
 	}
 	return time.Since(t0), err
 }
@@ -470,18 +519,27 @@ type turnHops struct {
 	turns []turnTimes
 }
 
-type turnTimes struct{ guided, asked, done time.Time }
+// turnTimes is one turn of session sid, by the driver's clocks.
+type turnTimes struct {
+	sid                 string
+	guided, asked, done time.Time
+}
 
-// report adds the p50 of each hop for the turns of session sid and, with
-// bare, the p50 of what lies between the hops against bare's.
-func (h *turnHops) report(ctx context.Context, res *Result, b *benchRuntime, sid, label string, bare *latencies) error {
-	evs, err := b.rt.Store().ReadEvents(ctx, sid, 0, 0)
-	if err != nil {
-		return err
-	}
+// report adds the p50 of each hop of the turns and, with bare, the p50 of
+// what lies between the hops against bare's.
+func (h *turnHops) report(ctx context.Context, res *Result, b *benchRuntime, label string, bare *latencies) error {
+	logs := map[string][]messages.PersistedEvent{}
 	var start, question, result, cli latencies
 	questions := 0
 	for _, pt := range h.turns {
+		evs, ok := logs[pt.sid]
+		if !ok {
+			var err error
+			if evs, err = b.rt.Store().ReadEvents(ctx, pt.sid, 0, 0); err != nil {
+				return err
+			}
+			logs[pt.sid] = evs
+		}
 		var started, clar, ended time.Time
 		for _, e := range evs {
 			if e.At.Before(pt.guided) || e.At.After(pt.done) {

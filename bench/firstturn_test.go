@@ -27,7 +27,8 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, SuiteFirstTurn, Options{ClaudeBin: bin, FirstTurnRounds: 1, Home: t.TempDir()})
+	// two rounds: the later and permission turns run on two processes a side
+	res, err := Run(ctx, SuiteFirstTurn, Options{ClaudeBin: bin, FirstTurnRounds: 2, Home: t.TempDir()})
 	require.NoError(t, err)
 	require.Empty(t, res.Skipped)
 	require.True(t, res.Passed(), "%v", res.Failures())
@@ -65,6 +66,7 @@ func TestFirstTurnProducesTheFigures(t *testing.T) {
 		}
 	}
 	assert.Equal(t, want, got)
+	assert.Contains(t, strings.Join(res.Notes, "\n"), "each side runs 2 CLI processes")
 	assert.Len(t, hops, 10, "three hops of each permission turn, two of each later turn: %v", hops)
 	assert.Len(t, paired, 5, "the turns paired with their round's control: %v", paired)
 }
