@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,16 +19,14 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
-// TestTwentyClaudeSessionsThroughTheDaemonBesideACPUHog: twenty clients
-// start a claude-code session each through the daemon's HTTP API at once,
-// with a busy loop on every core, and every one reads a turn_complete.
-// The daemon keeps its log in the file store, as `serve` does. Before the
-// boot queue and the start-bounded initialize, 14 of 20 such starts failed
-// with "claude did not answer the initialize request in time". The only
-// deadline is one that stops a hang: a read that waits out its long poll
-// reads again.
+// TestTwentyClaudeSessionsThroughTheDaemonBesideACPUHog is claudecode's
+// TestTwentyConcurrentStartsBesideACPUHog through the daemon: twenty HTTP
+// clients each start a session and read its turn at once, every core busy,
+// and the daemon keeps its log in the file store, as `serve` does. A read
+// whose long poll runs out reads again: the only deadline stops a hang.
 func TestTwentyClaudeSessionsThroughTheDaemonBesideACPUHog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("twenty real CLIs: not in -short")
@@ -48,21 +44,7 @@ func TestTwentyClaudeSessionsThroughTheDaemonBesideACPUHog(t *testing.T) {
 		o.Config.Env = map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-test", "HOME": t.TempDir()}
 	})
 
-	var hogging atomic.Bool
-	hogging.Store(true)
-	var hogs sync.WaitGroup
-	for range runtime.NumCPU() {
-		hogs.Add(1)
-		go func() {
-			defer hogs.Done()
-			for n := 0; hogging.Load(); n++ {
-				if n%1_000_000 == 0 {
-					runtime.Gosched()
-				}
-			}
-		}()
-	}
-	defer func() { hogging.Store(false); hogs.Wait() }()
+	subprocesstest.BusyEveryCore(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // only stops a hang
 	defer cancel()

@@ -2,9 +2,7 @@ package claudecode_test
 
 import (
 	"context"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // TestTwentyConcurrentStartsBesideACPUHog: twenty claude-code sessions
@@ -46,21 +45,7 @@ func TestTwentyConcurrentStartsBesideACPUHog(t *testing.T) {
 		assert.NoError(t, rt.Close(ctx))
 	})
 
-	var hogging atomic.Bool
-	hogging.Store(true)
-	var hogs sync.WaitGroup
-	for range runtime.NumCPU() {
-		hogs.Add(1)
-		go func() {
-			defer hogs.Done()
-			for n := 0; hogging.Load(); n++ {
-				if n%1_000_000 == 0 {
-					runtime.Gosched()
-				}
-			}
-		}()
-	}
-	defer func() { hogging.Store(false); hogs.Wait() }()
+	subprocesstest.BusyEveryCore(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // only stops a hang
 	defer cancel()

@@ -1,8 +1,9 @@
 // Package subprocesstest finds the program a live test drives: a
 // backend's pinned CLI, or the browser of the web console's tests. Without
 // it the test is skipped, except under CI=true, where every live test must
-// run and a missing program fails it (.ci/run installs each one). It is
-// imported by tests only.
+// run and a missing program fails it (.ci/run installs each one). It also
+// keeps every core busy beside a live test (BusyEveryCore). It is imported
+// by tests only.
 package subprocesstest
 
 import (
