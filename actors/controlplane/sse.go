@@ -224,9 +224,10 @@ type stream struct {
 	topics topicSet
 	last   map[string]uint64 // per session: the last event seq sent
 	lastID string
-	// pending counts writes since the last flush (the first armed the
-	// write deadline)
-	pending int
+	// pending counts writes since the last flush; deadline is the write
+	// deadline set last
+	pending  int
+	deadline time.Time
 }
 
 // prime replays before the stream goes live. durable is the session's
@@ -458,11 +459,16 @@ func (st *stream) abandon(ctx context.Context, err error) {
 	_ = st.reconnect("error")
 }
 
-// write writes b within the write timeout, armed by the first write since
-// the last flush; every liveBatch writes it flushes, else flush sends them.
+// write writes b within the write timeout; every liveBatch writes it
+// flushes, else flush sends them. The deadline is moved only when less
+// than three quarters of the timeout is left (a write gets at least that
+// long): moving it costs a timer update, per event on a quiet feed.
 func (st *stream) write(b []byte) error {
 	if st.pending == 0 {
-		_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.o.WriteTimeout))
+		if now := time.Now(); st.deadline.Sub(now) < st.s.o.WriteTimeout*3/4 {
+			st.deadline = now.Add(st.s.o.WriteTimeout)
+			_ = st.rc.SetWriteDeadline(st.deadline)
+		}
 	}
 	st.pending++
 	if _, err := st.w.Write(b); err != nil {
