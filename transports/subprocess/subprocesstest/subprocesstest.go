@@ -1,7 +1,8 @@
 // Package subprocesstest finds the program a live test drives: a
 // backend's pinned CLI, or the browser of the web console's tests. Without
 // it the test is skipped, except under CI=true, where every live test must
-// run and a missing program fails it (.ci/run installs each one). It also
+// run and a missing program fails it (.ci/run installs each one); Missing
+// does the same for anything else a test needs (git, /proc, a tmpfs). It also
 // keeps every core busy beside a live test (BusyEveryCore). It is imported
 // by tests only.
 package subprocesstest
