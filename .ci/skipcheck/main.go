@@ -98,6 +98,9 @@ func scan(in io.Reader, out io.Writer) ([]skip, error) {
 			w.WriteString(ev.Output)
 		case "output":
 			if ev.Test == "" {
+				if ev.Output == "PASS\n" {
+					continue // go test without -v shows only the ok line
+				}
 				w.WriteString(ev.Output)
 				w.Flush() // a 30-minute run's log shows each package as it ends
 				continue
