@@ -30,6 +30,11 @@ type (
 		// before its start (isolate.go): the id names its branch.
 		sessionID string
 		worktree  *messages.Worktree
+		// plan and provision are what capability curation made for the
+		// start (provision.go), for planBackend.
+		plan        *transports.Provision
+		provision   *messages.Provision
+		planBackend string
 	}
 	// regOp routes a session op; the session answers the op's own channel.
 	regOp struct {
@@ -252,6 +257,15 @@ func (r *registry) start(c *actor.Context, m regStart) {
 	}
 	spec.SessionID = cmp.Or(m.sessionID, messages.NewSessionID())
 	spec.Worktree = m.worktree
+	spec.Provision, spec.ProvisionMeta = m.plan, m.provision.Clone()
+	if spec.ProvisionMeta != nil && spec.Descriptor.ID != m.planBackend {
+		// the scope pinned another backend than the one provisioned for
+		pm := spec.ProvisionMeta
+		pm.Notes = append(pm.Notes, "provisioned for "+m.planBackend+", but the scope runs "+spec.Descriptor.ID+": nothing applied")
+		pm.Ignored, pm.Applied, pm.TokenScopeNotes = append(pm.Ignored, pm.Applied...), nil, nil
+		spec.Provision = nil
+		releaseProvision(r.cfg.Home, spec.SessionID)
+	}
 	spec.OwnerScope = m.scope
 	spec.Runtime = r.runtimeID
 	r.spawn(c, spec, t, m.reply, nil, 0)
@@ -455,6 +469,7 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 	}
 	delete(r.live, m.SessionID)
 	r.stopping[m.SessionID] = e.scope
+	releaseProvision(r.cfg.Home, m.SessionID) // every release path ends here
 	if m.Abandoned {
 		r.log.Warn("session abandoned at shutdown before its release was durable; the boot sweep will mark it orphaned", "session", m.SessionID)
 		r.metrics.live.Dec()
