@@ -118,7 +118,7 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) (key warmKe
 // is nil when the start could never adopt. ok is false when the start
 // must boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (s *Session, refill func(), ok bool) {
-	pool := t.Current() // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
+	pool := t.Current()                                             // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
 	if pool == nil || pool.Size() == 0 || !spec.Provision.Empty() { // a provisioned session boots its own
 		return nil, nil, false
 	}
