@@ -114,12 +114,18 @@ func (r *Runtime) Manifest(sid string) (curation.Manifest, bool) {
 
 // Approvals lists the capability approvals of the runtime's home.
 func (r *Runtime) Approvals() ([]messages.Approval, error) {
+	if r.cfg.Home == "" {
+		return nil, messages.Errorf(messages.CodeUnavailable, "approvals", "this runtime has no home")
+	}
 	return curation.NewLedger(r.cfg.Home, nil).List()
 }
 
 // DecideApproval records the owner's decision on a capability approval; a
 // later session in the project picks an approved capability up.
 func (r *Runtime) DecideApproval(d messages.ApprovalDecision) (messages.Approval, error) {
+	if r.cfg.Home == "" {
+		return messages.Approval{}, messages.Errorf(messages.CodeUnavailable, "approvals", "this runtime has no home")
+	}
 	return curation.NewLedger(r.cfg.Home, nil).Decide(d)
 }
 

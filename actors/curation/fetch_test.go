@@ -140,3 +140,37 @@ func TestCachedFetcher(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, n, hits.Load())
 }
+
+func TestRefresherReportsUpdatesAsData(t *testing.T) {
+	newSHA := strings.Repeat("b", 40)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/@playwright/mcp":
+			_, _ = w.Write([]byte(`{"dist-tags":{"latest":"0.0.99"}}`))
+		case r.URL.Path == "/@modelcontextprotocol/server-postgres":
+			_, _ = w.Write([]byte(`{"dist-tags":{"latest":"0.6.2"}}`))
+		case r.URL.Path == "/repos/lsp-client/lsp-skill/commits":
+			_, _ = w.Write([]byte(`[{"sha":"` + newSHA + `"}]`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	c := Builtin()
+	before := c.Digest()
+	ups := (&Refresher{NPMBase: srv.URL, GitHubBase: srv.URL}).Check(context.Background(), c)
+	require.Len(t, ups, len(c.Entries))
+	byID := map[string]Update{}
+	for _, u := range ups {
+		byID[u.ID] = u
+	}
+	require.True(t, byID["playwright"].Available)
+	require.Equal(t, "0.0.99", byID["playwright"].Latest)
+	require.False(t, byID["postgres"].Available)
+	require.True(t, byID["lsp"].Available)
+	require.Equal(t, newSHA, byID["lsp"].Latest)
+	require.NotEmpty(t, byID["supabase"].Error, "a failed probe is reported, not fatal")
+	require.False(t, byID["supabase"].Available)
+	require.Equal(t, before, c.Digest(), "the check never bumps a pin")
+	require.Equal(t, Builtin().Digest(), c.Digest())
+}
