@@ -238,7 +238,7 @@ func skillFetcher() mapFetcher {
 	lsp, _ := Builtin().Lookup("lsp")
 	wt, _ := Builtin().Lookup("webapp-testing")
 	return mapFetcher{
-		lsp.Source.Repo + "@" + lsp.Source.Commit + ":":                      {{Path: "SKILL.md", Data: []byte("---\nname: lsp\n---\nuse the LSP\n")}},
+		lsp.Source.Repo + "@" + lsp.Source.Commit + ":":               {{Path: "SKILL.md", Data: []byte("---\nname: lsp\n---\nuse the LSP\n")}},
 		wt.Source.Repo + "@" + wt.Source.Commit + ":" + wt.Skill.Path: {{Path: "SKILL.md", Data: []byte("# test\n")}, {Path: "scripts/run.py", Data: []byte("print(1)\n")}},
 	}
 }
