@@ -168,7 +168,11 @@ func claudeMCPConfig(servers []transports.MCPServer) []byte {
 			m[s.Name] = srv
 			continue
 		}
-		srv := map[string]any{"type": "stdio", "command": s.Command, "args": s.Args}
+		args := s.Args
+		if args == nil {
+			args = []string{} // null is not a list to Claude Code
+		}
+		srv := map[string]any{"type": "stdio", "command": s.Command, "args": args}
 		if len(s.Env) > 0 {
 			env := map[string]string{}
 			for _, kv := range s.Env {
