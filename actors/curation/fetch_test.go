@@ -174,3 +174,15 @@ func TestRefresherReportsUpdatesAsData(t *testing.T) {
 	require.Equal(t, before, c.Digest(), "the check never bumps a pin")
 	require.Equal(t, Builtin().Digest(), c.Digest())
 }
+
+func TestRefreshSchedule(t *testing.T) {
+	home := t.TempDir()
+	now := time.Unix(1700000000, 0)
+	require.Equal(t, now.Add(RefreshFirstDelay), NextRefresh(home, now), "a fresh home waits before its first probe")
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	rep, err := RunRefresh(context.Background(), home, &Refresher{NPMBase: srv.URL, GitHubBase: srv.URL}, now)
+	require.NoError(t, err)
+	require.Len(t, rep.Updates, len(Builtin().Entries))
+	require.Equal(t, now.Add(RefreshEvery).UTC(), NextRefresh(home, now.Add(time.Hour)).UTC())
+}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"net/http"
 	"net/url"
 	"strings"
@@ -119,4 +122,80 @@ func (r *Refresher) githubHead(ctx context.Context, repo string) (string, error)
 		return "", fmt.Errorf("github %s: no commit sha in the answer", repo)
 	}
 	return commits[0].SHA, nil
+}
+
+// UpdatesFile is the last refresh report, in the home.
+const UpdatesFile = "capability-updates.json"
+
+// RefreshEvery is how often the daemon checks the catalog's pins; the
+// first check of a home that has no report waits RefreshFirstDelay, so a
+// short-lived daemon (a test, a demo) never probes the network.
+const (
+	RefreshEvery      = 7 * 24 * time.Hour
+	RefreshFirstDelay = time.Hour
+)
+
+// Report is the refresh job's output: data for the owner, never a pin
+// change.
+type Report struct {
+	At      time.Time `json:"at"`
+	Updates []Update  `json:"updates"`
+}
+
+// NextRefresh is when the job should next run: a week after the last
+// report, or RefreshFirstDelay from now when there is none.
+func NextRefresh(home string, now time.Time) time.Time {
+	b, err := os.ReadFile(filepath.Join(home, UpdatesFile))
+	var r Report
+	if err != nil || json.Unmarshal(b, &r) != nil || r.At.IsZero() {
+		return now.Add(RefreshFirstDelay)
+	}
+	return r.At.Add(RefreshEvery)
+}
+
+// RunRefresh checks the home's catalog once and writes the report.
+func RunRefresh(ctx context.Context, home string, r *Refresher, now time.Time) (Report, error) {
+	cat, err := LoadCatalog(home)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{At: now.UTC(), Updates: r.Check(ctx, cat)}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return rep, err
+	}
+	return rep, writeAtomic(filepath.Join(home, UpdatesFile), b, 0o600)
+}
+
+// RefreshJob runs RunRefresh on the weekly schedule until ctx ends,
+// logging each available update once per report (the owner's notice).
+func RefreshJob(ctx context.Context, home string, r *Refresher, log *slog.Logger) {
+	for {
+		wait := time.Until(NextRefresh(home, time.Now()))
+		t := time.NewTimer(max(wait, time.Minute))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		rep, err := RunRefresh(ctx, home, r, time.Now())
+		if err != nil {
+			log.Warn("capabilities: the refresh check failed", "err", err)
+			// retry a day later, not in a loop
+			_ = writeAtomic(filepath.Join(home, UpdatesFile), mustJSON(Report{At: time.Now().Add(-RefreshEvery + 24*time.Hour).UTC()}), 0o600)
+			continue
+		}
+		for _, u := range rep.Updates {
+			if u.Available {
+				log.Warn("capabilities: a newer upstream pin is available (edit the catalog to bump it; nothing changed)",
+					"capability", u.ID, "pinned", u.Current, "latest", u.Latest)
+			}
+		}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
