@@ -35,6 +35,7 @@ var backendWays = map[string]backendWay{
 	"opencode":    {mcpSpec: true, remoteMCP: true},
 	"gemini":      {mcpSpec: true, remoteMCP: true},
 	"copilot":     {mcpSpec: true, remoteMCP: true},
+	"native":      {mcpSpec: true}, // stdio servers as extra tools
 }
 
 // Chosen is one gated entry going into a plan, with its specs for the
