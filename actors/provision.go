@@ -45,6 +45,16 @@ func (r *Runtime) curate(ctx context.Context, sid string, op messages.Start) cur
 	return res
 }
 
+// curateResume is curation for a resumed run: the project's capabilities
+// as of now, for the record's backend.
+func (r *Runtime) curateResume(ctx context.Context, sid, cwd, backend string) curation.Result {
+	res := r.curator.Resolve(ctx, curation.Request{SessionID: sid, Cwd: cwd, Backend: backend})
+	if res.Meta != nil {
+		res.Meta.Manifest = filepath.Join(res.Dir, curation.ManifestFile)
+	}
+	return res
+}
+
 // unprovision removes what a start provisioned, when the start was
 // refused: the plan's files, and the session directory when no record was
 // ever written into it.
@@ -130,13 +140,12 @@ func (r *Runtime) DecideApproval(d messages.ApprovalDecision) (messages.Approval
 }
 
 // releaseProvision removes a released session's provisioned files (the
-// manifest stays), off the caller's goroutine.
+// manifest stays). It runs in line, on the registry's goroutine: a handful
+// of small files (well under a millisecond), and in order with a resume of
+// the same session, whose new plan is written after it.
 func releaseProvision(home, sid string) {
 	if home == "" {
 		return
 	}
-	go func() {
-		// bounded: a handful of small files
-		_ = curation.Cleanup(curation.ProvisionDir(home, sid))
-	}()
+	_ = curation.Cleanup(curation.ProvisionDir(home, sid))
 }

@@ -182,3 +182,22 @@ func TestCurationOff(t *testing.T) {
 	_, ok := rt.Manifest(st.SessionID)
 	require.False(t, ok)
 }
+
+func TestCurationResumedRunIsProvisionedAgain(t *testing.T) {
+	rt, specs := curationRuntime(t)
+	ctx := ctxT(t)
+	repo := project(t, map[string]string{"supabase/config.toml": "x"})
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "b", Cwd: repo})
+	require.NoError(t, err)
+	<-specs
+	_, err = rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
+	require.NoError(t, err)
+	_, err = rt.Resume(ctx, "s", messages.Resume{SessionID: st.SessionID})
+	require.NoError(t, err)
+	spec := <-specs
+	require.NotNil(t, spec.Provision, "the resumed run gets the project's capabilities")
+	require.FileExists(t, spec.Provision.ConfigFile, "written after the release's cleanup")
+	rec, err := rt.Store().GetMeta(ctx, st.SessionID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"supabase"}, rec.Provision.Applied)
+}

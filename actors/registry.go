@@ -9,6 +9,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/actors/diffcapture"
 	"github.com/codesession/codesession/actors/session"
 	"github.com/codesession/codesession/actors/store"
@@ -70,6 +71,7 @@ type (
 		regResume
 		rec     messages.SessionRecord
 		lastSeq uint64
+		prov    curation.Result // the resumed run's capabilities
 	}
 )
 
@@ -98,11 +100,14 @@ type registry struct {
 	cfg       *config.Config
 	backends  *transports.Registry
 	store     store.Store
-	capture   diffcapture.Factory
-	policy    supervise.Policy
-	hooks     session.Hooks
-	metrics   *Metrics
-	now       func() time.Time
+	// curate runs capability curation for a resumed run (nil: off); it is
+	// called off the registry's goroutine.
+	curate  func(ctx context.Context, sid, cwd, backend string) curation.Result
+	capture diffcapture.Factory
+	policy  supervise.Policy
+	hooks   session.Hooks
+	metrics *Metrics
+	now     func() time.Time
 	// onReleased is told each session whose released event is durable (the
 	// learning loop records its outcome); it must not block.
 	onReleased func(sessionID string)
@@ -345,7 +350,11 @@ func (r *registry) resume(c *actor.Context, m regResume) {
 			fail(messages.AsError(op, err))
 			return
 		}
-		engine.Send(self, regAdopt{regResume: m, rec: rec, lastSeq: last})
+		var prov curation.Result
+		if r.curate != nil { // the run gets the project's capabilities as of now
+			prov = r.curate(ctx, sid, rec.Cwd, rec.BackendID)
+		}
+		engine.Send(self, regAdopt{regResume: m, rec: rec, lastSeq: last, prov: prov})
 	}()
 }
 
@@ -382,7 +391,7 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: routing.ResolveModel(t.Descriptor(), rec.Model), Effort: rec.Effort,
 		MaxPosture: lim.maxPosture, Posture: lim.posture, MaxRounds: lim.maxRounds, AllowedTools: lim.tools,
 		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID,
-		AdoptWarnings: lim.warnings}
+		AdoptWarnings: lim.warnings, Provision: m.prov.Plan, ProvisionMeta: m.prov.Meta}
 	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)
 }
 

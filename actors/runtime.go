@@ -230,6 +230,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if rt.learn != nil {
 		reg.onReleased = rt.learn.Released
 	}
+	if rt.curator != nil {
+		reg.curate = rt.curateResume
+	}
 	reg.inject, reg.injectSession, reg.diffDeadline = o.injectRegistry, o.injectSession, o.diffDeadline
 	if kit != nil {
 		reg.procs = kit.Group

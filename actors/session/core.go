@@ -300,6 +300,9 @@ func Adopt(spec Spec, rec messages.SessionRecord, now time.Time, lastSeq uint64)
 	c.rec.Posture, c.rec.MaxPosture = spec.Posture, spec.MaxPosture
 	c.rec.MaxRounds, c.rec.AllowedTools = spec.MaxRounds, spec.AllowedTools
 	c.rec.Outcome, c.rec.OutcomeNote = "", ""
+	if spec.ProvisionMeta != nil {
+		c.rec.Provision = spec.ProvisionMeta.Clone() // what this run was provisioned with
+	}
 	c.rec.UpdatedAt = now
 	c.turn = rec.RoundsElapsed
 	c.adopted = true
