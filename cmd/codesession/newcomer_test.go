@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
 )
 
 // The CLI commands are quiet by default: no runtime log lines between the
@@ -45,4 +52,72 @@ func TestDemoIsQuietByDefault(t *testing.T) {
 	require.Equal(t, exitOK, res.code, "stderr: %s", res.stderr)
 	assert.NotContains(t, res.stderr, "level=INFO")
 	assert.NotContains(t, res.stdout, "level=INFO")
+}
+
+// Every command that takes a SESSION takes a prefix of its id, with or
+// without cs_, as `read` prints it (issue 37): on the old code answer,
+// guide and stop refused one client-side with "malformed session id".
+func TestSessionPrefixesOnEveryCommand(t *testing.T) {
+	home := t.TempDir()
+	cli, _ := consoleDaemon(t, home, "--env", "CODESESSION_SCRIPT="+writeScenario(t, opsScenario))
+	r := cli("start", "--json", "--cwd", t.TempDir(), "ASK first")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st messages.StartResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	bare := strings.TrimPrefix(st.SessionID, messages.SessionIDPrefix)[:6]
+	withCS := messages.SessionIDPrefix + bare
+
+	r = cli("read", bare)
+	require.Equal(t, 0, r.code, r.stderr)
+	clar := ""
+	for _, f := range strings.Fields(r.stdout) {
+		if strings.HasPrefix(f, "clar-") {
+			clar = f
+		}
+	}
+	require.NotEmpty(t, clar, r.stdout)
+	for _, c := range [][]string{
+		{"answer", bare, clar, "deny"},
+		{"read", withCS},
+		{"show", bare},
+		{"posture", withCS, "plan"},
+		{"guide", bare, "and then the docs"},
+		{"read", bare},
+		{"interrupt", withCS},
+		{"diff", bare},
+		{"stop", bare},
+		{"show", withCS},
+	} {
+		r := cli(c...)
+		assert.Equal(t, 0, r.code, "%v: %s", c, r.stderr)
+		assert.NotContains(t, r.stderr, "malformed", c)
+	}
+	r = cli("show", "--json", bare)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"releaseReason":"explicit"`, "stop by a bare prefix stopped it")
+	r = cli("stop", "zz")
+	assert.Equal(t, exitUsage, r.code, "a word that is no prefix is still refused")
+}
+
+// The bash completion completes a bare hex prefix, not only cs_....
+func TestCompletionCompletesBareHexPrefixes(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed")
+	}
+	r := runCLI(t, invocation{}, "completion", "bash")
+	require.Equal(t, 0, r.code, r.stderr)
+	script := filepath.Join(t.TempDir(), "c.bash")
+	require.NoError(t, os.WriteFile(script, []byte(r.stdout), 0o644))
+	id := messages.SessionIDPrefix + "d62f72" + strings.Repeat("0", 58)
+	complete := func(cur string) string {
+		prog := `codesession() { echo ` + id + `; }
+source ` + script + `
+COMP_WORDS=(codesession answer ` + cur + `); COMP_CWORD=2; _codesession; echo "${COMPREPLY[@]}"`
+		out, err := exec.Command(bash, "-c", prog).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return strings.TrimSpace(string(out))
+	}
+	assert.Equal(t, strings.TrimPrefix(id, messages.SessionIDPrefix), complete("d62f"))
+	assert.Equal(t, id, complete("cs_d62"))
 }
