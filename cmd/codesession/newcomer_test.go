@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -120,4 +122,52 @@ COMP_WORDS=(codesession answer ` + cur + `); COMP_CWORD=2; _codesession; echo "$
 	}
 	assert.Equal(t, strings.TrimPrefix(id, messages.SessionIDPrefix), complete("d62f"))
 	assert.Equal(t, id, complete("cs_d62"))
+}
+
+// tail -f SESSION follows through a daemon shutdown (released{shutdown} is
+// not final: the session resumes after the restart) and exits 0 only at a
+// final release. On the old code it exited at the shutdown.
+func TestTailFollowsThroughAShutdownRelease(t *testing.T) {
+	home := t.TempDir()
+	addr := freeAddr(t)
+	sc := writeScenario(t, opsScenario)
+	cli, stop1 := consoleDaemon(t, home, "--addr", addr, "--env", "CODESESSION_SCRIPT="+sc)
+	r := cli("start", "--json", "--cwd", t.TempDir(), "SLOW task")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st messages.StartResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+
+	env := map[string]string{"CODESESSION_HOME": home, "CODESESSION_ADDR": addr, "NO_COLOR": "1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"tail", "-f", strings.TrimPrefix(st.SessionID, messages.SessionIDPrefix)[:8]},
+			func(k string) string { return env[k] }, nil, out, errOut)
+	}()
+	waitUntil(t, "tail to print the running turn", func() bool { return strings.Contains(out.String(), "working on it") })
+
+	require.Equal(t, 0, stop1(), "the daemon shut down cleanly")
+	waitUntil(t, "tail to see the shutdown release and reconnect", func() bool {
+		return strings.Contains(out.String(), "shutdown") && strings.Contains(errOut.String(), "reconnecting")
+	})
+	select {
+	case code := <-done:
+		t.Fatalf("tail exited (%d) at a shutdown release: %s", code, out.String())
+	default:
+	}
+
+	cli2, _ := consoleDaemon(t, home, "--addr", addr, "--env", "CODESESSION_SCRIPT="+sc)
+	r = cli2("resume", "--brief", "carry on", st.SessionID)
+	require.Equal(t, 0, r.code, r.stderr)
+	waitUntil(t, "tail to print the resumed run's turn", func() bool { return strings.Contains(out.String(), "reply to turn") })
+	r = cli2("stop", st.SessionID)
+	require.Equal(t, 0, r.code, r.stderr)
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code, "stderr: %s", errOut.String())
+	case <-ctx.Done():
+		t.Fatalf("tail did not exit at the final release: %s", out.String())
+	}
 }
