@@ -171,3 +171,24 @@ func TestTailFollowsThroughAShutdownRelease(t *testing.T) {
 		t.Fatalf("tail did not exit at the final release: %s", out.String())
 	}
 }
+
+// The README's "hello" brief answered without a change is an inferred
+// success (exit 0) whose outcome says how it was inferred; a brief that
+// asked for a change and got none still fails (issue 37). On the old code
+// "hello" ended failed and run exited 1.
+func TestRunHelloIsAnInferredSuccess(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	sc := writeScenario(t, `{"turns": [{"steps": [{"text": "hello! what shall we work on?"}]}]}`)
+	inv := invocation{env: map[string]string{"CODESESSION_HOME": home}}
+	r := runCLI(t, inv, "run", "--backend", "script", "--json", "--cwd", t.TempDir(), "--env", "CODESESSION_SCRIPT="+sc, "hello")
+	require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+	_, stopped := jsonLines(t, r.stdout)
+	assert.Equal(t, messages.OutcomeSuccess, stopped.Outcome)
+	out := runCLI(t, inv, "outcomes", "--json")
+	require.Equal(t, exitOK, out.code, out.stderr)
+	assert.Contains(t, out.stdout, `"inferredReason":"inferred: the brief asks for an answer (its wording asks for no change) and the agent answered"`)
+
+	r = runCLI(t, inv, "run", "--backend", "script", "--json", "--cwd", t.TempDir(), "--env", "CODESESSION_SCRIPT="+sc, "fix the typo in hello.go")
+	assert.Equal(t, exitFailed, r.code, "a change asked for and none made: stderr: %s", r.stderr)
+}
