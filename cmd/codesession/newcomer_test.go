@@ -192,3 +192,29 @@ func TestRunHelloIsAnInferredSuccess(t *testing.T) {
 	r = runCLI(t, inv, "run", "--backend", "script", "--json", "--cwd", t.TempDir(), "--env", "CODESESSION_SCRIPT="+sc, "fix the typo in hello.go")
 	assert.Equal(t, exitFailed, r.code, "a change asked for and none made: stderr: %s", r.stderr)
 }
+
+func TestVersionJSONAndSmallFlags(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, invocation{}, "version", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var v versionInfo
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
+	assert.Equal(t, "github.com/codesession/codesession", v.Module)
+	assert.NotEmpty(t, v.Version)
+	assert.Regexp(t, `^go1\.\d+`, v.Go)
+	r = runCLI(t, invocation{}, "version")
+	assert.Contains(t, r.stdout, "module github.com/codesession/codesession")
+
+	// ls --status rejects an unknown state before it asks the daemon; --since
+	// takes days as prune's --older-than does
+	r = runCLI(t, invocation{}, "ls", "--status", "runing")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.stderr, `unknown state "runing"`)
+	c, err := parseLsFlags([]string{"--since", "1d", "--status", "waiting,ended"})
+	require.NoError(t, err)
+	assert.Equal(t, 24*time.Hour, c.since)
+	_, err = parseLsFlags([]string{"--since", "yesterday"})
+	assert.Error(t, err)
+	r = runCLI(t, invocation{}, "outcomes", "--since", "1d")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+}
