@@ -218,3 +218,26 @@ func TestVersionJSONAndSmallFlags(t *testing.T) {
 	r = runCLI(t, invocation{}, "outcomes", "--since", "1d")
 	assert.Equal(t, exitOK, r.code, r.stderr)
 }
+
+// prune --dry-run works while the daemon runs (it lists from the daemon);
+// the real prune still refuses. On the old code the dry run was refused.
+func TestPruneDryRunWhileTheDaemonRuns(t *testing.T) {
+	home := t.TempDir()
+	addr := freeAddr(t)
+	cli, _ := consoleDaemon(t, home, "--addr", addr, "--env", "CODESESSION_SCRIPT="+writeScenario(t, opsScenario))
+	r := cli("start", "--json", "--cwd", t.TempDir(), "a brief")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st messages.StartResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, 0, cli("stop", st.SessionID).code)
+	time.Sleep(10 * time.Millisecond) // the cutoff below is "now": the record must be older (not a speed assertion)
+
+	inv := invocation{env: map[string]string{"CODESESSION_HOME": home, "CODESESSION_ADDR": addr}}
+	r = runCLI(t, inv, "prune", "--dry-run", "--older-than", "1ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "would remove "+st.SessionID)
+	assert.Contains(t, r.stderr, "a daemon holds")
+	r = runCLI(t, inv, "prune", "--older-than", "1ms")
+	assert.NotEqual(t, exitOK, r.code, "the real prune refuses beside a daemon")
+	assert.DirExists(t, filepath.Join(home, "sessions", st.SessionID))
+}
