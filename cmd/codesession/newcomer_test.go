@@ -241,3 +241,14 @@ func TestPruneDryRunWhileTheDaemonRuns(t *testing.T) {
 	assert.NotEqual(t, exitOK, r.code, "the real prune refuses beside a daemon")
 	assert.DirExists(t, filepath.Join(home, "sessions", st.SessionID))
 }
+
+// run prints a turn's text once: streamed live, not again in the result.
+// On the old code the text came twice.
+func TestRunPrintsATurnsTextOnce(t *testing.T) {
+	t.Parallel()
+	sc := writeScenario(t, `{"turns": [{"steps": [{"text": "a unique line of reply"}]}]}`)
+	r := runCLI(t, invocation{}, "run", "--backend", "script", "--cwd", t.TempDir(), "--env", "CODESESSION_SCRIPT="+sc, "hello")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, 1, strings.Count(r.stdout, "a unique line of reply"), r.stdout)
+	assert.Contains(t, r.stdout, "== turn 1: turn_complete")
+}
