@@ -252,3 +252,37 @@ func TestRunPrintsATurnsTextOnce(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(r.stdout, "a unique line of reply"), r.stdout)
 	assert.Contains(t, r.stdout, "== turn 1: turn_complete")
 }
+
+// read on a terminal shows a spinner with the session's state while it
+// waits, and clears it before the result; --quiet and --json show none.
+func TestReadShowsASpinnerWhileWaiting(t *testing.T) {
+	home := t.TempDir()
+	addr := freeAddr(t)
+	cli, _ := consoleDaemon(t, home, "--addr", addr, "--env", "CODESESSION_SCRIPT="+writeScenario(t, opsScenario))
+	r := cli("start", "--json", "--cwd", t.TempDir(), "ASK first")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st messages.StartResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+
+	env := map[string]string{"CODESESSION_HOME": home, "CODESESSION_ADDR": addr, "NO_COLOR": "1"}
+	s := &streams{getenv: func(k string) string { return env[k] }, stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	c, err := parseReadFlags([]string{st.SessionID})
+	require.NoError(t, err)
+	var tty bytes.Buffer
+	c.spinnerTo = &tty
+	require.NoError(t, c.exec(context.Background(), s))
+	assert.Contains(t, tty.String(), shortID(st.SessionID)+" ", "the spinner names the session")
+	assert.Regexp(t, `(running|waiting), round \d`, tty.String(), "and its state")
+	assert.True(t, strings.HasSuffix(tty.String(), "\r\x1b[K"), "the line is cleared before the result: %q", tty.String())
+	assert.Contains(t, s.stdout.(*bytes.Buffer).String(), "== turn 1: clarification")
+	assert.NotContains(t, s.stdout.(*bytes.Buffer).String(), "\x1b[K", "nothing of the spinner on stdout")
+
+	for _, flag := range []string{"--quiet", "--json"} {
+		c, err := parseReadFlags([]string{flag, st.SessionID})
+		require.NoError(t, err)
+		assert.Nil(t, c.spinnerWriter(s), flag)
+	}
+	c, err = parseReadFlags([]string{st.SessionID})
+	require.NoError(t, err)
+	assert.Nil(t, c.spinnerWriter(s), "not a terminal: no spinner")
+}
