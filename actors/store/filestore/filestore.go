@@ -63,10 +63,15 @@ type Store struct {
 	walPath         string
 	log             *slog.Logger
 	maxOpen         int
-	noSync          bool         // tests only: skip fsyncs
-	walFault        func() error // tests only: fail WAL writes
-	walResetFault   func() error // tests only: fail the sync after a checkpoint's truncate
+	noSync          bool                  // tests only: skip fsyncs
+	walFault        func() error          // tests only: fail WAL writes
+	syncFault       func(syncPoint) error // tests only: fail fsyncs
+	noSyncFS        bool                  // tests only: checkpoint file by file
 	checkpointBytes int64
+	// resync is set by a failed checkpoint (only checkpoints touch it, and
+	// they never run concurrently): the next one writes the session files
+	// again from the WAL before it syncs them (rewriteFromWAL).
+	resync bool
 
 	wal        *wal
 	metaWrites atomic.Int64
@@ -106,6 +111,14 @@ type session struct {
 	// behind holds committed lines the file write failed for; they are
 	// written before anything else touches the file.
 	behind []byte
+	// walBase is where events.jsonl ended when the WAL was last emptied
+	// (or when it was first loaded since): every line after it is in the
+	// WAL, in order. based says it was set.
+	walBase int64
+	based   bool
+	// cut is a torn tail cut off events.jsonl whose fsync failed: the next
+	// load syncs the file before it reports the repair, whatever it finds.
+	cut *store.Repair
 
 	rec          *messages.SessionRecord // the latest committed record
 	recJSON      []byte                  // its encoding, as meta.json holds it
@@ -158,6 +171,14 @@ func Open(home string, opts ...Option) (*Store, error) {
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot open the write-ahead log")
 	}
 	st.wal = w
+	w.syncFault = st.syncFault
+	// the directories MkdirAll may just have made and the log's entry in
+	// its own: without these a crash can lose the whole log where there is
+	// no syncfs (the checkpoint below covers them where there is)
+	if err := errors.Join(st.syncDirAs(atDir, home), st.syncDirAs(atWALDir, wdir)); err != nil {
+		_ = w.f.Close()
+		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot sync the store's directories")
+	}
 	if torn > 0 {
 		st.log.Warn("store: the write-ahead log ends in a torn frame (a crash mid-write); it was never acknowledged", "bytes", torn)
 	}
@@ -170,7 +191,7 @@ func Open(home string, opts ...Option) (*Store, error) {
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot checkpoint after replaying the write-ahead log")
 	}
 	w.fault = st.walFault
-	w.resetSyncFault = st.walResetFault
+	w.checkpointEvery = st.checkpointBytes
 	w.checkpointAt = st.checkpointBytes
 	w.checkpoint = st.checkpoint
 	w.onCommit = func(int, int) { st.walCommits.Add(1) }
@@ -285,6 +306,7 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 	}
 	n := bytes.Count(buf, []byte{'\n'})
 	s.loaded, s.exists = true, true
+	s.walBase, s.based = sc.size, true
 	s.index = indexLines(sc.index, buf, sc.size, first)
 	s.size = sc.size + int64(len(buf))
 	s.fileSeq = first - 1 + uint64(n)
@@ -296,60 +318,145 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 // checkpoint makes every session file touched since the last checkpoint
 // durable (fsync of events.jsonl, meta.json written or synced, directories
 // synced), then empties the WAL. On a failure the WAL keeps everything.
+//
+// A failed checkpoint keeps every session it covered dirty, and the next
+// one first writes their files again from the WAL: a failed fsync can drop
+// the dirty pages it was to write (Linux marks them clean after a
+// writeback error), and a second fsync of the same file then succeeds
+// without them. Only the WAL still holds those lines, until it is emptied.
 func (st *Store) checkpoint() error {
 	st.mu.Lock()
 	dirty := st.dirty
 	st.dirty = map[*session]struct{}{}
 	st.mu.Unlock()
-	var failed []*session
-	var firstErr error
-	if !st.noSync {
-		// one syncfs for every file when the system has it
-		if ok, err := st.checkpointSyncFS(dirty); ok {
-			if err != nil {
-				st.mu.Lock()
-				for s := range dirty {
-					st.dirty[s] = struct{}{}
-				}
-				st.mu.Unlock()
-				st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
-				return err
-			}
-			return st.wal.reset()
-		}
+	var err error
+	if st.resync {
+		err = st.rewriteFromWAL(dirty)
 	}
-	for s := range dirty {
-		if err := st.checkpointSession(s); err != nil {
-			failed = append(failed, s)
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
+	if err == nil {
+		err = st.syncDirty(dirty)
 	}
-	if firstErr == nil {
-		if err := st.syncDir(st.dir); err != nil {
-			firstErr = err
-			for s := range dirty {
-				failed = append(failed, s)
-			}
-		}
-	}
-	if firstErr != nil {
+	if err != nil {
 		st.mu.Lock()
-		for _, s := range failed {
+		for s := range dirty {
 			st.dirty[s] = struct{}{}
 		}
 		st.mu.Unlock()
-		st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", firstErr)
+		st.resync = true
+		st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
+		return err
+	}
+	st.resync = false
+	err = st.wal.reset()
+	if st.wal.size == 0 {
+		// emptied (even if its sync failed): the lines so far are durable
+		// in the session files, and the WAL holds what follows
+		for s := range dirty {
+			s.mu.Lock()
+			s.walBase, s.based = s.size, true
+			s.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// syncDirty makes the files of the sessions in dirty durable: one syncfs
+// where the system has it, else an fsync per file and directory.
+func (st *Store) syncDirty(dirty map[*session]struct{}) error {
+	if !st.noSync && haveSyncFS && !st.noSyncFS {
+		return st.checkpointSyncFS(dirty)
+	}
+	var firstErr error
+	for s := range dirty {
+		if err := st.checkpointSession(s); err != nil && firstErr == nil {
+			firstErr = err // the others are still synced: less to redo
+		}
+	}
+	if firstErr != nil {
 		return firstErr
 	}
-	return st.wal.reset()
+	return st.syncDir(st.dir)
+}
+
+// rewriteFromWAL writes again, at the same offsets, every line the WAL
+// holds into its session's events.jsonl, and marks the records it holds to
+// be written again, so the fsyncs that follow have all of it to write
+// whatever a failed fsync dropped. The lines are the bytes the files
+// already hold (a reader sees no change); sessions it touches join dirty.
+func (st *Store) rewriteFromWAL(dirty map[*session]struct{}) error {
+	frames, _, err := readFrames(io.NewSectionReader(st.wal.f, 0, st.wal.size))
+	if err != nil {
+		return err
+	}
+	type pending struct {
+		lines []byte
+		rec   bool
+	}
+	order := []string{}
+	bySid := map[string]*pending{}
+	for _, f := range frames {
+		p := bySid[f.sid]
+		if p == nil {
+			p = &pending{}
+			bySid[f.sid] = p
+			order = append(order, f.sid)
+		}
+		if f.kind == frameRecord {
+			p.rec = true
+		} else {
+			p.lines = append(p.lines, f.body...)
+		}
+	}
+	for _, sid := range order {
+		st.mu.Lock()
+		s := st.sessions[sid]
+		st.mu.Unlock()
+		if s == nil {
+			continue // not written since Open's replay, which wrote it
+		}
+		if err := st.rewriteSession(s, bySid[sid].lines, bySid[sid].rec); err != nil {
+			return err
+		}
+		dirty[s] = struct{}{}
+	}
+	return nil
+}
+
+func (st *Store) rewriteSession(s *session, lines []byte, rec bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec && s.recJSON != nil {
+		s.metaDirty = true
+	}
+	if len(lines) == 0 || s.corrupt != nil {
+		return nil
+	}
+	if err := st.flushBehind(s); err != nil {
+		return err
+	}
+	if !s.based || s.walBase+int64(len(lines)) != s.size {
+		return fmt.Errorf("session %s: the write-ahead log's %d bytes of events do not end its log file at %d (from %d)",
+			s.id, len(lines), s.size, s.walBase)
+	}
+	f, err := os.OpenFile(s.logPath(), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(lines, s.walBase)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	s.logUnsynced = true
+	return nil
 }
 
 // checkpointSyncFS writes what the session files lack (lines held back,
 // records newer than meta.json) without fsyncs, then makes all of it durable
-// with one syncfs. ok is false where syncfs does not exist.
-func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) (ok bool, err error) {
+// with one syncfs.
+func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) error {
 	for s := range dirty {
 		s.mu.Lock()
 		err := st.flushBehind(s)
@@ -358,19 +465,18 @@ func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) (ok bool, err err
 		}
 		s.mu.Unlock()
 		if err != nil {
-			return true, err
+			return err
 		}
 	}
-	ok, err = syncFS(st.dir)
-	if !ok || err != nil {
-		return ok, err
+	if err := st.fsync(atSyncFS, st.dir, func() error { return syncFS(st.dir) }); err != nil {
+		return err
 	}
 	for s := range dirty {
 		s.mu.Lock()
 		s.metaDirty, s.metaUnsynced, s.logUnsynced = false, false, false
 		s.mu.Unlock()
 	}
-	return true, nil
+	return nil
 }
 
 func (st *Store) checkpointSession(s *session) error {
@@ -380,7 +486,7 @@ func (st *Store) checkpointSession(s *session) error {
 		return err
 	}
 	if s.logUnsynced {
-		if err := st.syncPath(s.logPath()); err != nil {
+		if err := st.syncPath(atLog, s.logPath()); err != nil {
 			return err
 		}
 		s.logUnsynced = false
@@ -392,7 +498,7 @@ func (st *Store) checkpointSession(s *session) error {
 		}
 		s.metaDirty, s.metaUnsynced = false, false
 	case s.metaUnsynced:
-		if err := st.syncPath(s.metaPath()); err != nil {
+		if err := st.syncPath(atMeta, s.metaPath()); err != nil {
 			return err
 		}
 		s.metaUnsynced = false
@@ -400,22 +506,36 @@ func (st *Store) checkpointSession(s *session) error {
 	return st.syncDir(s.dir)
 }
 
-func (st *Store) syncPath(path string) error {
+func (st *Store) syncPath(kind, path string) error {
+	return st.fsync(kind, path, func() error {
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// fsync runs do, an fsync of path, unless the store skips fsyncs; the
+// tests' fault seam is consulted first, and a non-nil result stands for
+// the fsync's failure.
+func (st *Store) fsync(kind, path string, do func() error) error {
+	if st.syncFault != nil {
+		if err := st.syncFault(syncPoint{Kind: kind, Path: path}); err != nil {
+			return err
+		}
+	}
 	if st.noSync {
 		return nil
 	}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return do()
 }
 
 // enter admits a write: it fails once Close has begun; leave ends it.
@@ -606,7 +726,7 @@ func (st *Store) writeMetaFile(s *session, data []byte, sync bool) error {
 		return err
 	}
 	if sync {
-		if err := st.syncFile(tmp); err != nil {
+		if err := st.syncFile(atMeta, tmp); err != nil {
 			return err
 		}
 	}
@@ -1087,6 +1207,9 @@ func (st *Store) loadLocked(op string, s *session) error {
 			}
 		}
 		s.loaded, s.exists, s.size, s.fileSeq, s.lastSeq, s.index = true, false, 0, 0, 0, nil
+		if !s.based {
+			s.walBase, s.based = 0, true
+		}
 		return nil
 	}
 	if err != nil {
@@ -1102,18 +1225,26 @@ func (st *Store) loadLocked(op string, s *session) error {
 		return ioError(op, err, "cannot read the event log of session %s", s.id)
 	}
 	s.corrupt = nil
+	cut := s.cut
 	if sc.badLine != 0 && sc.intactAft {
 		s.corrupt = corruptLog(s.id, sc.badLine, sc.badReason)
 		st.log.Error("store: an event log has a corrupt line before intact ones; it is kept as it is and not appended to",
 			"session", s.id, "line", sc.badLine, "reason", sc.badReason)
-	} else if sc.size < sc.end {
+	} else if sc.size < sc.end || cut != nil {
 		if err := f.Truncate(sc.size); err != nil {
 			return ioError(op, err, "cannot cut the torn tail of session %s", s.id)
 		}
-		if err := st.syncFile(f); err != nil {
+		r := store.Repair{SessionID: s.id, Offset: sc.size, Bytes: sc.end - sc.size}
+		if cut != nil {
+			r = *cut // the file was cut already; its cut was not durable
+		}
+		if err := st.syncFile(atRepair, f); err != nil {
+			// cut in the page cache but maybe not on disk: a crash can
+			// bring the tail back, so the cut is not done until synced
+			s.cut = &r
 			return ioError(op, err, "cannot sync the event log of session %s", s.id)
 		}
-		r := store.Repair{SessionID: s.id, Offset: sc.size, Bytes: sc.end - sc.size}
+		s.cut = nil
 		st.mu.Lock()
 		st.repairs = append(st.repairs, r)
 		st.mu.Unlock()
@@ -1122,6 +1253,9 @@ func (st *Store) loadLocked(op string, s *session) error {
 	}
 	s.loaded, s.exists = true, true
 	s.size, s.fileSeq, s.lastSeq, s.index = sc.size, sc.lastSeq, sc.lastSeq, sc.index
+	if !s.based {
+		s.walBase, s.based = sc.size, true
+	}
 	return nil
 }
 
@@ -1196,26 +1330,24 @@ func (st *Store) checkOpen(op string) error {
 	return nil
 }
 
-func (st *Store) syncFile(f *os.File) error {
-	if st.noSync {
-		return nil
-	}
-	return f.Sync()
+func (st *Store) syncFile(kind string, f *os.File) error {
+	return st.fsync(kind, f.Name(), f.Sync)
 }
 
-func (st *Store) syncDir(dir string) error {
-	if st.noSync {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
+func (st *Store) syncDir(dir string) error { return st.syncDirAs(atDir, dir) }
+
+func (st *Store) syncDirAs(kind, dir string) error {
+	return st.fsync(kind, dir, func() error {
+		d, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
 		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	})
 }
 
 // ioError wraps a filesystem failure; the path stays in the cause, out of the

@@ -119,13 +119,17 @@ type wal struct {
 	noSync bool
 	// fault, when set (tests), is consulted before each group's write.
 	fault func() error
-	// resetSyncFault, when set (tests), stands for the sync of a reset
-	// (after its truncate): a non-nil result fails it.
-	resetSyncFault func() error
-	// checkpointAt is the size past which afterCommit is asked to checkpoint.
-	checkpointAt int64
-	checkpoint   func() error
-	onCommit     func(frames, bytes int)
+	// syncFault, when set (tests), is consulted before each fsync of the
+	// log: a non-nil result fails that fsync, which is then not made.
+	syncFault func(syncPoint) error
+	// checkpointEvery is how much the log grows between checkpoints;
+	// checkpointAt the size past which the loop checkpoints: it moves
+	// checkpointEvery past the end after a failed checkpoint, and back to
+	// checkpointEvery once one succeeds.
+	checkpointEvery int64
+	checkpointAt    int64
+	checkpoint      func() error
+	onCommit        func(frames, bytes int)
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -240,7 +244,9 @@ func (w *wal) loop() {
 			w.applying.Wait()
 			if cerr := w.checkpoint(); cerr != nil {
 				// the WAL keeps everything; the next checkpoint tries again
-				w.checkpointAt = w.size + w.checkpointAt
+				w.checkpointAt = w.size + w.checkpointEvery
+			} else {
+				w.checkpointAt = w.checkpointEvery
 			}
 		}
 		if err == nil {
@@ -259,8 +265,8 @@ func (w *wal) zeroAhead() {
 		return
 	}
 	ahead := int64(walAhead)
-	if w.checkpointAt > 0 {
-		ahead = min(ahead, w.checkpointAt)
+	if w.checkpointEvery > 0 {
+		ahead = min(ahead, w.checkpointEvery)
 	}
 	from := max(w.zeroed, w.size)
 	if from-w.size >= ahead/2 {
@@ -271,7 +277,7 @@ func (w *wal) zeroAhead() {
 		_ = w.f.Truncate(from)
 		return
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := w.sync(atWALZeros, false); err != nil {
 		_ = w.f.Truncate(from)
 		return
 	}
@@ -294,12 +300,9 @@ func (w *wal) write(buf []byte) error {
 	if err == nil {
 		_, err = w.f.WriteAt(buf, w.size)
 	}
-	if err == nil && !w.noSync {
-		if end <= w.zeroed {
-			err = datasync(w.f) // on zeros already on disk: no metadata changed
-		} else {
-			err = w.f.Sync()
-		}
+	if err == nil {
+		// on zeros already on disk no metadata changes: fdatasync
+		err = w.sync(atWALCommit, end <= w.zeroed)
 	}
 	if err != nil {
 		if cerr := w.cutBack(); cerr != nil {
@@ -314,8 +317,8 @@ func (w *wal) write(buf []byte) error {
 func (w *wal) cutBack() error {
 	w.zeroed = w.size // the zeros ahead go with the failed write
 	err := w.f.Truncate(w.size)
-	if err == nil && !w.noSync {
-		err = w.f.Sync()
+	if err == nil {
+		err = w.sync(atWALCut, false)
 	}
 	if err != nil {
 		return fmt.Errorf("cannot cut a failed write off the write-ahead log: %w", err)
@@ -333,13 +336,24 @@ func (w *wal) reset() error {
 	// the file is empty now, whether or not the sync below succeeds: the
 	// next frames go at its start, never after a hole a replay stops at
 	w.size, w.zeroed = 0, 0
-	if w.resetSyncFault != nil {
-		return w.resetSyncFault()
+	return w.sync(atWALReset, false)
+}
+
+// sync makes the log durable: its data alone (fdatasync) when data is
+// set, else with its metadata. The tests' fault seam comes first.
+func (w *wal) sync(kind string, data bool) error {
+	if w.syncFault != nil {
+		if err := w.syncFault(syncPoint{Kind: kind, Path: w.f.Name()}); err != nil {
+			return err
+		}
 	}
-	if !w.noSync {
-		return w.f.Sync()
+	if w.noSync {
+		return nil
 	}
-	return nil
+	if data {
+		return datasync(w.f)
+	}
+	return w.f.Sync()
 }
 
 // stop answers what is queued, then stops the loop.
