@@ -106,6 +106,13 @@ type session struct {
 	size    int64      // bytes of good lines in events.jsonl
 	fileSeq uint64     // seq of the file's last line
 	lastSeq uint64     // highest committed seq (fileSeq plus what is behind)
+	// committed is the last seq the WAL committed (lastSeq once applied);
+	// tail the last seq queued (committed or not): a batch must start
+	// after it. A failed commit moves tail back to committed and epoch on,
+	// which makes every batch queued after the failed one stale.
+	committed uint64
+	tail      uint64
+	epoch     uint64
 	index   []int64    // seq -> offset, every indexEvery lines
 	corrupt error      // a corrupt middle line: reads fail, appends are refused
 	// behind holds committed lines the file write failed for; they are
@@ -290,6 +297,7 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 		// the checkpointed part of the log is damaged: keep it as it is
 		s.loaded, s.exists = true, true
 		s.size, s.fileSeq, s.lastSeq, s.index = sc.size, sc.lastSeq, sc.lastSeq, sc.index
+		s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
 		s.corrupt = corruptLog(s.id, sc.badLine, fmt.Errorf("events before seq %d (checkpointed) are damaged: %v", first, sc.badReason))
 		st.log.Error("store: an event log is corrupt before the part the write-ahead log holds", "session", s.id, "line", sc.badLine)
 		return 0, nil
@@ -311,6 +319,7 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 	s.size = sc.size + int64(len(buf))
 	s.fileSeq = first - 1 + uint64(n)
 	s.lastSeq = s.fileSeq
+	s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
 	s.logUnsynced = true
 	return n, nil
 }
@@ -557,22 +566,27 @@ func (st *Store) markDirty(s *session) {
 	st.mu.Unlock()
 }
 
-// commit puts one frame through the WAL; a failure is unavailable (the
-// disk refused: full, read-only, failing), and the frame is not in the log.
-func (st *Store) commit(op, sid string, kind byte, body []byte) error {
-	return st.commitFrames(op, sid, encodeFrame(kind, sid, body))
+// commit puts one frame through the WAL and waits: apply runs once it is
+// durable, in commit order with every other request. A failure is
+// unavailable (the disk refused: full, read-only, failing), and the frame
+// is not in the log.
+func (st *Store) commit(op, sid string, kind byte, body []byte, apply func()) error {
+	req := &walReq{frame: encodeFrame(kind, sid, body), done: make(chan error, 1), apply: apply}
+	if err := st.wal.enqueue(req); err != nil {
+		return walError(op, sid, err)
+	}
+	return walError(op, sid, <-req.done)
 }
 
-// commitFrames commits encoded frames as one WAL request: they are written
-// and synced together.
-func (st *Store) commitFrames(op, sid string, frames []byte) error {
-	if err := st.wal.commit(frames); err != nil {
-		if errors.Is(err, errWALClosed) {
-			return store.ErrClosed(op)
-		}
+func walError(op, sid string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errWALClosed):
+		return store.ErrClosed(op)
+	default:
 		return unavailable(op, err, "the write-ahead log refused the write for session %s", sid)
 	}
-	return nil
 }
 
 // unavailable wraps a failure of the disk: retryable, with the cause named
@@ -637,18 +651,13 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 	if err := os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return unavailable(op, err, "cannot create the directory of session %s", s.id)
 	}
-	if err := st.commit(op, s.id, frameRecord, data); err != nil {
-		return err
-	}
-	st.applyRecord(s, rec, data, true)
-	return nil
+	return st.commit(op, s.id, frameRecord, data, func() { st.applyRecord(s, rec, data, true) })
 }
 
 // applyRecord caches a committed record and writes meta.json when its
 // liveness changes (create, release, resume); other changes wait for the
 // next checkpoint. The record is durable in the WAL either way.
 func (st *Store) applyRecord(s *session, rec messages.SessionRecord, data []byte, create bool) {
-	defer st.wal.applying.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev := s.rec
@@ -700,11 +709,7 @@ func (st *Store) PutMeta(ctx context.Context, rec messages.SessionRecord) error 
 			return ioError(op, err, "cannot stat the record of session %s", s.id)
 		}
 	}
-	if err := st.commit(op, s.id, frameRecord, data); err != nil {
-		return err
-	}
-	st.applyRecord(s, rec, data, false)
-	return nil
+	return st.commit(op, s.id, frameRecord, data, func() { st.applyRecord(s, rec, data, false) })
 }
 
 // writeMetaFile replaces meta.json: temp file, rename; with sync, the temp
@@ -841,13 +846,12 @@ func (st *Store) Append(ctx context.Context, sessionID string, events []messages
 	if len(events) == 0 {
 		return st.checkOpen(op)
 	}
-	return st.appendWith(op, sessionID, events, nil)
+	return st.startAppend(op, sessionID, events, nil)()
 }
 
 // applyEvents writes a committed batch to the session (its last seq, its
-// events.jsonl); one of the WAL's pending applies is done.
+// events.jsonl).
 func (st *Store) applyEvents(s *session, events []messages.PersistedEvent, lines []byte) {
-	defer st.wal.applying.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastSeq = events[len(events)-1].Seq
@@ -873,72 +877,151 @@ func (st *Store) AppendRecord(ctx context.Context, sessionID string, events []me
 	if len(events) == 0 {
 		return st.PutMeta(ctx, rec)
 	}
-	return st.appendWith(op, sessionID, events, &rec)
+	return st.startAppend(op, sessionID, events, &rec)()
 }
 
-// appendWith commits a checked batch to the WAL, with rec (when not nil)
-// in the same request and after it, then writes it to the session's
-// events.jsonl without an fsync and applies rec.
-func (st *Store) appendWith(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) error {
+// StartAppend is store.Pipeliner: it checks the batch (and rec, when not
+// nil) as AppendRecord does, queues it on the WAL and returns; wait
+// reports the outcome (nil: durable and applied). A batch may start right
+// after one of the session still queued: they commit in the order they
+// were started, and when one fails every later one of the session queued
+// before the failure is known fails too, so a gap is never written.
+func (st *Store) StartAppend(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error) {
+	const op = store.OpAppend
+	fail := func(err error) func() error { return func() error { return err } }
+	if err := store.CheckContext(ctx, op); err != nil {
+		return fail(err)
+	}
+	if err := store.CheckSessionID(op, sessionID); err != nil {
+		return fail(err)
+	}
+	if rec != nil {
+		if err := store.CheckRecordOf(op, sessionID, rec); err != nil {
+			return fail(err)
+		}
+	}
+	if len(events) == 0 {
+		if rec != nil {
+			return fail(st.PutMeta(ctx, *rec))
+		}
+		return fail(st.checkOpen(op))
+	}
+	return st.startAppend(op, sessionID, events, rec)
+}
+
+// startAppend queues a checked batch on the WAL, with rec (when not nil)
+// in the same request and after it, and returns the wait for it. The
+// session's opMu is held only while the batch is checked against the
+// session's tail (the last seq queued) and queued, never across the
+// commit: a session's next batch can join the WAL's next group while this
+// one is being synced. Once durable the applier writes the lines to the
+// session's events.jsonl without an fsync and applies rec, in commit
+// order.
+func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error) {
+	fail := func(err error) func() error { return func() error { return err } }
 	var data []byte
 	if rec != nil {
 		var err error
 		if data, err = encodeRecord(op, *rec); err != nil {
-			return err
+			return fail(err)
 		}
 	}
 	buf, err := encodeBatch(op, events)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer putBuffer(buf)
 	if err := st.enter(op); err != nil {
-		return err
+		putBuffer(buf)
+		return fail(err)
 	}
 	defer st.leave()
 	s, err := st.session(op, sessionID, false)
 	if err != nil {
-		return err
+		putBuffer(buf)
+		return fail(err)
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	s.mu.Lock()
+	has := s.rec != nil
+	s.mu.Unlock()
+	if rec != nil && !has {
+		if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
+			putBuffer(buf)
+			return fail(messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id))
+		} else if err != nil {
+			putBuffer(buf)
+			return fail(ioError(op, err, "cannot stat the record of session %s", s.id))
+		}
+	}
+	frames := encodeFrame(frameEvents, s.id, buf.Bytes())
+	if rec != nil {
+		// the events frame first: a torn tail can only cut the record
+		frames = append(frames, encodeFrame(frameRecord, s.id, data)...)
+	}
+	last := events[len(events)-1].Seq
+	// check and reserve in one step: a failure of an earlier batch (which
+	// moves the tail back and the epoch on) is either seen here or makes
+	// this batch stale before it is written
 	s.mu.Lock()
 	err = st.loadLocked(op, s)
 	if err == nil && s.corrupt != nil {
 		err = withOp(s.corrupt, op)
 	}
 	if err == nil {
-		err = store.CheckBatch(op, s.id, s.lastSeq, events)
+		err = store.CheckBatch(op, s.id, s.tail, events)
 	}
-	has := s.rec != nil
+	epoch := s.epoch
+	prevTail := s.tail
+	if err == nil {
+		s.tail = last
+	}
 	s.mu.Unlock()
 	if err != nil {
-		return err
+		putBuffer(buf)
+		return fail(err)
 	}
-	frames := encodeFrame(frameEvents, s.id, buf.Bytes())
-	if rec != nil {
-		if !has {
-			if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
-				return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
-			} else if err != nil {
-				return ioError(op, err, "cannot stat the record of session %s", s.id)
+	lines := buf.Bytes()
+	req := &walReq{frame: frames, done: make(chan error, 1),
+		stale: func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.epoch != epoch
+		},
+		settle: func(ok bool) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			switch {
+			case ok:
+				s.committed = last
+			case s.epoch == epoch:
+				// the first failure: what was queued after it is stale
+				s.epoch++
+				s.tail = s.committed
 			}
+		},
+		apply: func() {
+			st.applyEvents(s, events, lines)
+			if rec != nil {
+				st.applyRecord(s, *rec, data, false)
+			}
+		},
+	}
+	if err := st.wal.enqueue(req); err != nil {
+		s.mu.Lock()
+		if s.epoch == epoch && s.tail == last {
+			s.tail = prevTail
 		}
-		// the events frame first: a torn tail can only cut the record
-		frames = append(frames, encodeFrame(frameRecord, s.id, data)...)
+		s.mu.Unlock()
+		putBuffer(buf)
+		return fail(walError(op, s.id, err))
 	}
-	if err := st.commitFrames(op, s.id, frames); err != nil {
-		return err
+	return func() error {
+		err := <-req.done
+		req.done <- err // a second wait gets the same answer
+		putBuffer(buf)
+		return walError(op, s.id, err)
 	}
-	if rec != nil {
-		// the WAL counts one pending apply per request; this one has two
-		st.wal.applying.Add(1)
-	}
-	st.applyEvents(s, events, buf.Bytes())
-	if rec != nil {
-		st.applyRecord(s, *rec, data, false)
-	}
-	return nil
 }
 
 func withOp(err error, op string) error {
@@ -1207,6 +1290,7 @@ func (st *Store) loadLocked(op string, s *session) error {
 			}
 		}
 		s.loaded, s.exists, s.size, s.fileSeq, s.lastSeq, s.index = true, false, 0, 0, 0, nil
+		s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
 		if !s.based {
 			s.walBase, s.based = 0, true
 		}
@@ -1253,6 +1337,7 @@ func (st *Store) loadLocked(op string, s *session) error {
 	}
 	s.loaded, s.exists = true, true
 	s.size, s.fileSeq, s.lastSeq, s.index = sc.size, sc.lastSeq, sc.lastSeq, sc.index
+	s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
 	if !s.based {
 		s.walBase, s.based = sc.size, true
 	}
@@ -1393,3 +1478,4 @@ func MetaPath(home, sessionID string) string {
 func EventsPath(home, sessionID string) string {
 	return filepath.Join(home, sessionsDir, sessionID, logName)
 }
+var _ store.Pipeliner = (*Store)(nil)
