@@ -113,8 +113,8 @@ type session struct {
 	committed uint64
 	tail      uint64
 	epoch     uint64
-	index   []int64    // seq -> offset, every indexEvery lines
-	corrupt error      // a corrupt middle line: reads fail, appends are refused
+	index     []int64 // seq -> offset, every indexEvery lines
+	corrupt   error   // a corrupt middle line: reads fail, appends are refused
 	// behind holds committed lines the file write failed for; they are
 	// written before anything else touches the file.
 	behind []byte
@@ -1478,4 +1478,5 @@ func MetaPath(home, sessionID string) string {
 func EventsPath(home, sessionID string) string {
 	return filepath.Join(home, sessionsDir, sessionID, logName)
 }
+
 var _ store.Pipeliner = (*Store)(nil)
