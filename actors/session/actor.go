@@ -181,10 +181,15 @@ type parkedReply struct {
 	send func(error)
 }
 
-// persistDepth is how many persist requests a session keeps in flight on
-// a store that overlaps a session's appends (store.Pipeliner): each joins
-// the WAL's next group commit instead of waiting for the previous one's.
-const persistDepth = 4
+// persistDepth is how many persist requests a session may keep in flight
+// on a store that overlaps a session's appends (store.Pipeliner): each
+// then joins the WAL's next group commit instead of waiting for the
+// previous one's ack. It is one: on the shared 2-core machine (load 17-24)
+// four in flight split the same events into 1.8x the appends (3.2 events
+// per append instead of 5.7) and neither raised durable events/s nor
+// lowered read-turn p50 in alternating same-machine runs (bench/README.md);
+// the pipelined path stays for a machine where fsync, not CPU, bounds it.
+const persistDepth = 1
 
 // Persist retry backoff after a failed write.
 const (
