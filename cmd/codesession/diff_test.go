@@ -83,6 +83,7 @@ func TestDiffCommandAndReadIncludeDiff(t *testing.T) {
 	r = cli("diff", sid, "7")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "turn 7 has no diff; turns with one: 1, 2")
+	assert.NotContains(t, r.stderr, "codesession ls", "the session was found: no unrelated hint (issue 37)")
 	r = cli("diff", sid, "zero")
 	assert.Equal(t, 2, r.code)
 }
