@@ -380,7 +380,7 @@ func (st *Store) checkpoint() error {
 			s.mu.Unlock()
 		}
 	}
-	err = st.wal.resetTo(carried)
+	emptied, err := st.wal.resetTo(carried)
 	if len(carried) > 0 {
 		// their records live in the WAL until meta.json is written
 		st.mu.Lock()
@@ -389,7 +389,7 @@ func (st *Store) checkpoint() error {
 		}
 		st.mu.Unlock()
 	}
-	if st.wal.size == int64(len(carried)) {
+	if emptied {
 		// emptied (even if its sync failed): the lines so far are durable
 		// in the session files, and the WAL holds what follows
 		for s := range dirty {

@@ -401,15 +401,19 @@ func (w *wal) reset() error {
 // beside the log, synced, and renamed over it, so a crash finds either the
 // old log (which holds them too) or the new one. Only the loop (or Open and
 // Close, with the loop stopped) calls it.
-func (w *wal) resetTo(frames []byte) error {
+//
+// emptied says the log now holds frames alone (even when a sync after that
+// failed).
+func (w *wal) resetTo(frames []byte) (emptied bool, err error) {
 	if len(frames) == 0 {
-		return w.reset()
+		err = w.reset()
+		return w.size == 0, err
 	}
 	path := w.path
 	next := path + ".next"
 	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return err
+		return false, err
 	}
 	nw := &wal{path: next, f: f, noSync: w.noSync, syncFault: w.syncFault}
 	if _, err = f.WriteAt(frames, 0); err == nil {
@@ -421,11 +425,11 @@ func (w *wal) resetTo(frames []byte) error {
 	if err != nil {
 		_ = f.Close()
 		_ = os.Remove(next)
-		return err // the old log is intact and holds everything
+		return false, err // the old log is intact and holds everything
 	}
 	_ = w.f.Close()
 	w.f, w.size, w.zeroed, w.broken = f, int64(len(frames)), int64(len(frames)), nil
-	return w.syncDir(filepath.Dir(path))
+	return true, w.syncDir(filepath.Dir(path))
 }
 
 func (w *wal) syncDir(dir string) error {
