@@ -600,7 +600,8 @@ func (a *Actor) hostSpec() transports.SessionSpec {
 	s, rec := a.o.Spec, &a.core.rec // read here, on the session's goroutine
 	return transports.SessionSpec{SessionID: s.SessionID, Cwd: s.Cwd, Model: rec.Model, Effort: rec.Effort,
 		Posture: rec.Posture, AllowedTools: slices.Clone(s.AllowedTools), AppendSystemPrompt: s.AppendSystemPrompt,
-		ResumeExternalID: a.core.ExternalID(), Env: slices.Clone(a.o.Env), Home: a.o.Home}
+		ResumeExternalID: a.core.ExternalID(), Env: slices.Clone(a.o.Env), Home: a.o.Home,
+		Provision: s.Provision}.WithProvision()
 }
 
 // sendHostSpec sends the host the current spec when it changed since the
