@@ -247,16 +247,33 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 				lastStart = now
 			}
 			mu.Unlock()
-			l, err := openRawLog(sdir)
-			if err != nil {
-				errs.add("raw log: %v", err)
-				return
+			var l *rawLog
+			appendLine := func() error {
+				if l == nil {
+					var err error
+					if l, err = openRawLog(sdir); err != nil {
+						return err
+					}
+				}
+				err := l.append(line)
+				if n > rawOpenLogs {
+					// above this many live trees a log is opened per
+					// append (the store keeps an LRU of handles too), so
+					// the descriptors stay within the process's limit
+					_ = l.close()
+					l = nil
+				}
+				return err
 			}
-			defer l.close()
+			defer func() {
+				if l != nil {
+					_ = l.close()
+				}
+			}()
 			readOnce := func() bool {
 				r0 := time.Now()
 				pingRaw(e, pid)
-				if err := l.append(line); err != nil {
+				if err := appendLine(); err != nil {
 					errs.add("raw append: %v", err)
 					return false
 				}
@@ -288,7 +305,7 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 			}
 			s0 = time.Now()
 			pingRaw(e, pid)
-			err = l.append(line)
+			err := appendLine()
 			if err == nil {
 				err = rawReplace(sdir, meta)
 			}
@@ -322,6 +339,10 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 	out.start, out.read, out.request, out.stop = start.summary(), read.summary(), req.summary(), stop.summary()
 	return out, nil
 }
+
+// rawOpenLogs is how many raw sessions keep their log open between
+// appends; with more, each append opens and closes it.
+const rawOpenLogs = 5000
 
 // rawAppendRate appends the same bytes to plain files with the same
 // batching and fsync policy as the session run saw (batches per log,

@@ -299,3 +299,35 @@ func TestTornTailCutIsDurable(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointCarriesRecordsForward: the checkpoints the WAL runs
+// mid-load write no meta.json for records that changed without a liveness
+// change; those records go into the emptied WAL instead, and a crash after
+// the checkpoint still reads the latest of each.
+func TestCheckpointCarriesRecordsForward(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	d := newDisk(t, home)
+	st := crashStore(t, home, d, filestore.WithCheckpointBytes(4<<10))
+	w := newWriter(t, st)
+	rec, err := st.GetMeta(ctx, w.sid)
+	require.NoError(t, err)
+	rec.Status = messages.StatusRunning
+	require.NoError(t, st.PutMeta(ctx, rec))
+	writesBefore := st.MetaFileWrites()
+	resets := d.count(filestore.SyncWALReset)
+	statuses := []messages.Status{messages.StatusRunning, messages.StatusIdle}
+	for i := 0; d.count(filestore.SyncWALReset) < resets+2; i++ {
+		require.NoError(t, w.next())
+		rec.Status = statuses[i%2]
+		require.NoError(t, st.PutMeta(ctx, rec))
+		require.Less(t, i, 5000, "two checkpoints never came")
+	}
+	assert.Equal(t, writesBefore, st.MetaFileWrites(), "no meta.json written by the checkpoints mid-load")
+	require.NoError(t, w.next())
+	st2 := open(t, d.crash())
+	got, err := st2.GetMeta(ctx, w.sid)
+	require.NoError(t, err)
+	assert.Equal(t, rec.Status, got.Status, "the latest record survives the crash")
+	requireAll(t, st2, w)
+}

@@ -37,7 +37,12 @@
 // committed record from memory. A checkpoint (when the WAL passes
 // WithCheckpointBytes, at Open and at Close) makes the session files
 // touched since the last one durable (one syncfs on Linux, else an fsync
-// per file), then truncates the WAL. A failed checkpoint keeps the WAL
+// per file), then truncates the WAL. The checkpoints the WAL runs mid-load
+// (not those of Open and Close) write no meta.json: the records newer than
+// their meta.json are carried forward into the emptied WAL instead (a new
+// log file, synced, renamed over the old one), so a record file is written
+// at create, release and close, not once per checkpoint per session. A
+// failed checkpoint keeps the WAL
 // and is retried once the log has grown by the checkpoint size again; the
 // retry first writes the session files again from the WAL, since a failed
 // fsync can drop the pages it was to write and a second fsync then

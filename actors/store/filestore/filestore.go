@@ -72,6 +72,11 @@ type Store struct {
 	// they never run concurrently): the next one writes the session files
 	// again from the WAL before it syncs them (rewriteFromWAL).
 	resync bool
+	// carry is set for the checkpoints the WAL loop runs mid-load: the
+	// records newer than their meta.json are carried forward into the
+	// emptied WAL instead of written to ten thousand meta.json files
+	// while every session waits for the loop.
+	carry bool
 
 	wal        *wal
 	metaWrites atomic.Int64
@@ -173,6 +178,9 @@ func Open(home string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(st)
 	}
+	// a checkpoint that crashed before its rename left this; the log
+	// itself holds everything it held
+	_ = os.Remove(st.walPath + ".next")
 	w, frames, torn, err := openWAL(st.walPath, st.noSync)
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot open the write-ahead log")
@@ -200,7 +208,11 @@ func Open(home string, opts ...Option) (*Store, error) {
 	w.fault = st.walFault
 	w.checkpointEvery = st.checkpointBytes
 	w.checkpointAt = st.checkpointBytes
-	w.checkpoint = st.checkpoint
+	w.checkpoint = func() error {
+		st.carry = true
+		defer func() { st.carry = false }()
+		return st.checkpoint()
+	}
 	w.onCommit = func(int, int) { st.walCommits.Add(1) }
 	w.start()
 	return st, nil
@@ -356,8 +368,28 @@ func (st *Store) checkpoint() error {
 		return err
 	}
 	st.resync = false
-	err = st.wal.reset()
-	if st.wal.size == 0 {
+	var carried []byte
+	var carriedBy []*session
+	if st.carry {
+		for s := range dirty {
+			s.mu.Lock()
+			if s.metaDirty && s.recJSON != nil {
+				carried = append(carried, encodeFrame(frameRecord, s.id, s.recJSON)...)
+				carriedBy = append(carriedBy, s)
+			}
+			s.mu.Unlock()
+		}
+	}
+	emptied, err := st.wal.resetTo(carried)
+	if len(carried) > 0 {
+		// their records live in the WAL until meta.json is written
+		st.mu.Lock()
+		for _, s := range carriedBy {
+			st.dirty[s] = struct{}{}
+		}
+		st.mu.Unlock()
+	}
+	if emptied {
 		// emptied (even if its sync failed): the lines so far are durable
 		// in the session files, and the WAL holds what follows
 		for s := range dirty {
@@ -469,7 +501,7 @@ func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) error {
 	for s := range dirty {
 		s.mu.Lock()
 		err := st.flushBehind(s)
-		if err == nil && s.metaDirty && s.recJSON != nil {
+		if err == nil && s.metaDirty && s.recJSON != nil && !st.carry {
 			err = st.writeMetaFile(s, s.recJSON, false)
 		}
 		s.mu.Unlock()
@@ -482,7 +514,8 @@ func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) error {
 	}
 	for s := range dirty {
 		s.mu.Lock()
-		s.metaDirty, s.metaUnsynced, s.logUnsynced = false, false, false
+		s.metaUnsynced, s.logUnsynced = false, false
+		s.metaDirty = s.metaDirty && st.carry && s.recJSON != nil // carried forward
 		s.mu.Unlock()
 	}
 	return nil
@@ -501,7 +534,7 @@ func (st *Store) checkpointSession(s *session) error {
 		s.logUnsynced = false
 	}
 	switch {
-	case s.metaDirty && s.recJSON != nil:
+	case s.metaDirty && s.recJSON != nil && !st.carry:
 		if err := st.writeMetaFile(s, s.recJSON, true); err != nil {
 			return err
 		}

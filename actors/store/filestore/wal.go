@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 )
 
@@ -124,6 +125,7 @@ type walReq struct {
 // answers them all. A failed write or sync is cut back off the file, so a
 // frame is either committed and acknowledged or not in the log at all.
 type wal struct {
+	path   string // where the log is (f may have been opened under another name and renamed)
 	f      *os.File
 	size   int64 // end of the committed frames
 	zeroed int64 // the file is zeros from size to here (none when <= size)
@@ -174,7 +176,7 @@ func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
 	}
 	// what follows the good frames is not counted as zeroed: a torn frame
 	// may be there (Open's checkpoint empties the file anyway)
-	w := &wal{f: f, size: good, zeroed: good, noSync: noSync, stopped: make(chan struct{})}
+	w := &wal{path: path, f: f, size: good, zeroed: good, noSync: noSync, stopped: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
 	return w, frames, torn, nil
 }
@@ -394,11 +396,67 @@ func (w *wal) reset() error {
 	return w.sync(atWALReset, false)
 }
 
+// resetTo empties the log after a checkpoint as reset does, but leaves
+// frames (records carried forward) in it: they are written to a new file
+// beside the log, synced, and renamed over it, so a crash finds either the
+// old log (which holds them too) or the new one. Only the loop (or Open and
+// Close, with the loop stopped) calls it.
+//
+// emptied says the log now holds frames alone (even when a sync after that
+// failed).
+func (w *wal) resetTo(frames []byte) (emptied bool, err error) {
+	if len(frames) == 0 {
+		err = w.reset()
+		return w.size == 0, err
+	}
+	path := w.path
+	next := path + ".next"
+	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return false, err
+	}
+	nw := &wal{path: next, f: f, noSync: w.noSync, syncFault: w.syncFault}
+	if _, err = f.WriteAt(frames, 0); err == nil {
+		err = nw.sync(atWALReset, false)
+	}
+	if err == nil {
+		err = os.Rename(next, path)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(next)
+		return false, err // the old log is intact and holds everything
+	}
+	_ = w.f.Close()
+	w.f, w.size, w.zeroed, w.broken = f, int64(len(frames)), int64(len(frames)), nil
+	return true, w.syncDir(filepath.Dir(path))
+}
+
+func (w *wal) syncDir(dir string) error {
+	if w.syncFault != nil {
+		if err := w.syncFault(syncPoint{Kind: atWALDir, Path: dir}); err != nil {
+			return err
+		}
+	}
+	if w.noSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // sync makes the log durable: its data alone (fdatasync) when data is
 // set, else with its metadata. The tests' fault seam comes first.
 func (w *wal) sync(kind string, data bool) error {
 	if w.syncFault != nil {
-		if err := w.syncFault(syncPoint{Kind: kind, Path: w.f.Name()}); err != nil {
+		if err := w.syncFault(syncPoint{Kind: kind, Path: w.path}); err != nil {
 			return err
 		}
 	}
