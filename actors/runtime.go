@@ -95,7 +95,9 @@ func WithEventListener(f func(sessionID string, ev messages.PersistedEvent)) Opt
 	return func(o *options) { o.onEvent = f }
 }
 
-// WithLogger sets the runtime's logger (default slog.Default()).
+// WithLogger sets the runtime's logger. Without it the runtime logs nothing:
+// an embedded library must not write through the process's default logger
+// unless asked to (pass slog.Default() for that).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // DefaultBackends returns a registry of every built-in backend.
@@ -134,7 +136,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{now: time.Now, logger: slog.Default()}
+	o := options{now: time.Now, logger: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -147,7 +149,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		o.capture = diffcapture.GitFactory
 	}
 	if o.store == nil {
-		fs, err := filestore.Open(cfg.Home)
+		fs, err := filestore.Open(cfg.Home, filestore.WithLogger(log))
 		if err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}

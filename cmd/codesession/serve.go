@@ -114,7 +114,7 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		return usagef(cmd, "--addr %q is not a loopback address: serve TLS (--tls-cert, --tls-key) or pass --insecure-remote", addr)
 	}
 	cfg, err := c.cfg.load(cmd, s.getenv, func(cfg *config.Config) {
-		cfg.LogLevel = cmp.Or(c.logLevel, cfg.LogLevel)
+		cfg.LogLevel = cmp.Or(c.logLevel, cfg.LogLevel, "info") // the daemon logs at info by default
 		cfg.LogFormat = cmp.Or(c.logFormat, cfg.LogFormat)
 	})
 	if err != nil {
