@@ -408,3 +408,26 @@ func TestCleanupKeepsManifest(t *testing.T) {
 	require.Equal(t, ManifestFile, ents[0].Name())
 	require.NoError(t, Cleanup(filepath.Join(home, "missing")))
 }
+
+// BenchmarkResolve is the pipeline's cost on a session start: a plain
+// repository (detection from the profile cache, nothing provisioned) and
+// a Supabase one (a plan written).
+func BenchmarkResolve(b *testing.B) {
+	for _, name := range []string{"plain", "supabase"} {
+		b.Run(name, func(b *testing.B) {
+			home := b.TempDir()
+			dir := b.TempDir()
+			for n, data := range fixtures[name] {
+				p := filepath.Join(dir, filepath.FromSlash(n))
+				_ = os.MkdirAll(filepath.Dir(p), 0o755)
+				_ = os.WriteFile(p, []byte(data), 0o644)
+			}
+			c := &Curator{Home: home}
+			i := 0
+			for b.Loop() {
+				i++
+				c.Resolve(context.Background(), Request{SessionID: "cs_" + strings.Repeat("a", 8) + string(rune('a'+i%26)), Cwd: dir, Backend: "claude-code"})
+			}
+		})
+	}
+}

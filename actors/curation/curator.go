@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -28,6 +30,32 @@ type Curator struct {
 	FetchTimeout time.Duration
 	Now          func() time.Time
 	Log          *slog.Logger
+
+	// the catalog as last loaded, and the override file's size and mtime
+	// then: a start reparses it only when it changed
+	mu       sync.Mutex
+	cat      *Catalog
+	catStamp string
+}
+
+// catalog is the home's catalog, reloaded when capabilities.json changed.
+// The value is shared and never modified.
+func (c *Curator) catalog() (*Catalog, error) {
+	stamp := "builtin"
+	if fi, err := os.Stat(filepath.Join(c.Home, CatalogFile)); err == nil {
+		stamp = fmt.Sprintf("%d/%d", fi.Size(), fi.ModTime().UnixNano())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cat != nil && c.catStamp == stamp {
+		return c.cat, nil
+	}
+	cat, err := LoadCatalog(c.Home)
+	if err != nil {
+		return nil, err
+	}
+	c.cat, c.catStamp = cat, stamp
+	return cat, nil
 }
 
 // NewCurator is the default curator of a home: GitHub's Contents API
@@ -78,7 +106,7 @@ func (c *Curator) Resolve(ctx context.Context, req Request) Result {
 	note := func(format string, args ...any) {
 		meta.Notes = append(meta.Notes, fmt.Sprintf(format, args...))
 	}
-	cat, err := LoadCatalog(c.Home)
+	cat, err := c.catalog()
 	if err != nil {
 		note("capability catalog not loaded, nothing provisioned: %s", messages.AsError("capabilities", err).Message)
 		c.log().Warn("curation: catalog not loaded", "err", err)
