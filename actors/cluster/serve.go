@@ -60,6 +60,16 @@ var handlers = map[string]handler{
 		}
 		return recs, err
 	},
+	opRecord: func(ctx context.Context, rt *actors.Runtime, _ string, body []byte) (any, error) {
+		var req getRequest
+		if err := messages.UnmarshalMsgpack(body, &req); err != nil {
+			return nil, err
+		}
+		if !messages.ValidSessionID(req.SessionID) {
+			return nil, messages.FieldError("get", "sessionId", "malformed session id")
+		}
+		return rt.Store().GetMeta(ctx, req.SessionID)
+	},
 	opGet: func(ctx context.Context, rt *actors.Runtime, _ string, body []byte) (any, error) {
 		var req getRequest
 		if err := messages.UnmarshalMsgpack(body, &req); err != nil {
