@@ -29,7 +29,7 @@ func (n *Node) call(ctx context.Context, node, op string, req, out any, wait tim
 	if err != nil {
 		return err
 	}
-	c := &Call{ID: newCallID(), From: n.cfg.NodeID, Op: op, Scope: n.cfg.Scope, WaitMs: wait.Milliseconds(), Body: body}
+	c := &Call{ID: newCallID(), From: n.cfg.NodeID, Op: op, Scope: n.scopeOf(ctx), WaitMs: wait.Milliseconds(), Body: body}
 	ch := make(chan *Reply, 1)
 	n.mu.Lock()
 	n.pending[c.ID] = ch

@@ -121,7 +121,7 @@ const refreshTimeout = 3 * time.Second
 
 // refresh lists a peer's records into the directory.
 func (n *Node) refresh(node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	ctx, cancel := context.WithTimeout(WithScope(context.Background(), directoryScope), refreshTimeout)
 	defer cancel()
 	var recs []messages.SessionRecord
 	if err := n.call(ctx, node, opList, struct{}{}, &recs, 0); err != nil {
@@ -154,6 +154,10 @@ func (n *Node) refreshAll() {
 // feed. It never blocks (the runtime calls it on a session's goroutine).
 func (n *Node) Publish(sid string, ev messages.PersistedEvent) {
 	n.mu.Lock()
+	if n.closed { // the wire is stopping or stopped (the daemon drains after the node left)
+		n.mu.Unlock()
+		return
+	}
 	var pids []*actor.PID
 	for _, p := range n.peers {
 		if p.state != PeerDead && p.verified {
@@ -311,7 +315,7 @@ func (n *Node) scheduleRecord(node, sid string) {
 }
 
 func (n *Node) fetchRecord(node, sid string) {
-	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	ctx, cancel := context.WithTimeout(WithScope(context.Background(), directoryScope), refreshTimeout)
 	defer cancel()
 	var rec messages.SessionRecord
 	err := n.call(ctx, node, opRecord, getRequest{SessionID: sid}, &rec, 0)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -68,10 +69,14 @@ func (g *Gateway) guard(h func(w http.ResponseWriter, r *http.Request) error) ht
 			g.inner.ServeHTTP(w, r) // the daemon answers 503 itself
 			return
 		}
-		if !g.d.Authorized(r) {
+		scope, ok := g.d.Authenticate(r)
+		if !ok {
 			g.d.WriteError(w, r, messages.Errorf(messages.CodeUnauthorized, "http", "a valid bearer token is required"))
 			return
 		}
+		// the caller's scope goes with every call this request makes; the
+		// owning node checks it (scope.go)
+		r = r.WithContext(WithScope(r.Context(), scope))
 		if err := h(w, r); err != nil {
 			g.d.WriteError(w, r, err)
 		}
@@ -91,7 +96,7 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	recs, err := g.n.Sessions(r.Context())
+	recs, err := g.visibleSessions(r)
 	if err != nil {
 		return err
 	}
@@ -99,6 +104,22 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request) error {
 		recs = recs[:limit]
 	}
 	return controlplane.WriteData(w, clusterSessions{Sessions: recs})
+}
+
+// visibleSessions is the directory as the request's scope may see it.
+func (g *Gateway) visibleSessions(r *http.Request) ([]NodeRecord, error) {
+	recs, err := g.n.Sessions(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	scope := g.n.scopeOf(r.Context())
+	out := recs[:0]
+	for _, rec := range recs {
+		if g.d.Visible(scope, rec.SessionRecord) {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
 }
 
 // startRequest is a start with the node option.
@@ -111,6 +132,9 @@ type startRequest struct {
 func (g *Gateway) start(w http.ResponseWriter, r *http.Request) error {
 	var req startRequest
 	if err := g.d.DecodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := g.d.CheckBackend(g.n.scopeOf(r.Context()), messages.OpStart, cmp.Or(req.Backend, g.n.defaultBackend())); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), gatewayOpTimeout)
@@ -132,7 +156,7 @@ func (g *Gateway) owner(r *http.Request, op string) (sid, node string, local boo
 		if !ok {
 			return "", "", false, messages.FieldError(op, "sessionId", "malformed session id")
 		}
-		recs, err := g.n.Sessions(r.Context())
+		recs, err := g.visibleSessions(r)
 		if err != nil {
 			return "", "", false, err
 		}
@@ -299,8 +323,9 @@ func (g *Gateway) op(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		var res messages.StartResult
-		err = g.do(ctx, sid, messages.OpResume, messages.Resume{SessionID: sid, Brief: b.Brief, Takeover: true}, &res)
-		out = res
+		node, derr := g.n.Do(ctx, sid, messages.OpResume, messages.Resume{SessionID: sid, Brief: b.Brief, Takeover: true}, &res)
+		err = derr
+		out = Placed{StartResult: res, Node: node} // a start through the cluster says where it runs; so does a resume
 	default:
 		return messages.Errorf(messages.CodeNotFound, "route", "no route %s %s", r.Method, r.URL.Path)
 	}

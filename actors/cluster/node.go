@@ -93,6 +93,11 @@ type Config struct {
 	Scope          string
 	DefaultBackend string
 	Logger         *slog.Logger
+	// Visible, when set, says whether a token of scope may see rec (the
+	// daemon's scope rules, controlplane.Daemon.Visible); it is checked on
+	// the node that owns the session. Default: a scope sees its own
+	// sessions and Scope sees all.
+	Visible func(scope string, rec messages.SessionRecord) bool
 }
 
 // Meta is what a node advertises in memberlist's node meta (at most 512
@@ -351,14 +356,20 @@ func (n *Node) Close() error {
 	n.closed = true
 	close(n.stop)
 	n.mu.Unlock()
-	n.wg.Wait()
-	err := n.ml.Leave(5 * time.Second)
+	// leave and free the ports first, then wait for the sync loop (it may
+	// be in a call that now fails): a node restarted right after its
+	// process exits finds its addresses free
+	err := n.ml.Leave(leaveTimeout)
 	if serr := n.ml.Shutdown(); err == nil {
 		err = serr
 	}
 	n.shutdownWire()
+	n.wg.Wait()
 	return err
 }
+
+// leaveTimeout bounds how long Close waits for its leave to be gossiped.
+const leaveTimeout = 2 * time.Second
 
 func (n *Node) shutdownWire() {
 	if n.watch != nil {
