@@ -186,7 +186,12 @@ func (n *Node) feed(f *Feed) {
 		n.mu.Unlock()
 		return
 	}
+	if n.dropFeed != nil && n.dropFeed(f) {
+		n.mu.Unlock()
+		return
+	}
 	n.owner[f.SessionID] = f.Node
+	n.deliverFeedLocked(f.SessionID, f.Event)
 	_, known := p.recs[f.SessionID]
 	learn := !known && !p.listing
 	if learn {

@@ -47,6 +47,7 @@ func NewGateway(n *Node, d *controlplane.Daemon) *Gateway {
 	g.mux.HandleFunc("GET /api/code-sessions/{id}", g.guard(g.get))
 	g.mux.HandleFunc("POST /api/code-sessions/{id}/{op}", g.guard(g.op))
 	g.mux.HandleFunc("GET /api/cluster/nodes", g.guard(g.nodes))
+	g.mux.HandleFunc("GET /api/events", g.guard(g.events))
 	g.mux.Handle("/", g.inner)
 	return g
 }
@@ -149,7 +150,11 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request) error {
 // owner resolves the path's session id (a whole id or a prefix) to its
 // node; local means this node holds it.
 func (g *Gateway) owner(r *http.Request, op string) (sid, node string, local bool, err error) {
-	id := r.PathValue("id")
+	return g.ownerOfID(r, r.PathValue("id"), op)
+}
+
+// ownerOfID is owner for an id given elsewhere than the path.
+func (g *Gateway) ownerOfID(r *http.Request, id, op string) (sid, node string, local bool, err error) {
 	sid = id
 	if !messages.ValidSessionID(id) {
 		prefix, ok := messages.SessionIDPrefixOf(id)

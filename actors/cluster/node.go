@@ -184,7 +184,10 @@ type Node struct {
 	// that a listing makes none).
 	calls  map[string]int
 	onFeed func(node, sid string, ev messages.PersistedEvent)
-	closed bool
+	subs   map[*feedSub]bool // remote session feeds served here (feed.go)
+	// dropFeed, in tests, loses a feed message as the wire may
+	dropFeed func(*Feed) bool
+	closed   bool
 }
 
 // Start validates cfg, starts the wire and joins the cluster.
