@@ -28,6 +28,8 @@ type clusterProc struct {
 	*daemonProc
 	id, home, addr, gossip string
 	args                   []string
+	// prefix runs the binary under another command (ip netns exec NS).
+	prefix []string
 }
 
 // freeGossipAddr is a 127.0.0.1 port free for gossip (TCP and UDP) with
@@ -75,7 +77,8 @@ func startClusterProc(t *testing.T, bin, id, root, scenario, join string) *clust
 
 func (p *clusterProc) start(t *testing.T, bin string) {
 	t.Helper()
-	cmd := exec.Command(bin, p.args...)
+	argv := append(append(append([]string(nil), p.prefix...), bin), p.args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "CODESESSION_BACKEND=script", "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG=")
 	d := &daemonProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = d.stderr, d.stderr
