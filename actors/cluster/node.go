@@ -374,6 +374,23 @@ func (n *Node) Close() error {
 // leaveTimeout bounds how long Close waits for its leave to be gossiped.
 const leaveTimeout = 2 * time.Second
 
+// Kill stops the node the way a dead process does, for tests and
+// benchmarks: no leave message; its gossip and wire just go silent, and
+// the others find out when its lease expires.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	close(n.stop)
+	n.mu.Unlock()
+	_ = n.ml.Shutdown()
+	n.shutdownWire()
+	n.wg.Wait()
+}
+
 func (n *Node) shutdownWire() {
 	if n.watch != nil {
 		<-n.engine.Poison(n.watch).Done()
