@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -217,4 +220,82 @@ func TestClusterPartitionHeals(t *testing.T) {
 	var st messages.StopResult
 	require.Nil(t, n1.api(t, "POST", "/api/code-sessions/"+sid+"/stop", map[string]any{"outcome": "success"}, &st))
 	assert.False(t, st.AlreadyStopped)
+}
+
+// TestClusterThreeNodesThreeHundredSessions: three nodes in network
+// namespaces; 300 sessions started through n1, 100 on each node's
+// workspace (placement by root), each driven to turn_complete through n1;
+// every node lists all 300, each once and on the node that holds it.
+func TestClusterThreeNodesThreeHundredSessions(t *testing.T) {
+	skipOrFailWithoutNetns(t)
+	const perNode, workers = 100, 6
+	lab := newNetnsLab(t, 3)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "codesession")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	scenario := writeScenario(t, opsScenario)
+	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	n1 := lab.startNode(bin, 1, roots[0], scenario, "")
+	n2 := lab.startNode(bin, 2, roots[1], scenario, n1.gossip)
+	n3 := lab.startNode(bin, 3, roots[2], scenario, n1.gossip)
+	nodes := []*clusterProc{n1, n2, n3}
+	for _, n := range nodes {
+		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
+	}
+
+	want := map[string]string{} // session -> node
+	var mu sync.Mutex
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var failures atomic.Int32
+	t0 := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				node := i % 3
+				var placed cluster.Placed
+				if e := n1.api(t, "POST", "/api/code-sessions", map[string]any{"brief": fmt.Sprintf("s%d", i), "cwd": roots[node]}, &placed); e != nil {
+					t.Errorf("start %d: %v", i, e)
+					failures.Add(1)
+					continue
+				}
+				var tr messages.TurnResult
+				if e := n1.api(t, "POST", "/api/code-sessions/"+placed.SessionID+"/read-turn", map[string]any{"timeoutMs": 120000}, &tr); e != nil || tr.Kind != messages.KindTurnComplete {
+					t.Errorf("read-turn %d: %v %s", i, e, tr.Kind)
+					failures.Add(1)
+				}
+				mu.Lock()
+				want[placed.SessionID] = nodes[node].id
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range 3 * perNode {
+		if failures.Load() > 5 {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	require.Zero(t, failures.Load())
+	t.Logf("300 sessions started and driven to a turn through n1 in %s", time.Since(t0).Round(time.Millisecond))
+	require.Len(t, want, 3*perNode)
+	for _, n := range nodes {
+		waitFor(t, n.id+" to list all 300 sessions on their nodes", func() bool {
+			var list struct {
+				Sessions []cluster.NodeRecord `json:"sessions"`
+			}
+			if n.api(t, "GET", "/api/code-sessions", nil, &list) != nil || len(list.Sessions) != len(want) {
+				return false
+			}
+			for _, r := range list.Sessions {
+				if want[r.SessionID] != r.Node {
+					return false
+				}
+			}
+			return true
+		})
+	}
 }
