@@ -320,6 +320,12 @@ func (n *Node) scheduleRecord(node, sid string) {
 }
 
 func (n *Node) fetchRecord(node, sid string) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return
+	}
 	ctx, cancel := context.WithTimeout(WithScope(context.Background(), directoryScope), refreshTimeout)
 	defer cancel()
 	var rec messages.SessionRecord
