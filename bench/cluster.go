@@ -139,6 +139,7 @@ func runCluster(ctx context.Context, o Options, dir string) (*Result, error) {
 	if _, err := a.Do(ctx, sid, messages.OpStop, messages.Stop{SessionID: sid}, &st); err != nil {
 		return nil, err
 	}
+	listingDuringDeath(ctx, res, a, c)
 	res.note("a routed turn is two routed ops (guide, read-turn), each a msgpack envelope each way plus the owning runtime's work; the raw baseline is one protobuf message each way and no work")
 	return res, nil
 }
@@ -314,3 +315,42 @@ func rawRemote(ctx context.Context, n, ops int) (*latencies, float64, error) {
 type devNull struct{}
 
 func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// listingDuringDeath measures a's listing with every node alive, then while
+// c is dead but not yet declared so (killed: no leave message, its lease
+// running out). The listing reads the directory, so the two match; the old
+// per-request fan-out waited out its call timeout on c (3 s) every time.
+func listingDuringDeath(ctx context.Context, res *Result, a, c *cluster.Node) {
+	list := func(lat *latencies) bool {
+		t0 := time.Now()
+		_, err := a.Sessions(ctx)
+		lat.since(t0)
+		return err == nil
+	}
+	var alive, dying latencies
+	ok := true
+	for range 50 {
+		ok = list(&alive) && ok
+	}
+	c.Kill()
+	declared := func() bool {
+		for _, m := range a.Members() {
+			if m.ID == "c" {
+				return m.State == "dead"
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(time.Minute)
+	n := 0
+	for !declared() && n < 2000 && time.Now().Before(deadline) {
+		ok = list(&dying) && ok
+		n++
+		time.Sleep(5 * time.Millisecond)
+	}
+	res.check("listings during a node's death answered", ok && n > 0, "%d listings while c was dying", n)
+	al, dl := alive.summary(), dying.summary()
+	res.vs("listing while a node is dying (not yet declared dead) p99", ms(dl.p99), UnitMs, "the same listing with every node alive p99", ms(al.p99))
+	res.vs("listing while a node is dying p50", ms(dl.p50), UnitMs, "with every node alive p50", ms(al.p50))
+	res.note("%d listings on a between c's kill and a's dead verdict", n)
+}

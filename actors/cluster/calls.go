@@ -12,6 +12,9 @@ const (
 	opPing = "ping"
 	opList = "list"
 	opGet  = "get"
+	// opRecord reads one session's record (the directory's refresh of a
+	// session whose feed said it changed).
+	opRecord = "record"
 )
 
 // resendAfter is how long a caller waits for a reply before it sends the
@@ -26,10 +29,11 @@ func (n *Node) call(ctx context.Context, node, op string, req, out any, wait tim
 	if err != nil {
 		return err
 	}
-	c := &Call{ID: newCallID(), From: n.cfg.NodeID, Op: op, Scope: n.cfg.Scope, WaitMs: wait.Milliseconds(), Body: body}
+	c := &Call{ID: newCallID(), From: n.cfg.NodeID, Op: op, Scope: n.scopeOf(ctx), WaitMs: wait.Milliseconds(), Body: body}
 	ch := make(chan *Reply, 1)
 	n.mu.Lock()
 	n.pending[c.ID] = ch
+	n.calls[op]++
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()

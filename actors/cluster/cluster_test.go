@@ -28,7 +28,7 @@ func threeNodes(t *testing.T) (nodes []*Node, roots []string) {
 	nodes = startNodes(t, []spec{
 		{id: "a", roots: roots[:1], backends: []string{"script"}},
 		{id: "b", roots: roots[1:2], backends: []string{"codex"}},
-		{id: "c", roots: roots[2:], backends: []string{"script", "grok"}, rt: testRuntime(t, sc)},
+		{id: "c", roots: roots[2:], backends: []string{"script", "grok"}, sc: sc},
 	}, nil)
 	return nodes, roots
 }
@@ -143,10 +143,11 @@ func TestLostNodeShowsOrphaned(t *testing.T) {
 	placed, err := a.Start(ctx, messages.Start{Brief: "long", Cwd: roots[2]}, "")
 	require.NoError(t, err)
 	require.Equal(t, "c", placed.Node)
-	recs, err := b.Sessions(ctx)
-	require.NoError(t, err)
-	require.Len(t, recs, 1)
-	require.True(t, recs[0].Status.Live())
+	// b learns of it from c's feed (a listing asks no node)
+	require.Eventually(t, func() bool {
+		recs, err := b.Sessions(ctx)
+		return err == nil && len(recs) == 1 && recs[0].Status.Live()
+	}, deadline, 20*time.Millisecond, "b never listed c's session")
 
 	c.crash()
 	for _, n := range []*Node{a, b} {

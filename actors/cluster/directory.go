@@ -121,7 +121,7 @@ const refreshTimeout = 3 * time.Second
 
 // refresh lists a peer's records into the directory.
 func (n *Node) refresh(node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	ctx, cancel := context.WithTimeout(WithScope(context.Background(), directoryScope), refreshTimeout)
 	defer cancel()
 	var recs []messages.SessionRecord
 	if err := n.call(ctx, node, opList, struct{}{}, &recs, 0); err != nil {
@@ -154,6 +154,10 @@ func (n *Node) refreshAll() {
 // feed. It never blocks (the runtime calls it on a session's goroutine).
 func (n *Node) Publish(sid string, ev messages.PersistedEvent) {
 	n.mu.Lock()
+	if n.closed { // the wire is stopping or stopped (the daemon drains after the node left)
+		n.mu.Unlock()
+		return
+	}
 	var pids []*actor.PID
 	for _, p := range n.peers {
 		if p.state != PeerDead && p.verified {
@@ -182,7 +186,12 @@ func (n *Node) feed(f *Feed) {
 		n.mu.Unlock()
 		return
 	}
+	if n.dropFeed != nil && n.dropFeed(f) {
+		n.mu.Unlock()
+		return
+	}
 	n.owner[f.SessionID] = f.Node
+	n.deliverFeedLocked(f.SessionID, f.Event)
 	_, known := p.recs[f.SessionID]
 	learn := !known && !p.listing
 	if learn {
@@ -200,6 +209,8 @@ func (n *Node) feed(f *Feed) {
 			p.listing = false
 			n.mu.Unlock()
 		}()
+	} else if recordChanging[f.Event.Event.Type] {
+		n.scheduleRecord(f.Node, f.SessionID)
 	}
 	if on != nil {
 		on(f.Node, f.SessionID, f.Event)
@@ -231,25 +242,34 @@ func (n *Node) ownerOf(ctx context.Context, sid, op string) (node string, local 
 	return node, false, nil
 }
 
-// NodeRecord is a session record with the node that holds it.
+// NodeRecord is a session record with the node that holds it and what
+// membership says of that node now.
 type NodeRecord struct {
 	messages.SessionRecord
 	Node string `json:"node"`
+	// NodeState is "self", "alive", "suspect" (it stopped answering gossip:
+	// the record may be stale, ops may fail) or "dead" (its live sessions
+	// show orphaned).
+	NodeState string `json:"nodeState"`
 }
 
 // Sessions lists every session of the cluster, newest first: this node's
-// from its store, live peers' as last listed (refreshed now), and a dead
-// peer's as last seen with live ones shown orphaned (node unreachable).
+// from its store, the others' from the directory. It makes no remote call:
+// the directory is kept current by membership (a peer's records are listed
+// when it is verified, and again every sync interval in the background) and
+// by the feed (a status-affecting event of a session fetches its record),
+// so a peer that stops answering never holds a listing up. A suspect
+// peer's sessions are marked suspect at once; a dead peer's live ones show
+// orphaned.
 func (n *Node) Sessions(ctx context.Context) ([]NodeRecord, error) {
 	local, err := n.cfg.Runtime.Store().List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	n.refreshAll()
 	out := make([]NodeRecord, 0, len(local))
 	seen := map[string]bool{}
 	for _, r := range local {
-		out = append(out, NodeRecord{SessionRecord: r, Node: n.cfg.NodeID})
+		out = append(out, NodeRecord{SessionRecord: r, Node: n.cfg.NodeID, NodeState: "self"})
 		seen[r.SessionID] = true
 	}
 	n.mu.Lock()
@@ -261,7 +281,7 @@ func (n *Node) Sessions(ctx context.Context) ([]NodeRecord, error) {
 			if p.state == PeerDead && r.Status.Live() {
 				r.Status = messages.StatusOrphaned
 			}
-			out = append(out, NodeRecord{SessionRecord: r.Clone(), Node: id})
+			out = append(out, NodeRecord{SessionRecord: r.Clone(), Node: id, NodeState: p.state.String()})
 		}
 	}
 	n.mu.Unlock()
@@ -272,4 +292,59 @@ func (n *Node) Sessions(ctx context.Context) ([]NodeRecord, error) {
 		return strings.Compare(a.SessionID, b.SessionID)
 	})
 	return out, nil
+}
+
+// recordChanging are the event types after which a session's record
+// changes (status, rounds, posture, runs): the directory fetches it anew.
+var recordChanging = map[messages.EventType]bool{
+	messages.EvStarted: true, messages.EvTurnStarted: true, messages.EvTurnEnd: true,
+	messages.EvEnded: true, messages.EvError: true, messages.EvPosture: true,
+	messages.EvReleased: true, messages.EvOrphaned: true, messages.EvAdopted: true,
+}
+
+// recordDebounce is how long after a record-changing event its record is
+// fetched: a burst of events costs one fetch.
+const recordDebounce = 100 * time.Millisecond
+
+// scheduleRecord fetches sid's record from node once the burst of events
+// that changed it is over (in the background: never on a listing's path).
+func (n *Node) scheduleRecord(node, sid string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.fetching[sid] {
+		n.refetch[sid] = n.fetching[sid]
+		return
+	}
+	n.fetching[sid] = true
+	time.AfterFunc(recordDebounce, func() { n.fetchRecord(node, sid) })
+}
+
+func (n *Node) fetchRecord(node, sid string) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(WithScope(context.Background(), directoryScope), refreshTimeout)
+	defer cancel()
+	var rec messages.SessionRecord
+	err := n.call(ctx, node, opRecord, getRequest{SessionID: sid}, &rec, 0)
+	n.mu.Lock()
+	again := n.refetch[sid]
+	delete(n.refetch, sid)
+	delete(n.fetching, sid)
+	if p := n.peers[node]; err == nil && p != nil && rec.SessionID == sid {
+		if old, ok := p.recs[sid]; !ok || old.Version <= rec.Version {
+			p.recs[sid] = rec
+			n.owner[sid] = node
+		}
+	}
+	n.mu.Unlock()
+	if err != nil {
+		n.log.Debug("cluster: cannot fetch a session's record", "member", node, "session", sid, "err", err)
+	}
+	if again {
+		n.scheduleRecord(node, sid)
+	}
 }

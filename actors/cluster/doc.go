@@ -26,6 +26,14 @@
 //     changed: the cluster is a thin layer of one actor per node in front of
 //     the runtime.
 //
+// Membership over time (join.go): every node retries its join addresses,
+// and the gossip addresses of peers it learned of that died, with backoff
+// (Consul's retry_join), so start order does not matter and partitions
+// heal. Listings (directory.go) read a directory that membership and the
+// feed keep current, never a fan-out per request. Remote session feeds
+// (feed.go) replay and fill gaps from the owner. A request's scope
+// (scope.go) crosses the wire with each call and is checked by the owner.
+//
 // Faults: remote delivery is at most once, so every call carries an id; a
 // caller resends a call under the same id until it is answered, and the
 // callee runs each id once and answers repeats from a cache (stop, answer by

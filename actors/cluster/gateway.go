@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -46,6 +47,7 @@ func NewGateway(n *Node, d *controlplane.Daemon) *Gateway {
 	g.mux.HandleFunc("GET /api/code-sessions/{id}", g.guard(g.get))
 	g.mux.HandleFunc("POST /api/code-sessions/{id}/{op}", g.guard(g.op))
 	g.mux.HandleFunc("GET /api/cluster/nodes", g.guard(g.nodes))
+	g.mux.HandleFunc("GET /api/events", g.guard(g.events))
 	g.mux.Handle("/", g.inner)
 	return g
 }
@@ -68,10 +70,14 @@ func (g *Gateway) guard(h func(w http.ResponseWriter, r *http.Request) error) ht
 			g.inner.ServeHTTP(w, r) // the daemon answers 503 itself
 			return
 		}
-		if !g.d.Authorized(r) {
+		scope, ok := g.d.Authenticate(r)
+		if !ok {
 			g.d.WriteError(w, r, messages.Errorf(messages.CodeUnauthorized, "http", "a valid bearer token is required"))
 			return
 		}
+		// the caller's scope goes with every call this request makes; the
+		// owning node checks it (scope.go)
+		r = r.WithContext(WithScope(r.Context(), scope))
 		if err := h(w, r); err != nil {
 			g.d.WriteError(w, r, err)
 		}
@@ -91,7 +97,7 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	recs, err := g.n.Sessions(r.Context())
+	recs, err := g.visibleSessions(r)
 	if err != nil {
 		return err
 	}
@@ -99,6 +105,22 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request) error {
 		recs = recs[:limit]
 	}
 	return controlplane.WriteData(w, clusterSessions{Sessions: recs})
+}
+
+// visibleSessions is the directory as the request's scope may see it.
+func (g *Gateway) visibleSessions(r *http.Request) ([]NodeRecord, error) {
+	recs, err := g.n.Sessions(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	scope := g.n.scopeOf(r.Context())
+	out := recs[:0]
+	for _, rec := range recs {
+		if g.d.Visible(scope, rec.SessionRecord) {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
 }
 
 // startRequest is a start with the node option.
@@ -113,6 +135,9 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request) error {
 	if err := g.d.DecodeBody(w, r, &req); err != nil {
 		return err
 	}
+	if err := g.d.CheckBackend(g.n.scopeOf(r.Context()), messages.OpStart, cmp.Or(req.Backend, g.n.defaultBackend())); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), gatewayOpTimeout)
 	defer cancel()
 	res, err := g.n.Start(ctx, req.Start, req.Node)
@@ -125,14 +150,18 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request) error {
 // owner resolves the path's session id (a whole id or a prefix) to its
 // node; local means this node holds it.
 func (g *Gateway) owner(r *http.Request, op string) (sid, node string, local bool, err error) {
-	id := r.PathValue("id")
+	return g.ownerOfID(r, r.PathValue("id"), op)
+}
+
+// ownerOfID is owner for an id given elsewhere than the path.
+func (g *Gateway) ownerOfID(r *http.Request, id, op string) (sid, node string, local bool, err error) {
 	sid = id
 	if !messages.ValidSessionID(id) {
 		prefix, ok := messages.SessionIDPrefixOf(id)
 		if !ok {
 			return "", "", false, messages.FieldError(op, "sessionId", "malformed session id")
 		}
-		recs, err := g.n.Sessions(r.Context())
+		recs, err := g.visibleSessions(r)
 		if err != nil {
 			return "", "", false, err
 		}
@@ -299,8 +328,9 @@ func (g *Gateway) op(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		var res messages.StartResult
-		err = g.do(ctx, sid, messages.OpResume, messages.Resume{SessionID: sid, Brief: b.Brief, Takeover: true}, &res)
-		out = res
+		node, derr := g.n.Do(ctx, sid, messages.OpResume, messages.Resume{SessionID: sid, Brief: b.Brief, Takeover: true}, &res)
+		err = derr
+		out = Placed{StartResult: res, Node: node} // a start through the cluster says where it runs; so does a resume
 	default:
 		return messages.Errorf(messages.CodeNotFound, "route", "no route %s %s", r.Method, r.URL.Path)
 	}

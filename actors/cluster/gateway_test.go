@@ -34,9 +34,10 @@ type daemonNode struct {
 	srv  *httptest.Server
 }
 
-func startDaemonNode(t *testing.T, id, root, join string) *daemonNode {
+func startDaemonNode(t *testing.T, id, root, join string, scopes ...config.Scope) *daemonNode {
 	t.Helper()
 	cfg := config.Default()
+	cfg.Daemon.Scopes = scopes
 	cfg.Home = t.TempDir()
 	cfg.DefaultBackend = "script"
 	cfg.Supervision.ShutdownTimeout = config.Duration(2 * time.Second)
@@ -56,7 +57,7 @@ func startDaemonNode(t *testing.T, id, root, join string) *daemonNode {
 		_ = d.Shutdown(ctx)
 	})
 	c := Config{NodeID: id, ListenAddr: addr(freePorts(t)), Roots: []string{root}, Profile: ProfileLocal,
-		SyncInterval: 500 * time.Millisecond, Runtime: d.Runtime(), Scope: d.Scope(), DefaultBackend: "script"}
+		SyncInterval: 500 * time.Millisecond, Runtime: d.Runtime(), Scope: d.Scope(), Visible: d.Visible, DefaultBackend: "script"}
 	if join != "" {
 		c.Join = []string{join}
 	}
@@ -73,6 +74,12 @@ func startDaemonNode(t *testing.T, id, root, join string) *daemonNode {
 // api calls a node's control plane and decodes the envelope's data.
 func (dn *daemonNode) api(t *testing.T, method, path string, body any, out any) *messages.Error {
 	t.Helper()
+	return dn.apiAs(t, testToken, method, path, body, out)
+}
+
+// apiAs is api with another bearer token.
+func (dn *daemonNode) apiAs(t *testing.T, token, method, path string, body any, out any) *messages.Error {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -81,7 +88,7 @@ func (dn *daemonNode) api(t *testing.T, method, path string, body any, out any) 
 	}
 	req, err := http.NewRequest(method, dn.srv.URL+path, rd)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/codesession/codesession/actors"
 	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/script"
 )
@@ -79,12 +81,29 @@ func testRuntime(t *testing.T, sc *script.Scenario, opts ...actors.Option) *acto
 	return rt
 }
 
+// feeding is a runtime whose live events go to its node's Publish once
+// the node is set (as serve wires them): the runtime comes first.
+type feeding struct {
+	rt   *actors.Runtime
+	node atomic.Pointer[Node]
+}
+
+func feedingRuntime(t *testing.T, sc *script.Scenario) *feeding {
+	f := &feeding{}
+	f.rt = testRuntime(t, sc, actors.WithEventListener(func(sid string, ev messages.PersistedEvent) {
+		if n := f.node.Load(); n != nil {
+			n.Publish(sid, ev)
+		}
+	}))
+	return f
+}
+
 // spec is one node of a test cluster.
 type spec struct {
 	id       string
 	roots    []string
 	backends []string
-	rt       *actors.Runtime // default: a fresh runtime with the script backend
+	sc       *script.Scenario // the script backend's scenario (default: script's own)
 }
 
 // startNodes starts the nodes, each joining the first, and waits until
@@ -94,13 +113,11 @@ func startNodes(t *testing.T, specs []spec, tweak func(i int, c *Config)) []*Nod
 	nodes := make([]*Node, len(specs))
 	var seed string
 	for i, s := range specs {
-		rt := s.rt
-		if rt == nil {
-			rt = testRuntime(t, nil)
-		}
+		f := feedingRuntime(t, s.sc)
 		p := freePorts(t)
 		c := Config{NodeID: s.id, ListenAddr: addr(p), Roots: s.roots, Backends: s.backends, Profile: ProfileLocal,
-			SyncInterval: 500 * time.Millisecond, Runtime: rt, Scope: "daemon", DefaultBackend: "script"}
+			SyncInterval: 500 * time.Millisecond, RetryJoinMin: 100 * time.Millisecond, RetryJoinMax: time.Second,
+			Runtime: f.rt, Scope: "daemon", DefaultBackend: "script"}
 		if seed != "" {
 			c.Join = []string{seed}
 		}
@@ -109,6 +126,7 @@ func startNodes(t *testing.T, specs []spec, tweak func(i int, c *Config)) []*Nod
 		}
 		n, err := Start(c)
 		require.NoError(t, err, "node %s", s.id)
+		f.node.Store(n)
 		t.Cleanup(func() { _ = n.Close() })
 		if seed == "" {
 			seed = c.ListenAddr
@@ -126,14 +144,5 @@ func describe(n *Node) string { return fmt.Sprintf("%s %v", n.ID(), n.peerStates
 
 func mkdir(p string) error { return os.MkdirAll(p, 0o755) }
 
-// crash stops a node the way a dead process does: no leave message, the
-// gossip and the wire just go silent.
-func (n *Node) crash() {
-	n.mu.Lock()
-	n.closed = true
-	close(n.stop)
-	n.mu.Unlock()
-	n.wg.Wait()
-	_ = n.ml.Shutdown()
-	n.shutdownWire()
-}
+// crash stops a node the way a dead process does (Kill).
+func (n *Node) crash() { n.Kill() }

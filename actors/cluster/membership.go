@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/anthdm/hollywood/actor"
@@ -72,6 +74,9 @@ func (n *Node) memberChanged(m *memberlist.Node, state PeerState) {
 	was := p.state
 	p.meta, p.state = meta, state
 	p.pid = actor.NewPID(meta.Addr, actorKind+"/"+actorID)
+	if m.Addr != nil && m.Port != 0 {
+		p.gossip = net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))
+	}
 	if rebooted || state == PeerDead {
 		p.verified = false
 	}
@@ -82,6 +87,12 @@ func (n *Node) memberChanged(m *memberlist.Node, state PeerState) {
 	}
 	if verify {
 		go n.verify(m.Name)
+	}
+	if state == PeerDead {
+		select { // the join loop tries it again now, then with backoff
+		case n.rejoin <- struct{}{}:
+		default:
+		}
 	}
 }
 

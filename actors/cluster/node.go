@@ -62,9 +62,13 @@ type Config struct {
 	// RemoteAddr is the hollywood (drpc) address; default: ListenAddr's
 	// host with the port after ListenAddr's.
 	RemoteAddr string
-	// Join lists gossip addresses of nodes to join (any one that answers
-	// is enough); empty starts a new cluster.
+	// Join lists gossip addresses of nodes to join; empty starts a new
+	// cluster. They are retried with backoff until each is a live member
+	// (retry join, join.go), and so are the peers the node learns of.
 	Join []string
+	// RetryJoinMin and RetryJoinMax bound the wait between join attempts
+	// (defaults DefaultRetryJoinMin, DefaultRetryJoinMax).
+	RetryJoinMin, RetryJoinMax time.Duration
 	// Roots are the workspace roots this node holds: a start whose cwd is
 	// under one of them may be placed here. Empty accepts any cwd.
 	Roots []string
@@ -89,6 +93,11 @@ type Config struct {
 	Scope          string
 	DefaultBackend string
 	Logger         *slog.Logger
+	// Visible, when set, says whether a token of scope may see rec (the
+	// daemon's scope rules, controlplane.Daemon.Visible); it is checked on
+	// the node that owns the session. Default: a scope sees its own
+	// sessions and Scope sees all.
+	Visible func(scope string, rec messages.SessionRecord) bool
 }
 
 // Meta is what a node advertises in memberlist's node meta (at most 512
@@ -136,6 +145,8 @@ type peer struct {
 	// its sessions can be shown orphaned.
 	recs    map[string]messages.SessionRecord
 	listing bool // a refresh for an unknown session is under way
+	// gossip is its memberlist address, retried when it is gone (join.go).
+	gossip string
 }
 
 // done is one call id's run on the callee: the first arrival runs it,
@@ -158,6 +169,7 @@ type Node struct {
 	ml     *memberlist.Memberlist
 	meta   Meta
 	stop   chan struct{}
+	rejoin chan struct{} // a peer died: retry joining now (join.go)
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
@@ -165,8 +177,16 @@ type Node struct {
 	owner    map[string]string // session id -> node id, for remote sessions
 	pending  map[string]chan *Reply
 	answered map[string]*done
-	order    []string // answered ids, oldest first
-	onFeed   func(node, sid string, ev messages.PersistedEvent)
+	order    []string        // answered ids, oldest first
+	fetching map[string]bool // record fetches scheduled (directory.go)
+	refetch  map[string]bool // a record changed again while being fetched
+	// calls counts the calls this node made to others, by op (tests show
+	// that a listing makes none).
+	calls  map[string]int
+	onFeed func(node, sid string, ev messages.PersistedEvent)
+	subs   map[*feedSub]bool // remote session feeds served here (feed.go)
+	// dropFeed, in tests, loses a feed message as the wire may
+	dropFeed func(*Feed) bool
 	closed   bool
 }
 
@@ -177,6 +197,12 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = DefaultSyncInterval
+	}
+	if cfg.RetryJoinMin <= 0 {
+		cfg.RetryJoinMin = DefaultRetryJoinMin
+	}
+	if cfg.RetryJoinMax < cfg.RetryJoinMin {
+		cfg.RetryJoinMax = max(cfg.RetryJoinMin, DefaultRetryJoinMax)
 	}
 	if cfg.Profile == "" {
 		cfg.Profile = ProfileLAN
@@ -203,8 +229,9 @@ func Start(cfg Config) (*Node, error) {
 		}
 		cfg.Roots[i] = filepath.Clean(r)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}),
-		peers: map[string]*peer{}, owner: map[string]string{}, pending: map[string]chan *Reply{}, answered: map[string]*done{}}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), rejoin: make(chan struct{}, 1),
+		peers: map[string]*peer{}, owner: map[string]string{}, pending: map[string]chan *Reply{}, answered: map[string]*done{},
+		fetching: map[string]bool{}, refetch: map[string]bool{}, calls: map[string]int{}}
 	n.meta = Meta{ID: cfg.NodeID, Addr: cfg.RemoteAddr, Roots: cfg.Roots, Boot: time.Now().UnixNano()}
 	n.meta.Backends = slices.Sorted(slices.Values(cfg.Backends))
 	if len(cfg.Backends) == 0 {
@@ -257,14 +284,11 @@ func Start(cfg Config) (*Node, error) {
 		n.shutdownWire()
 		return nil, fmt.Errorf("cluster: start gossip on %s: %w", cfg.ListenAddr, err)
 	}
-	if len(cfg.Join) > 0 {
-		if _, err := n.ml.Join(cfg.Join); err != nil {
-			// not fatal: the others may come up later; they join us
-			n.log.Warn("cluster: could not join yet; waiting to be joined", "join", cfg.Join, "err", err)
-		}
-	}
+	// the first join attempt runs in joinLoop too: a node whose seeds are
+	// not up yet starts anyway and keeps trying (Consul's retry_join)
 	n.wg.Add(1)
 	go n.syncLoop()
+	go n.joinLoop()
 	return n, nil
 }
 
@@ -335,13 +359,36 @@ func (n *Node) Close() error {
 	n.closed = true
 	close(n.stop)
 	n.mu.Unlock()
-	n.wg.Wait()
-	err := n.ml.Leave(5 * time.Second)
+	// leave and free the ports first, then wait for the sync loop (it may
+	// be in a call that now fails): a node restarted right after its
+	// process exits finds its addresses free
+	err := n.ml.Leave(leaveTimeout)
 	if serr := n.ml.Shutdown(); err == nil {
 		err = serr
 	}
 	n.shutdownWire()
+	n.wg.Wait()
 	return err
+}
+
+// leaveTimeout bounds how long Close waits for its leave to be gossiped.
+const leaveTimeout = 2 * time.Second
+
+// Kill stops the node the way a dead process does, for tests and
+// benchmarks: no leave message; its gossip and wire just go silent, and
+// the others find out when its lease expires.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	close(n.stop)
+	n.mu.Unlock()
+	_ = n.ml.Shutdown()
+	n.shutdownWire()
+	n.wg.Wait()
 }
 
 func (n *Node) shutdownWire() {

@@ -118,7 +118,7 @@ func (n *Node) Start(ctx context.Context, op messages.Start, node string) (Place
 		return Placed{}, err
 	}
 	if c.local {
-		res, err := n.cfg.Runtime.Start(ctx, n.cfg.Scope, op)
+		res, err := n.cfg.Runtime.Start(ctx, n.scopeOf(ctx), op)
 		return Placed{StartResult: res, Node: n.cfg.NodeID}, err
 	}
 	var res messages.StartResult

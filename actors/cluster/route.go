@@ -40,7 +40,7 @@ func (n *Node) doLocal(ctx context.Context, op string, req, out any) error {
 	if err != nil {
 		return err
 	}
-	res, err := h(ctx, n.cfg.Runtime, n.cfg.Scope, body)
+	res, err := h(ctx, n, n.scopeOf(ctx), body)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (n *Node) Get(ctx context.Context, sid string, afterSeq uint64, limit int) 
 	}
 	req := getRequest{SessionID: sid, AfterSeq: afterSeq, Limit: limit}
 	if local {
-		v, err = readSession(ctx, n.cfg.Runtime, req)
+		v, err = n.readSession(ctx, n.scopeOf(ctx), req)
 		return v, n.cfg.NodeID, err
 	}
 	return v, node, n.call(ctx, node, opGet, req, &v, 0)

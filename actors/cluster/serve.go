@@ -30,16 +30,17 @@ type getRequest struct {
 	Limit     int    `msgpack:"limit"`
 }
 
-type handler func(ctx context.Context, rt *actors.Runtime, scope string, body []byte) (any, error)
+// handler serves one op on the node under the caller's scope.
+type handler func(ctx context.Context, n *Node, scope string, body []byte) (any, error)
 
 // runtimeOp adapts one of the runtime's op methods to a handler.
 func runtimeOp[Req, Res any](m func(*actors.Runtime, context.Context, string, Req) (Res, error)) handler {
-	return func(ctx context.Context, rt *actors.Runtime, scope string, body []byte) (any, error) {
+	return func(ctx context.Context, n *Node, scope string, body []byte) (any, error) {
 		var req Req
 		if err := messages.UnmarshalMsgpack(body, &req); err != nil {
 			return nil, err
 		}
-		return m(rt, ctx, scope, req)
+		return m(n.cfg.Runtime, ctx, scope, req)
 	}
 }
 
@@ -53,30 +54,52 @@ var handlers = map[string]handler{
 	messages.OpInterrupt:  runtimeOp((*actors.Runtime).Interrupt),
 	messages.OpStop:       runtimeOp((*actors.Runtime).Stop),
 	messages.OpResume:     runtimeOp((*actors.Runtime).Resume),
-	opList: func(ctx context.Context, rt *actors.Runtime, _ string, _ []byte) (any, error) {
-		recs, err := rt.Store().List(ctx)
-		if recs == nil {
-			recs = []messages.SessionRecord{}
+	opList: func(ctx context.Context, n *Node, scope string, _ []byte) (any, error) {
+		all, err := n.cfg.Runtime.Store().List(ctx)
+		recs := []messages.SessionRecord{}
+		for _, r := range all {
+			if n.visible(scope, r) {
+				recs = append(recs, r)
+			}
 		}
 		return recs, err
 	},
-	opGet: func(ctx context.Context, rt *actors.Runtime, _ string, body []byte) (any, error) {
+	opRecord: func(ctx context.Context, n *Node, scope string, body []byte) (any, error) {
 		var req getRequest
 		if err := messages.UnmarshalMsgpack(body, &req); err != nil {
 			return nil, err
 		}
-		return readSession(ctx, rt, req)
+		if !messages.ValidSessionID(req.SessionID) {
+			return nil, messages.FieldError("get", "sessionId", "malformed session id")
+		}
+		rec, err := n.cfg.Runtime.Store().GetMeta(ctx, req.SessionID)
+		if err == nil && !n.visible(scope, rec) {
+			return nil, notVisible("get", req.SessionID)
+		}
+		return rec, err
+	},
+	opGet: func(ctx context.Context, n *Node, scope string, body []byte) (any, error) {
+		var req getRequest
+		if err := messages.UnmarshalMsgpack(body, &req); err != nil {
+			return nil, err
+		}
+		return n.readSession(ctx, scope, req)
 	},
 }
 
-func readSession(ctx context.Context, rt *actors.Runtime, req getRequest) (SessionView, error) {
+// readSession reads a session for scope: one it may not see is not found.
+func (n *Node) readSession(ctx context.Context, scope string, req getRequest) (SessionView, error) {
 	var v SessionView
 	if !messages.ValidSessionID(req.SessionID) {
 		return v, messages.FieldError("get", "sessionId", "malformed session id")
 	}
+	rt := n.cfg.Runtime
 	var err error
 	if v.Record, err = rt.Store().GetMeta(ctx, req.SessionID); err != nil {
 		return v, err
+	}
+	if !n.visible(scope, v.Record) {
+		return SessionView{}, notVisible("get", req.SessionID)
 	}
 	if v.Events, err = rt.Store().ReadEvents(ctx, req.SessionID, req.AfterSeq, max(1, min(req.Limit, 5000))); err != nil {
 		return v, err
@@ -146,7 +169,7 @@ func (n *Node) run(c *Call) Reply {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	res, err := h(ctx, n.cfg.Runtime, c.Scope, c.Body)
+	res, err := h(ctx, n, c.Scope, c.Body)
 	if err != nil {
 		return fail(err)
 	}

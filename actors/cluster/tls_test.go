@@ -122,3 +122,31 @@ func TestUnroutableListenAddressIsRefused(t *testing.T) {
 	_, _, err = RoutableAddr("cluster-listen", "10.1.2.3:7946")
 	assert.NoError(t, err)
 }
+
+// TestMutualTLSRefusesANodeWithoutCertificate: a node that runs its wire
+// without TLS joins the gossip of a mutual-TLS cluster (no gossip key is
+// set) but is never verified: a's TLS probe of its wire fails, so a never
+// lets hollywood dial it (the failed-TLS-dial crash), it takes no
+// placement, and its own plaintext calls reach nobody.
+func TestMutualTLSRefusesANodeWithoutCertificate(t *testing.T) {
+	ca := newCA(t, "cluster")
+	root := t.TempDir()
+	good := startNodes(t, []spec{{id: "a", roots: []string{root}, backends: []string{"script"}}, {id: "b", roots: []string{root}, backends: []string{"script"}}},
+		func(i int, c *Config) { c.TLS = MutualTLSConfig(ca.issue(t, c.NodeID), ca.pool) })
+	a := good[0]
+	ctx := ctxT(t)
+	y := startNode(t, "y", freePorts(t), a.cfg.ListenAddr)
+	require.Eventually(t, func() bool { return a.peerStates()["y"] == PeerAlive }, deadline, 50*time.Millisecond, "y is in the gossip")
+	// a probed y's wire over TLS and recorded the failure
+	require.Eventually(t, func() bool {
+		a.wire.gate.mu.Lock()
+		defer a.wire.gate.mu.Unlock()
+		ok, probed := a.wire.gate.ok[y.Meta().Addr]
+		return probed && !ok
+	}, deadline, 50*time.Millisecond, "a never probed y's wire")
+	assert.NotContains(t, a.livePeers(), "y")
+	_, err := a.Start(ctx, messages.Start{Brief: "to y", Cwd: root}, "y")
+	require.Equal(t, messages.CodeInvalid, messages.ErrorCode(err))
+	assert.Contains(t, err.Error(), `node "y" has not answered over the wire`)
+	assert.Empty(t, y.livePeers(), "y verified a TLS node over plaintext")
+}

@@ -52,3 +52,28 @@ func (b *Bridge) isForeign(sid string) bool {
 	_, ok := b.foreign.Load(sid)
 	return ok
 }
+
+// Authenticate returns the scope whose token r carries (the web console's
+// session cookie is the default token's); ok is false when r carries none.
+// The cluster forwards this scope to the node that owns a session, which
+// checks it there.
+func (d *Daemon) Authenticate(r *http.Request) (scope string, ok bool) {
+	if sc := d.srv.scopes.authenticate(r); sc != "" {
+		return sc, true
+	}
+	if d.srv.web.Authorized(r) {
+		return d.srv.o.Scope, true
+	}
+	return "", false
+}
+
+// Visible reports whether a token of scope may see rec: its own scope's
+// sessions, and for the default token also those no configured scope owns.
+func (d *Daemon) Visible(scope string, rec messages.SessionRecord) bool {
+	return d.srv.scopes.visible(scope, rec)
+}
+
+// CheckBackend refuses a backend that scope may not start or resume.
+func (d *Daemon) CheckBackend(scope, op, backend string) error {
+	return d.srv.checkBackend(scope, op, backend)
+}

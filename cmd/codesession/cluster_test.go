@@ -28,6 +28,8 @@ type clusterProc struct {
 	*daemonProc
 	id, home, addr, gossip string
 	args                   []string
+	// prefix runs the binary under another command (ip netns exec NS).
+	prefix []string
 }
 
 // freeGossipAddr is a 127.0.0.1 port free for gossip (TCP and UDP) with
@@ -75,7 +77,8 @@ func startClusterProc(t *testing.T, bin, id, root, scenario, join string) *clust
 
 func (p *clusterProc) start(t *testing.T, bin string) {
 	t.Helper()
-	cmd := exec.Command(bin, p.args...)
+	argv := append(append(append([]string(nil), p.prefix...), bin), p.args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "CODESESSION_BACKEND=script", "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG=")
 	d := &daemonProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = d.stderr, d.stderr
@@ -246,9 +249,10 @@ func TestClusterOfThreeServeProcesses(t *testing.T) {
 	})
 
 	// resumed and driven to the end through n3
-	var res messages.StartResult
+	var res cluster.Placed
 	require.Nil(t, n3.api(t, "POST", "/api/code-sessions/"+sid+"/resume", map[string]any{"brief": "carry on"}, &res))
 	assert.Equal(t, sid, res.SessionID)
+	assert.Equal(t, "n2", res.Node, "a resume through another node says where the session runs")
 	require.Nil(t, n3.api(t, "POST", "/api/code-sessions/"+sid+"/read-turn", map[string]any{"timeoutMs": 120000}, &tr))
 	assert.Equal(t, messages.KindTurnComplete, tr.Kind)
 	assert.Contains(t, tr.Text, "carry on")
@@ -274,6 +278,25 @@ func TestClusterOfThreeServeProcesses(t *testing.T) {
 	assert.Contains(t, types, messages.EvOrphaned)
 	assert.Contains(t, types, messages.EvAdopted)
 	assert.Equal(t, messages.EvReleased, types[len(types)-1])
+
+	// SIGTERM: n1 (the seed, started with no --join) leaves and frees its
+	// ports before it exits, so it restarts at once on the same addresses;
+	// n3 learned of it and joins it again (retry join)
+	require.NoError(t, n1.cmd.Process.Signal(syscall.SIGTERM))
+	n1.wait(t, time.Minute)
+	n1.start(t, bin)
+	waitFor(t, "n3 to verify the restarted n1", func() bool {
+		for _, id := range n3.verifiedPeers(t) {
+			if id == "n1" {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "the restarted n1 to list the session on n2", func() bool {
+		r, ok := n1.session(t, sid)
+		return ok && r.Node == "n2"
+	})
 }
 
 func TestServeRefusesAnUnroutableClusterAddress(t *testing.T) {

@@ -153,6 +153,7 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		return fmt.Errorf("start the daemon: %w", err)
 	}
 	handler := d.Handler()
+	leaveCluster := func() {} // a cluster node leaves before the daemon drains
 	// the weekly capability pin check (data only; it never bumps a pin)
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
@@ -165,10 +166,12 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 			return errors.Join(usagef(cmd, "cluster: %v", err), d.Shutdown(sctx))
 		}
 		defer node.Close()
+		leaveCluster = func() { _ = node.Close() }
 		handler = h
 		fmt.Fprintf(s.stderr, "codesession serve: cluster node %s: gossip on %s, wire on %s\n", cfg.Cluster.NodeID, cfg.Cluster.Listen, node.Meta().Addr)
 	}
 	shutdown := func(hs *http.Server) error {
+		leaveCluster() // the others see it leave at once; its gossip and wire ports are free
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
 		defer cancel()
 		httpDone := make(chan error, 1)

@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/messages"
+)
+
+// TestScopedTokensAcrossNodes: two daemons with the same scopes alpha and
+// beta. alpha's token starts a session through a that runs on b; on a,
+// alpha's token lists, reads and drives it, and beta's token neither sees
+// nor drives it, on either node. The old gateway took only the daemon
+// token and forwarded every call under the daemon's scope. The owner
+// checks the scope itself: a's node asking b for the session under beta's
+// scope (no gateway in between) is told it does not exist.
+func TestScopedTokensAcrossNodes(t *testing.T) {
+	dir := t.TempDir()
+	var scopes []config.Scope
+	tokens := map[string]string{}
+	for _, name := range []string{"alpha", "beta"} {
+		tok := name + "-token-0123456789"
+		f := filepath.Join(dir, name+".token")
+		require.NoError(t, os.WriteFile(f, []byte(tok+"\n"), 0o600))
+		scopes = append(scopes, config.Scope{Name: name, TokenFile: f})
+		tokens[name] = tok
+	}
+	ra, rb := filepath.Join(dir, "wa"), filepath.Join(dir, "wb")
+	require.NoError(t, mkdir(ra))
+	require.NoError(t, mkdir(rb))
+	a := startDaemonNode(t, "a", ra, "", scopes...)
+	b := startDaemonNode(t, "b", rb, a.node.cfg.ListenAddr, scopes...)
+	converged(t, a.node, b.node)
+
+	var placed Placed
+	require.Nil(t, a.apiAs(t, tokens["alpha"], "POST", "/api/code-sessions", map[string]any{"brief": "alpha's", "cwd": rb}, &placed))
+	require.Equal(t, "b", placed.Node)
+	sid := placed.SessionID
+
+	list := func(dn *daemonNode, scope string) []string {
+		var l struct {
+			Sessions []NodeRecord `json:"sessions"`
+		}
+		require.Nil(t, dn.apiAs(t, tokens[scope], "GET", "/api/code-sessions", nil, &l))
+		var ids []string
+		for _, r := range l.Sessions {
+			ids = append(ids, r.SessionID)
+		}
+		return ids
+	}
+	require.Eventually(t, func() bool { return len(list(a, "alpha")) == 1 }, deadline, 20e6, "a never listed alpha's session")
+	assert.Equal(t, []string{sid}, list(a, "alpha"))
+	for _, dn := range []*daemonNode{a, b} {
+		assert.Empty(t, list(dn, "beta"), "beta sees alpha's session on %s", dn.node.ID())
+	}
+
+	// alpha reads and drives it through a
+	var view sessionView
+	require.Nil(t, a.apiAs(t, tokens["alpha"], "GET", "/api/code-sessions/"+sid, nil, &view))
+	assert.Equal(t, "b", view.Node)
+	var tr messages.TurnResult
+	require.Nil(t, a.apiAs(t, tokens["alpha"], "POST", "/api/code-sessions/"+sid+"/read-turn", map[string]any{"timeoutMs": 60000}, &tr))
+	assert.Equal(t, messages.KindTurnComplete, tr.Kind)
+
+	// beta is refused on both nodes, as if the session did not exist
+	for _, dn := range []*daemonNode{a, b} {
+		e := dn.apiAs(t, tokens["beta"], "GET", "/api/code-sessions/"+sid, nil, nil)
+		require.NotNil(t, e, "beta read alpha's session on %s", dn.node.ID())
+		assert.Equal(t, messages.CodeNotFound, e.Code, "on %s: %+v", dn.node.ID(), e)
+		e = dn.apiAs(t, tokens["beta"], "POST", "/api/code-sessions/"+sid+"/stop", map[string]any{}, nil)
+		require.NotNil(t, e, "beta stopped alpha's session on %s", dn.node.ID())
+		assert.Equal(t, messages.CodeNotFound, e.Code, "on %s: %+v", dn.node.ID(), e)
+	}
+
+	// the owner checks the forwarded scope itself
+	_, _, err := a.node.Get(WithScope(ctxT(t), "beta"), sid, 0, 10)
+	assert.Equal(t, messages.CodeNotFound, messages.ErrorCode(err), "%v", err)
+	_, _, err = a.node.Get(WithScope(ctxT(t), "alpha"), sid, 0, 10)
+	assert.NoError(t, err)
+
+	// and the session still runs: beta's stop did nothing
+	var st messages.StopResult
+	require.Nil(t, a.apiAs(t, tokens["alpha"], "POST", "/api/code-sessions/"+sid+"/stop", map[string]any{}, &st))
+	assert.False(t, st.AlreadyStopped)
+}
