@@ -228,7 +228,7 @@ func (s *session) begin() {
 func (s *session) start(args, extra []string) error {
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.ws.Given()
-	cmd.Env = buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...), s.t.agent.Scrub)
+	cmd.Env = s.t.buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...))
 	cmd.Stderr = s.stderr
 	cmd.WaitDelay = 2 * time.Second
 	stdin, err := cmd.StdinPipe()

@@ -46,6 +46,7 @@ func Agent() acp.Agent {
 		Install:      "npm install opencode-ai@" + PinnedVersion,
 		ParseVersion: func(out string) string { return strings.TrimPrefix(subprocess.LastField(out), "v") },
 		Launch:       launch,
+		Documented:   []string{"OPENCODE_*"},
 		Modes:        modes,
 	}
 }
