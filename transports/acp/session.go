@@ -243,7 +243,7 @@ func (s *session) start(args, extra []string) error {
 	// its own process group under proc's watchdog (and the session's
 	// cgroup and boot-sweep record), so nothing of it outlives the
 	// runtime, SIGKILL included
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
 	if err != nil {
 		_ = outR.Close()
 		_ = outW.Close()

@@ -148,6 +148,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err := t.CheckEnv(spec); err != nil {
 		return nil, err
 	}
+	spec = t.confineHome(spec)
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools", "codex cannot honour allowedTools: its sandbox and approval policy are the only boundary")
 	}
@@ -273,6 +274,19 @@ func (t *Transport) codexHome(spec transports.SessionSpec) (home string, own boo
 		id = "session-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	return filepath.Join(root, filepath.Base(id)), false
+}
+
+// confineHome lets the session's processes write their CODEX_HOME: the
+// user's own, or the folder the per-session homes are made in (a warm
+// process's home is renamed into it when a session adopts it).
+func (t *Transport) confineHome(spec transports.SessionSpec) transports.SessionSpec {
+	home, own := t.codexHome(spec)
+	if !own {
+		home = filepath.Dir(home)
+		_ = os.MkdirAll(home, 0o700) // Landlock rules need the folder to exist
+	}
+	spec.Confine = spec.Confine.WithWritable(home)
+	return spec
 }
 
 // removeFresh removes a CODEX_HOME prepareHome made ("" is none).

@@ -233,3 +233,14 @@ func CredentialPaths(home string) []string {
 	}
 	return out
 }
+
+// WithWritable is a copy of c with more writable paths (nil stays nil:
+// an unconfined session stays unconfined).
+func (c *Confinement) WithWritable(paths ...string) *Confinement {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.WritableDirs = append(append([]string{}, c.WritableDirs...), paths...)
+	return &out
+}
