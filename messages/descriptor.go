@@ -129,6 +129,10 @@ type Containment struct {
 	// processes may write besides the workspace and their TMPDIR, "~/"
 	// meaning the session's HOME: the backend declares them.
 	StateDirs []string `json:"stateDirs,omitempty" msgpack:"stateDirs,omitempty"`
+	// ListsHome: the CLI lists HOME itself, which Landlock cannot allow
+	// while it denies reads of a path in it (~/.ssh), so the credential
+	// read denial is off for it (writes stay confined).
+	ListsHome bool `json:"listsHome,omitempty" msgpack:"listsHome,omitempty"`
 }
 
 // SupportsGuideMode reports whether the backend accepts guidance in mode m.

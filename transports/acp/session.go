@@ -101,6 +101,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot create the session's scratch directory")
 	}
+	spec.Confine = spec.Confine.WithWritable(scratch) // the agent's per-session config lives there
 	return &session{t: t, spec: spec, sink: sink, bin: bin, scratch: scratch, ws: ws, posture: spec.Posture,
 		stderr: subprocess.NewTail(8 << 10), exited: make(chan struct{}), readerDone: make(chan struct{}), firstEnd: make(chan struct{}),
 		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), tools: map[string]*toolState{}}, nil

@@ -119,8 +119,12 @@ func (w *transport) wall() time.Duration {
 func (w *transport) Descriptor() transports.Descriptor {
 	d := w.inner.Descriptor()
 	c := &messages.Containment{TurnWallClock: messages.Duration(w.wall())}
+	reads := "no reads under ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.kube, ~/.gnupg and the daemon's home and token"
 	if d.Containment != nil {
-		c.StateDirs = d.Containment.StateDirs // the backend's declaration
+		c.StateDirs, c.ListsHome = d.Containment.StateDirs, d.Containment.ListsHome // the backend's declaration
+		if c.ListsHome {
+			reads = "reads not restricted (the CLI lists HOME, which Landlock cannot allow while denying ~/.ssh in it)"
+		}
 	}
 	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
 		c.Watchdog = true
@@ -137,9 +141,8 @@ func (w *transport) Descriptor() transports.Descriptor {
 			c.Filesystem = "not confined: turned off for this runtime"
 		case abi > 0:
 			c.Filesystem = fmt.Sprintf("Landlock ABI %d on the whole process tree (children and setsid grandchildren): "+
-				"writes only in the workspace, the session's HOME (when it has its own), a private TMPDIR and the CLI's state (%s); "+
-				"no reads under ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.kube, ~/.gnupg and the daemon's home and token",
-				abi, strings.Join(c.StateDirs, ", "))
+				"writes only in the workspace, the session's HOME (when it has its own), a private TMPDIR and the CLI's state (%s); %s",
+				abi, strings.Join(c.StateDirs, ", "), reads)
 		default:
 			c.Filesystem = "not confined: this kernel has no Landlock (best effort)"
 		}
@@ -185,10 +188,18 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 			if rest, ok := strings.CutPrefix(p, "~/"); ok {
 				p = filepath.Join(home, rest)
 			}
+			if filepath.Ext(p) == "" || strings.HasPrefix(filepath.Ext(p), "./") {
+				// a folder: made now, because Landlock rules hold on what
+				// exists, and a folder made later directly in a HOME that
+				// holds a denied path would be unreadable
+				_ = os.MkdirAll(p, 0o700)
+			}
 			c.WritableDirs = append(c.WritableDirs, p)
 		}
 	}
-	c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(spec.Home)...), w.o.ReadDenied...)
+	if d := w.inner.Descriptor().Containment; d == nil || !d.ListsHome {
+		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(spec.Home)...), w.o.ReadDenied...)
+	}
 	return c
 }
 

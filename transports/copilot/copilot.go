@@ -125,6 +125,6 @@ func descriptor() messages.Descriptor {
 			"Model (--model) and effort (--reasoning-effort) are set at start. Verified with Copilot CLI " + PinnedVersion + ".",
 		CLIVersion: PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
-		Containment: &messages.Containment{StateDirs: []string{"~/.copilot", "~/.cache/copilot", "~/.config/github-copilot"}},
+		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.copilot", "~/.cache/copilot", "~/.config/github-copilot"}},
 	}
 }

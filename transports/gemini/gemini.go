@@ -117,6 +117,6 @@ func descriptor() messages.Descriptor {
 			"found no previous session for the project in tests. Verified with gemini-cli " + PinnedVersion + ".",
 		CLIVersion: PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
-		Containment: &messages.Containment{StateDirs: []string{"~/.gemini"}},
+		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.gemini"}},
 	}
 }

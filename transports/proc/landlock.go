@@ -195,7 +195,9 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 			rules = append(rules, landlock.PathAccess(rights, a).IgnoreIfMissing())
 		}
 	}
-	rules = append(rules, landlock.PathAccess(fileRights&handled, devices...).IgnoreIfMissing())
+	rules = append(rules, landlock.PathAccess(fileRights&handled, devices...).IgnoreIfMissing(),
+		// the terminals a pty-running CLI opens (gemini's shell forkpty)
+		landlock.PathAccess(fileRights&handled, "/dev/pts").IgnoreIfMissing())
 	cfg := landlock.Config{HandledAccessFS: handled}.BestEffort()
 	fd, flags, err := cfg.NewRulesetFD(rules...)
 	if err != nil {

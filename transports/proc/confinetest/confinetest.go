@@ -10,6 +10,7 @@ package confinetest
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -37,12 +38,17 @@ type Case struct {
 	// ShellPrompt(cmd) call the agent's shell tool with cmd, and answers
 	// "say pong" with text.
 	Mock *modelmock.Server
-	// Spec is the session (Env pointing at Mock); Cwd and Home are set here.
+	// Spec is the session (Env pointing at Mock); Cwd is set here, and Home
+	// when Spec has none (the planted key goes under Home/.ssh).
 	Spec transports.SessionSpec
 	// ShellPrompt is the prompt that runs cmd through the agent's shell.
 	ShellPrompt func(cmd string) string
 	// Answer, when set, answers a clarification the shell call raises.
 	Answer bool
+	// ReadsOpen: the backend declares ListsHome, so the planted key is
+	// readable (only writes are confined); the check asserts that it is
+	// reported so rather than that the read fails.
+	ReadsOpen bool
 }
 
 // NeedLandlock skips without Landlock, and fails under CI=true.
@@ -136,7 +142,10 @@ func Run(t *testing.T, c Case) {
 	id := tr.Descriptor().ID
 	assert.Contains(t, tr.Descriptor().Containment.Filesystem, "Landlock", "backends reports the confinement")
 
-	ws, home, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	ws, home, outside := t.TempDir(), c.Spec.Home, t.TempDir()
+	if home == "" {
+		home = t.TempDir()
+	}
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "id_test"), []byte("PLANTED-SSH-KEY"), 0o600))
 	spec := c.Spec
@@ -158,16 +167,23 @@ func Run(t *testing.T, c Case) {
 
 	rec := &recorder{}
 	sess, err := tr.Open(ctx(t), spec, rec.sink)
-	require.NoError(t, err)
+	require.NoError(t, err, "HOME holds (a folder the CLI made after its start is unreadable there): %s", listHome(home))
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = sess.Close(c)
 	})
 
-	cmd := "touch " + filepath.Join(outside, "touched") + "; cat ~/.ssh/id_test; " +
-		"(setsid sh -c 'echo x > " + filepath.Join(outside, "y") + "; echo ran > " + filepath.Join(ws, "grandchild") + "' &); " +
-		"sleep 1; echo inside > " + filepath.Join(ws, "inside.txt") + "; echo SHELL-DONE"
+	// the outside paths are spelled in base64, so the command passes the
+	// workspace gate of backends whose permission questions it checks
+	// (which refuses a command naming a path outside): Landlock must stop
+	// what the gate cannot see
+	// (no command substitution either: gemini blocks it)
+	b64 := func(s string) string { return "echo " + base64.StdEncoding.EncodeToString([]byte(s)) + " | base64 -d" }
+	cmd := b64(filepath.Join(outside, "touched")) + " | xargs touch; " +
+		b64(filepath.Join(home, ".ssh", "id_test")) + " | xargs cat; " +
+		b64("echo x > "+filepath.Join(outside, "y")+"; echo ran > ./grandchild") + " > ./gc.sh; " +
+		"(setsid sh ./gc.sh &); sleep 1; echo inside > ./inside.txt; echo SHELL-DONE"
 	require.NoError(t, sess.StartTurn(ctx(t), 1, c.ShellPrompt(cmd)))
 	// the processes run now (a per-turn backend's only while a turn runs)
 	envs := proctest.Environs(t, kitDir)
@@ -185,7 +201,11 @@ func Run(t *testing.T, c Case) {
 		out += r.Content + "\n"
 	}
 	assert.Contains(t, out, "SHELL-DONE", "the command ran:\n%s", rec.dump())
-	assert.NotContains(t, out, "PLANTED-SSH-KEY", "~/.ssh is unreadable")
+	if c.ReadsOpen {
+		assert.Contains(t, tr.Descriptor().Containment.Filesystem, "reads not restricted")
+	} else {
+		assert.NotContains(t, out, "PLANTED-SSH-KEY", "~/.ssh is unreadable")
+	}
 	assert.NoFileExists(t, filepath.Join(outside, "touched"), "no write outside the workspace")
 	assert.FileExists(t, filepath.Join(ws, "inside.txt"), "writes inside the workspace work")
 	assert.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(ws, "grandchild")); return err == nil },
@@ -195,4 +215,19 @@ func Run(t *testing.T, c Case) {
 	require.NoError(t, sess.StartTurn(ctx(t), 2, "say pong"))
 	end2 := rec.turnEnd(t, sess, 2, c.Answer)
 	require.Equal(t, messages.TurnCompleted, end2.State, "the session keeps working:\n%s", rec.dump())
+}
+
+// listHome names what HOME holds, two levels down: where a CLI keeps state
+// the backend did not declare.
+func listHome(home string) string {
+	var out []string
+	_ = filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+		if rel, _ := filepath.Rel(home, p); strings.Count(rel, "/") < 2 {
+			out = append(out, rel)
+		} else if d != nil && d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return strings.Join(out, " ")
 }
