@@ -188,7 +188,7 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 			if rest, ok := strings.CutPrefix(p, "~/"); ok {
 				p = filepath.Join(home, rest)
 			}
-			if filepath.Ext(p) == "" || strings.HasPrefix(filepath.Ext(p), "./") {
+			if base := filepath.Base(p); !strings.Contains(base[1:], ".") { // .claude.json is a file, .claude a folder
 				// a folder: made now, because Landlock rules hold on what
 				// exists, and a folder made later directly in a HOME that
 				// holds a denied path would be unreadable
