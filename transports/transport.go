@@ -42,6 +42,10 @@ type SessionSpec struct {
 	// HOME and the backend's declared state folders); nil: unconfined.
 	// Backends pass it to Procs.Start as is.
 	Confine *proc.Confinement
+	// Provision is the session's capability plan (read only; nil: none).
+	// A backend takes what its CLI can; a provisioned session never takes
+	// a warm process booted without the plan.
+	Provision *Provision
 }
 
 // EnvChecker is a transport that can refuse a start on its environment
