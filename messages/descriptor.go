@@ -120,6 +120,19 @@ type Containment struct {
 	TurnWallClock Duration `json:"turnWallClock" msgpack:"turnWallClock"`
 	// Env is the environment policy.
 	Env string `json:"env" msgpack:"env"`
+	// Filesystem is the Landlock confinement of the backend's whole process
+	// tree on this host, or why there is none.
+	Filesystem string `json:"filesystem,omitempty" msgpack:"filesystem,omitempty"`
+	// Network is the network confinement that holds on this host.
+	Network string `json:"network,omitempty" msgpack:"network,omitempty"`
+	// StateDirs are the folders (and files) of the CLI's own state its
+	// processes may write besides the workspace and their TMPDIR, "~/"
+	// meaning the session's HOME: the backend declares them.
+	StateDirs []string `json:"stateDirs,omitempty" msgpack:"stateDirs,omitempty"`
+	// ListsHome: the CLI lists HOME itself, which Landlock cannot allow
+	// while it denies reads of a path in it (~/.ssh), so the credential
+	// read denial is off for it (writes stay confined).
+	ListsHome bool `json:"listsHome,omitempty" msgpack:"listsHome,omitempty"`
 }
 
 // SupportsGuideMode reports whether the backend accepts guidance in mode m.

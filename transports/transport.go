@@ -37,6 +37,11 @@ type SessionSpec struct {
 	// Procs is the session's process bookkeeping (cgroup, boot-sweep
 	// records); nil still starts every process under the watchdog.
 	Procs *proc.Group
+	// Confine is the Landlock confinement of every process the session
+	// starts (the runtime's containment fills it in from the workspace,
+	// HOME and the backend's declared state folders); nil: unconfined.
+	// Backends pass it to Procs.Start as is.
+	Confine *proc.Confinement
 	// Provision is the session's capability plan (read only; nil: none).
 	// A backend takes what its CLI can; a provisioned session never takes
 	// a warm process booted without the plan.

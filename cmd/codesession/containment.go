@@ -36,5 +36,11 @@ func writeContainment(w io.Writer, res messages.ListBackendsResult) {
 			fmt.Fprintf(w, "    shell: %s\n", c.Shell)
 		}
 		fmt.Fprintf(w, "    wall clock: %s\n    environment: %s\n", clock, c.Env)
+		if c.Filesystem != "" {
+			fmt.Fprintf(w, "    filesystem: %s\n", c.Filesystem)
+		}
+		if c.Network != "" {
+			fmt.Fprintf(w, "    network: %s\n", c.Network)
+		}
 	}
 }

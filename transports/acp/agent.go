@@ -39,7 +39,12 @@ type Agent struct {
 	// as the agent has it. The client applies its own permission policy on
 	// top in every posture.
 	Modes map[messages.Posture]string
-	// Scrub lists more variables of the caller's environment the process
-	// never inherits (besides every vendor's credentials, always scrubbed).
+	// Documented are the agent's own variables (proc.EnvPolicy patterns)
+	// its process takes from the daemon's environment besides the proc
+	// allowlist; a documented founder-credential name is the agent's login,
+	// not refused.
+	Documented []string
+	// Scrub lists variables Documented matches that the process still never
+	// takes from the daemon's environment.
 	Scrub []string
 }

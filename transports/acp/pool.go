@@ -87,7 +87,7 @@ func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
 
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, home: spec.Home, model: spec.Model, effort: spec.Effort,
-		appendPrompt: spec.AppendSystemPrompt, passEnv: strings.Join(spec.PassEnv, "\x00"), env: warmpool.EnvKey(buildEnv(os.Environ(), spec, t.env, t.agent.Scrub))}
+		appendPrompt: spec.AppendSystemPrompt, passEnv: strings.Join(spec.PassEnv, "\x00"), env: warmpool.EnvKey(t.buildEnv(os.Environ(), spec, t.env))}
 }
 
 // adoptWarm hands the start a pooled session when one fits; refill boots

@@ -101,6 +101,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot create the session's scratch directory")
 	}
+	spec.Confine = spec.Confine.WithWritable(scratch) // the agent's per-session config lives there
 	return &session{t: t, spec: spec, sink: sink, bin: bin, scratch: scratch, ws: ws, posture: spec.Posture,
 		stderr: subprocess.NewTail(8 << 10), exited: make(chan struct{}), readerDone: make(chan struct{}), firstEnd: make(chan struct{}),
 		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), tools: map[string]*toolState{}}, nil
@@ -228,7 +229,7 @@ func (s *session) begin() {
 func (s *session) start(args, extra []string) error {
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.ws.Given()
-	cmd.Env = buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...), s.t.agent.Scrub)
+	cmd.Env = s.t.buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...))
 	cmd.Stderr = s.stderr
 	cmd.WaitDelay = 2 * time.Second
 	stdin, err := cmd.StdinPipe()
@@ -243,7 +244,7 @@ func (s *session) start(args, extra []string) error {
 	// its own process group under proc's watchdog (and the session's
 	// cgroup and boot-sweep record), so nothing of it outlives the
 	// runtime, SIGKILL included
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
 	if err != nil {
 		_ = outR.Close()
 		_ = outW.Close()

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 	"github.com/codesession/codesession/transports/warmpool"
 )
@@ -128,7 +128,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 		return messages.Availability{CheckedAt: time.Now(), Binary: bin, Reason: "cannot make a scratch HOME for the probe: " + err.Error()}
 	}
 	defer os.RemoveAll(home)
-	probe := subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Env: buildEnv(os.Environ(), transports.SessionSpec{Home: home}, nil, t.agent.Scrub),
+	probe := subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Env: t.buildEnv(os.Environ(), transports.SessionSpec{Home: home}, nil),
 		Parse: t.agent.ParseVersion}
 	return probe.Availability(ctx, bin, nil)
 }
@@ -145,6 +145,9 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
 	spec, err := transports.CheckSpec(spec, sink)
 	if err != nil {
+		return nil, err
+	}
+	if err := t.CheckEnv(spec); err != nil {
 		return nil, err
 	}
 	if spec.AllowedTools != nil && !t.agent.Descriptor.HonorsAllowed {
@@ -186,26 +189,25 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	return s, nil
 }
 
-// scrubbed are variables of the caller's environment an agent process
-// never inherits: every vendor's credentials and base URLs (a session gets
-// the ones its spec names), and Node options.
-var scrubbed = map[string]bool{
-	"NODE_OPTIONS": true, "ANTHROPIC_API_KEY": true, "ANTHROPIC_BASE_URL": true,
-	"OPENAI_API_KEY": true, "OPENAI_BASE_URL": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
-	"GOOGLE_GEMINI_BASE_URL": true, "GITHUB_TOKEN": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true,
-	"COPILOT_PROVIDER_BASE_URL": true, "COPILOT_PROVIDER_API_KEY": true, "FACTORY_API_KEY": true,
-	"XAI_API_KEY": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+// envPolicy is the agent's environment policy of a session: the proc
+// allowlist and the agent's documented variables (Agent.Documented, less
+// Agent.Scrub). Vendors' credentials and base URLs are never taken from
+// the daemon's environment: a session gets the ones its spec names.
+func (t *Transport) envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
+	return prockit.EnvPolicy{Backend: t.agent.Descriptor.ID, Documented: t.agent.Documented, Pass: spec.PassEnv, Scrub: t.agent.Scrub}
 }
 
-// buildEnv is a process environment: the caller's, scrubbed (scrub adds
-// the agent's own names); HOME; then extra (the agent's and the
-// transport's), then the session's, which win.
-func buildEnv(base []string, spec transports.SessionSpec, extra []string, scrub []string) []string {
-	drop := maps.Clone(scrubbed)
-	for _, k := range scrub {
-		drop[k] = true
-	}
-	return subprocess.Environ(base, drop, spec.Home, extra, spec.Env)
+// CheckEnv refuses a start when founder credentials are in the daemon's
+// environment and not named for this backend (proc.EnvPolicy.Check).
+func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
+	return transports.CredentialRefusal(t.envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
+}
+
+// buildEnv is a process environment (proc.EnvPolicy.Environ): the
+// allowlist of base and the agent's documented variables; HOME; then
+// extra (the agent's and the transport's), then the session's, which win.
+func (t *Transport) buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
+	return t.envPolicy(spec).Environ(base, spec.Home, extra, spec.Env)
 }
 
 // packageVersion finds the agent's package.json in the directories above

@@ -84,6 +84,8 @@ func descriptor() messages.Descriptor {
 			Note:            "run it in {cwd} with the session's HOME: Claude Code keeps transcripts per directory under $HOME/.claude/projects",
 		},
 		CLIVersion: PinnedVersion,
-		Gate:       messages.GateQuestions,
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{StateDirs: []string{"~/.claude", "~/.claude.json", "~/.claude.json.backup", "~/.cache/claude-cli-nodejs"}},
+		Gate:        messages.GateQuestions,
 	}
 }

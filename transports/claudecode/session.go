@@ -254,7 +254,7 @@ func (s *session) spawn(resume bool) (*proc, error) {
 	// its own process group under proc's watchdog (and the session's
 	// cgroup), so signals reach the CLI's tools too and nothing of it
 	// outlives the runtime, SIGKILL included
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
 	if err != nil {
 		stdin.Close()
 		for _, f := range []*os.File{outR, outW, errR, errW} {

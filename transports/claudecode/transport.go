@@ -357,11 +357,11 @@ var documentedEnv = []string{"ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR"
 
 // scrubbed are variables a claude process never inherits even when they
 // match documentedEnv: the markers of a surrounding Claude Code session.
-var scrubbed = map[string]bool{"CLAUDECODE": true, "CLAUDE_CODE_ENTRYPOINT": true, "CLAUDE_CODE_SSE_PORT": true}
+var scrubbed = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"}
 
 // envPolicy is the claude-code environment policy of a session.
 func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
-	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
+	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv, Scrub: scrubbed}
 }
 
 // CheckEnv refuses a start when founder credentials are in the daemon's
@@ -380,7 +380,7 @@ func buildEnv(base []string, spec transports.SessionSpec, extra []string) []stri
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"CLAUDE_CODE_SDK_READS_SESSION_STATE=1",
 	}
-	return subprocess.Environ(envPolicy(spec).Build(base, nil), scrubbed, spec.Home, hostDefaults, extra, spec.Env)
+	return envPolicy(spec).Environ(base, spec.Home, hostDefaults, extra, spec.Env)
 }
 
 var errExited = errors.New("claude exited")

@@ -119,5 +119,7 @@ func descriptor() messages.Descriptor {
 			Note:            "run it in {cwd} with the session's CODEX_HOME: Codex keeps its threads under $CODEX_HOME/sessions",
 		},
 		CLIVersion: PinnedVersion,
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{StateDirs: []string{"~/.codex"}},
 	}
 }

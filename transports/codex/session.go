@@ -272,7 +272,7 @@ func (s *Session) boot(ctx context.Context) (*process, error) {
 		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot open the codex app-server's stdout")
 	}
 	p.stdin = stdin
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, fmt.Sprintf("cannot start %s app-server: %v", s.bin, err))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 	"github.com/codesession/codesession/transports/warmpool"
 )
@@ -144,6 +145,10 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, err
 	}
+	if err := t.CheckEnv(spec); err != nil {
+		return nil, err
+	}
+	spec = t.confineHome(spec)
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools", "codex cannot honour allowedTools: its sandbox and approval policy are the only boundary")
 	}
@@ -271,6 +276,19 @@ func (t *Transport) codexHome(spec transports.SessionSpec) (home string, own boo
 	return filepath.Join(root, filepath.Base(id)), false
 }
 
+// confineHome lets the session's processes write their CODEX_HOME: the
+// user's own, or the folder the per-session homes are made in (a warm
+// process's home is renamed into it when a session adopts it).
+func (t *Transport) confineHome(spec transports.SessionSpec) transports.SessionSpec {
+	home, own := t.codexHome(spec)
+	if !own {
+		home = filepath.Dir(home)
+		_ = os.MkdirAll(home, 0o700) // Landlock rules need the folder to exist
+	}
+	spec.Confine = spec.Confine.WithWritable(home)
+	return spec
+}
+
 // removeFresh removes a CODEX_HOME prepareHome made ("" is none).
 func removeFresh(home string) error {
 	if home == "" {
@@ -324,18 +342,27 @@ func loopback(raw string) bool {
 	return h == "127.0.0.1" || h == "localhost" || h == "::1"
 }
 
-// scrubbed are variables of the caller's environment a codex process never
-// inherits: other vendors' credentials and the Node options.
-var scrubbed = map[string]bool{
-	"NODE_OPTIONS": true, "ANTHROPIC_API_KEY": true, "ANTHROPIC_BASE_URL": true, "ANTHROPIC_AUTH_TOKEN": true,
-	"CLAUDECODE": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true, "GITHUB_TOKEN": true, "GH_TOKEN": true,
-	"COPILOT_GITHUB_TOKEN": true, "FACTORY_API_KEY": true, "XAI_API_KEY": true, "AWS_SECRET_ACCESS_KEY": true,
-	"AWS_SESSION_TOKEN": true, "CODEX_HOME": true,
+// documentedEnv are Codex's own variables (its OpenAI endpoint and key,
+// its settings and logging), taken from the daemon's environment; every
+// other variable but the proc allowlist stays out.
+var documentedEnv = []string{"OPENAI_*", "CODEX_*", "RUST_LOG"}
+
+// envPolicy is the codex environment policy of a session. CODEX_HOME of
+// the daemon never passes: the runtime sets it per session.
+func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
+	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv, Scrub: []string{"CODEX_HOME"}}
 }
 
-// buildEnv is the process environment: the caller's, scrubbed; HOME when
-// the spec sets one; CODEX_HOME; then the transport's and the session's
-// extra entries, which win.
+// CheckEnv refuses a start when founder credentials are in the daemon's
+// environment and not named for this backend (proc.EnvPolicy.Check).
+func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
+	return transports.CredentialRefusal(envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
+}
+
+// buildEnv is the process environment (proc.EnvPolicy.Environ): the
+// allowlist of base and codex's documented variables; HOME when the spec
+// sets one; CODEX_HOME; then the transport's and the session's extra
+// entries, which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string, codexHome string) []string {
-	return subprocess.Environ(base, scrubbed, spec.Home, []string{"CODEX_HOME=" + codexHome}, extra, spec.Env)
+	return envPolicy(spec).Environ(base, spec.Home, []string{"CODEX_HOME=" + codexHome}, extra, spec.Env)
 }

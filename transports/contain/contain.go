@@ -27,6 +27,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -54,6 +56,13 @@ type Options struct {
 	// Environ is the daemon's environment (default os.Environ), whose
 	// credential values are redacted from events.
 	Environ func() []string
+	// Unconfined turns the Landlock confinement of backends' processes off
+	// (it is on by default, best effort by the kernel's ABI).
+	Unconfined bool
+	// ReadDenied are more paths no backend process may read (the daemon's
+	// home and token); the credential folders of the daemon user's HOME and
+	// of the session's HOME are always denied.
+	ReadDenied []string
 }
 
 // RuntimeShell is implemented by backends whose shell the runtime itself
@@ -110,6 +119,13 @@ func (w *transport) wall() time.Duration {
 func (w *transport) Descriptor() transports.Descriptor {
 	d := w.inner.Descriptor()
 	c := &messages.Containment{TurnWallClock: messages.Duration(w.wall())}
+	reads := "no reads under ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.kube, ~/.gnupg and the daemon's home and token"
+	if d.Containment != nil {
+		c.StateDirs, c.ListsHome = d.Containment.StateDirs, d.Containment.ListsHome // the backend's declaration
+		if c.ListsHome {
+			reads = "reads not restricted (the CLI lists HOME, which Landlock cannot allow while denying ~/.ssh in it)"
+		}
+	}
 	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
 		c.Watchdog = true
 		c.Env = "an allowlist (PATH, HOME, locale, TERM, the backend's documented variables, config env and --env); " +
@@ -120,13 +136,24 @@ func (w *transport) Descriptor() transports.Descriptor {
 		} else {
 			c.Cgroup = "none (" + cg.Reason + "): process groups only, so a setsid child escapes the watchdog"
 		}
+		switch abi := proc.LandlockABI(); {
+		case w.o.Unconfined:
+			c.Filesystem = "not confined: turned off for this runtime"
+		case abi > 0:
+			c.Filesystem = fmt.Sprintf("Landlock ABI %d on the whole process tree (children and setsid grandchildren): "+
+				"writes only in the workspace, the session's HOME (when it has its own), a private TMPDIR and the CLI's state (%s); %s",
+				abi, strings.Join(c.StateDirs, ", "), reads)
+		default:
+			c.Filesystem = "not confined: this kernel has no Landlock (best effort)"
+		}
+		c.Network = "open: no network confinement"
 		switch rs, ok := w.inner.(RuntimeShell); {
 		case ok && rs.ConfinesShell() && proc.LandlockABI() > 0:
 			c.Shell = fmt.Sprintf("Landlock ABI %d: writes only in the workspace and the session's TMPDIR", proc.LandlockABI())
 		case ok && rs.ConfinesShell():
 			c.Shell = "not confined: this kernel has no Landlock (best effort)"
 		default:
-			c.Shell = "the backend runs its own shell: not confined by the runtime"
+			c.Shell = "the backend runs its own shell, inside the process tree's confinement (filesystem)"
 		}
 	} else {
 		c.Cgroup = "none: the backend runs no process"
@@ -137,6 +164,43 @@ func (w *transport) Descriptor() transports.Descriptor {
 		d.Gate = messages.GateNone
 	}
 	return d
+}
+
+// confinement is the Landlock confinement of the session's processes:
+// writes in the workspace, the session's own HOME, the backend's declared
+// state folders and a private TMPDIR per process; no reads under the
+// credential folders of either HOME or under ReadDenied.
+func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
+	daemonHome, _ := os.UserHomeDir()
+	home := spec.Home
+	if home == "" {
+		home = daemonHome
+	}
+	c := &proc.Confinement{OwnTmp: true}
+	if spec.Cwd != "" {
+		c.WritableDirs = append(c.WritableDirs, spec.Cwd)
+	}
+	if spec.Home != "" {
+		c.WritableDirs = append(c.WritableDirs, spec.Home) // the session's own
+	}
+	if d := w.inner.Descriptor().Containment; d != nil {
+		for _, p := range d.StateDirs {
+			if rest, ok := strings.CutPrefix(p, "~/"); ok {
+				p = filepath.Join(home, rest)
+			}
+			if base := filepath.Base(p); !strings.Contains(base[1:], ".") { // .claude.json is a file, .claude a folder
+				// a folder: made now, because Landlock rules hold on what
+				// exists, and a folder made later directly in a HOME that
+				// holds a denied path would be unreadable
+				_ = os.MkdirAll(p, 0o700)
+			}
+			c.WritableDirs = append(c.WritableDirs, p)
+		}
+	}
+	if d := w.inner.Descriptor().Containment; d == nil || !d.ListsHome {
+		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(spec.Home)...), w.o.ReadDenied...)
+	}
+	return c
 }
 
 // Probe is the backend's.
@@ -161,6 +225,9 @@ func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	spec.PassEnv = append(append([]string{}, spec.PassEnv...), w.o.PassEnv[w.id()]...)
 	if spec.Procs == nil && w.o.Kit != nil && spec.SessionID != "" {
 		spec.Procs = w.o.Kit.Group(spec.SessionID)
+	}
+	if spec.Confine == nil && !w.o.Unconfined {
+		spec.Confine = w.confinement(spec)
 	}
 	s := &session{sink: sink, wall: w.wall(), grace: w.o.Grace, group: spec.Procs,
 		redact:  newRedactor(proc.Secrets(append(append([]string{}, w.o.Environ()...), spec.Env...))),

@@ -124,5 +124,7 @@ func descriptor() messages.Descriptor {
 			"plan mode; acceptEdits allows edits inside the workspace; full allows every call inside it. " +
 			"Model (--model) and effort (--reasoning-effort) are set at start. Verified with Copilot CLI " + PinnedVersion + ".",
 		CLIVersion: PinnedVersion,
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.copilot", "~/.cache/copilot", "~/.config/github-copilot"}},
 	}
 }

@@ -98,5 +98,7 @@ func descriptor() messages.Descriptor {
 			Note:            "run it in {cwd} with the session's HOME: droid keeps sessions under $HOME/.factory/sessions",
 		},
 		CLIVersion: PinnedVersion,
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{StateDirs: []string{"~/.factory"}},
 	}
 }

@@ -269,7 +269,7 @@ func (s *session) spawn() (*proc, error) {
 	// its own process group under proc's watchdog (and the session's
 	// cgroup, and a boot-sweep record), so signals reach droid's tools too
 	// and nothing of it outlives the runtime, SIGKILL included
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{})
+	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
 	if err != nil {
 		stdin.Close()
 		for _, f := range []*os.File{outR, outW, errR, errW} {

@@ -8,6 +8,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 	"github.com/codesession/codesession/transports/warmpool"
 )
@@ -132,6 +133,9 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, err
 	}
+	if err := t.CheckEnv(spec); err != nil {
+		return nil, err
+	}
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools",
 			"droid has no per-tool allow-list (its autonomy level is the boundary); start without allowedTools")
@@ -177,18 +181,24 @@ func buildArgs() []string {
 	return []string{"exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"}
 }
 
-// scrubbed are variables of the caller's environment a droid process never
-// inherits: other vendors' credentials and Node options. FACTORY_API_KEY
-// is droid's own and passes.
-var scrubbed = map[string]bool{
-	"NODE_OPTIONS": true, "CLAUDECODE": true, "ANTHROPIC_API_KEY": true, "ANTHROPIC_BASE_URL": true,
-	"OPENAI_API_KEY": true, "OPENAI_BASE_URL": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
-	"GITHUB_TOKEN": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true, "XAI_API_KEY": true,
-	"AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+// documentedEnv are droid's own variables (FACTORY_API_KEY and its
+// settings), taken from the daemon's environment.
+var documentedEnv = []string{"FACTORY_*", "DROID_*"}
+
+// envPolicy is the droid environment policy of a session.
+func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
+	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
 }
 
-// buildEnv is the process environment: the caller's, scrubbed; HOME; then
-// the transport's and the session's extra entries, which win.
+// CheckEnv refuses a start when founder credentials are in the daemon's
+// environment and not named for this backend (proc.EnvPolicy.Check).
+func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
+	return transports.CredentialRefusal(envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
+}
+
+// buildEnv is the process environment (proc.EnvPolicy.Environ): the
+// allowlist of base and droid's documented variables; HOME; then the
+// transport's and the session's extra entries, which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
-	return subprocess.Environ(base, scrubbed, spec.Home, extra, spec.Env)
+	return envPolicy(spec).Environ(base, spec.Home, extra, spec.Env)
 }

@@ -116,5 +116,7 @@ func descriptor() messages.Descriptor {
 			"every call inside it. The model (-m) is set at start; there is no effort. A session cannot be resumed: gemini's session/load " +
 			"found no previous session for the project in tests. Verified with gemini-cli " + PinnedVersion + ".",
 		CLIVersion: PinnedVersion,
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.gemini"}},
 	}
 }

@@ -85,5 +85,7 @@ func descriptor() messages.Descriptor {
 			Note:            "run it in {cwd} with the session's HOME",
 		},
 		CLIVersion: DocumentedVersion,
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{StateDirs: []string{"~/.grok"}},
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 )
 
@@ -75,7 +76,6 @@ func (s *session) spawnLocked(turn int, input string) error {
 	cmd := exec.Command(s.bin, BuildArgs(s.spec, s.posture, s.ext, s.created, prompt)...)
 	cmd.Dir = s.spec.Cwd
 	cmd.Env = buildEnv(os.Environ(), s.spec, s.t.env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdin = nil
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -83,19 +83,22 @@ func (s *session) spawnLocked(turn int, input string) error {
 	}
 	stderr := subprocess.NewTail(16 << 10)
 	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
+	// under the watchdog, in the session's cgroup, confined like every
+	// backend's process tree
+	h, err := s.spec.Procs.Start(cmd, proc.Options{Confine: s.spec.Confine})
+	if err != nil {
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
 	}
 	s.running, s.turn, s.cmd, s.interrupted = true, turn, cmd, false
 	s.done = make(chan struct{})
 	s.wg.Add(1)
-	go s.run(turn, cmd, stdout, stderr, s.done)
+	go s.run(turn, cmd, h, stdout, stderr, s.done)
 	return nil
 }
 
 // run reads the turn's stdout (lines capped, the whole output buffered),
 // waits for the process and turns its one object into events.
-func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *subprocess.Tail, done chan struct{}) {
+func (s *session) run(turn int, cmd *exec.Cmd, h *proc.Handle, stdout io.ReadCloser, stderr *subprocess.Tail, done chan struct{}) {
 	defer s.wg.Done()
 	var evs []messages.Event
 	var buf bytes.Buffer
@@ -119,7 +122,7 @@ func (s *session) run(turn int, cmd *exec.Cmd, stdout io.ReadCloser, stderr *sub
 		buf.WriteByte('\n')
 	}
 	werr := cmd.Wait()
-	subprocess.Signal(cmd.Process.Pid, syscall.SIGKILL) // whatever is left of the group
+	h.Release() // kills whatever is left of the group
 	close(done)
 	if over {
 		evs = append(evs, messages.Event{Type: messages.EvError,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 )
 
@@ -116,6 +117,9 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, err
 	}
+	if err := t.CheckEnv(spec); err != nil {
+		return nil, err
+	}
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools",
 			"grok cannot honour allowedTools: its --tools flag crashes session creation (grok %s); start without allowedTools", DocumentedVersion)
@@ -164,15 +168,24 @@ func BuildArgs(spec transports.SessionSpec, posture messages.Posture, ext string
 	return args
 }
 
-var scrubbed = map[string]bool{
-	"NODE_OPTIONS": true, "CLAUDECODE": true, "ANTHROPIC_API_KEY": true, "ANTHROPIC_BASE_URL": true,
-	"OPENAI_API_KEY": true, "OPENAI_BASE_URL": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
-	"GITHUB_TOKEN": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true, "FACTORY_API_KEY": true,
-	"AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+// documentedEnv are grok's own variables (XAI_API_KEY, its settings),
+// taken from the daemon's environment.
+var documentedEnv = []string{"XAI_*", "GROK_*"}
+
+// envPolicy is the grok environment policy of a session.
+func envPolicy(spec transports.SessionSpec) proc.EnvPolicy {
+	return proc.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
 }
 
-// buildEnv is a turn's environment: the caller's less other vendors'
-// credentials (XAI_API_KEY is grok's own), HOME, then the extra entries.
+// CheckEnv refuses a start when founder credentials are in the daemon's
+// environment and not named for this backend (proc.EnvPolicy.Check).
+func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
+	return transports.CredentialRefusal(envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
+}
+
+// buildEnv is a turn's environment (proc.EnvPolicy.Environ): the
+// allowlist of base and grok's documented variables, HOME, then the extra
+// entries, which win.
 func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
-	return subprocess.Environ(base, scrubbed, spec.Home, extra, spec.Env)
+	return envPolicy(spec).Environ(base, spec.Home, extra, spec.Env)
 }

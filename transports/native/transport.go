@@ -358,8 +358,13 @@ func (t *Transport) toolEnv(ws gate.Workspace, spec transports.SessionSpec) (too
 		writable = append(writable, spec.Home)
 	}
 	env := append(bashEnv(t.environ(), spec), "TMPDIR="+tmp)
+	confine := &proc.Confinement{WritableDirs: writable}
+	if spec.Confine != nil {
+		// the runtime's: the credential folders stay unreadable too
+		confine.ReadDenied = spec.Confine.ReadDenied
+	}
 	return toolEnv{ws: ws, outputCap: t.outputCap, env: env, bashWall: t.bashWall,
-		procs: spec.Procs, confine: &proc.Confinement{WritableDirs: writable}, tmp: tmp}, nil
+		procs: spec.Procs, confine: confine, tmp: tmp}, nil
 }
 
 // bashEnv is the environment of the agent's commands: the environment

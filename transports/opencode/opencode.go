@@ -46,6 +46,7 @@ func Agent() acp.Agent {
 		Install:      "npm install opencode-ai@" + PinnedVersion,
 		ParseVersion: func(out string) string { return strings.TrimPrefix(subprocess.LastField(out), "v") },
 		Launch:       launch,
+		Documented:   []string{"OPENCODE_*"},
 		Modes:        modes,
 	}
 }
@@ -131,5 +132,7 @@ func descriptor() messages.Descriptor {
 			"acceptEdits allows edits inside the workspace; full allows every call inside it. The model is " +
 			"provider/model, set at start. Verified with opencode " + PinnedVersion + ".",
 		CLIVersion: PinnedVersion,
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{StateDirs: []string{"~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"}},
 	}
 }

@@ -42,6 +42,10 @@ type EnvPolicy struct {
 	// this backend (config backends.<id>.passEnv): passed through even when
 	// they are founder credentials.
 	Pass []string
+	// Scrub names variables never taken from the daemon's environment even
+	// when Documented matches them (the markers of a surrounding Claude
+	// Code session, a CODEX_HOME the runtime sets itself), unless passed.
+	Scrub []string
 }
 
 // CredentialError refuses a start: founder credentials are in the daemon's
@@ -116,7 +120,7 @@ func (p EnvPolicy) Build(daemon, explicit []string) []string {
 		if !ok {
 			continue
 		}
-		if matchAny(p.Pass, k) || matchAny(p.Documented, k) || (matchAny(baseAllow, k) && !IsCredential(k)) {
+		if matchAny(p.Pass, k) || (!matchAny(p.Scrub, k) && (matchAny(p.Documented, k) || (matchAny(baseAllow, k) && !IsCredential(k)))) {
 			set(k, v)
 		}
 	}
@@ -130,6 +134,25 @@ func (p EnvPolicy) Build(daemon, explicit []string) []string {
 		out = append(out, k+"="+vals[k])
 	}
 	return out
+}
+
+// Environ is the environment of a backend process, the one builder every
+// backend uses: Build of the daemon's environment (the allowlist, the
+// backend's documented variables less Scrub, what the operator passed by
+// name), then HOME when home is set (the session's own HOME), then each of
+// layers in order (the backend's fixed entries, the transport's, the
+// session's config env and --env), the last value of a name winning at
+// the place where it first stood. Call Check first: Environ does not
+// refuse anything.
+func (p EnvPolicy) Environ(daemon []string, home string, layers ...[]string) []string {
+	var explicit []string
+	if home != "" {
+		explicit = append(explicit, "HOME="+home)
+	}
+	for _, l := range layers {
+		explicit = append(explicit, l...)
+	}
+	return p.Build(daemon, explicit)
 }
 
 // Secrets returns the values in env whose names look like credentials or

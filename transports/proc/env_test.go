@@ -36,3 +36,15 @@ func TestEnvPolicy(t *testing.T) {
 	assert.NotContains(t, native.Build(daemon, nil), "GITEA_TOKEN=gt-123456", "never passed unless named")
 	assert.ElementsMatch(t, []string{"gt-123456", "/tmp/agent.sock", "sk-ant-abcdef", "awsabcdef"}, proc.Secrets(daemon))
 }
+
+// TestEnvironLayers: the one builder every backend uses: the allowlist and
+// documented variables of the daemon less Scrub, HOME, then the layers,
+// the last value of a name winning where it first stood.
+func TestEnvironLayers(t *testing.T) {
+	daemon := []string{"PATH=/bin", "HOME=/root", "NODE_OPTIONS=--inspect", "CODEX_HOME=/mine", "OPENAI_API_KEY=sk-1", "GITEA_TOKEN=gt-1", "A=0"}
+	p := proc.EnvPolicy{Backend: "codex", Documented: []string{"OPENAI_*", "CODEX_*"}, Scrub: []string{"CODEX_HOME"}}
+	env := p.Environ(daemon, "/h", []string{"CODEX_HOME=/s", "A=1"}, []string{"A=2"})
+	assert.Equal(t, []string{"PATH=/bin", "HOME=/h", "OPENAI_API_KEY=sk-1", "CODEX_HOME=/s", "A=2"}, env)
+	p.Pass = []string{"CODEX_HOME"}
+	assert.Contains(t, p.Environ(daemon, ""), "CODEX_HOME=/mine", "passed by name beats Scrub")
+}

@@ -2,6 +2,9 @@ package proc
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -10,11 +13,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Confinement restricts a command's writes to WritableDirs (and the
-// character devices every shell writes to, such as /dev/null). Reads and
-// execution stay unrestricted, so toolchains outside the workspace work.
+// Confinement is the Landlock domain of a command and everything it
+// starts (children and setsid grandchildren inherit it; only the kernel
+// can lift it). Writes: only under WritableDirs (plus the character
+// devices every shell writes to and, with OwnTmp, a private TMPDIR).
+// Reads: everywhere but under ReadDenied. Execution stays unrestricted.
 type Confinement struct {
 	WritableDirs []string
+	// ReadDenied are paths (credential folders and files) nothing in the
+	// tree may read or list. Landlock only allows, so the read rules are
+	// the siblings of each denied path and of each of its parents
+	// (ReadAllowSet); a path missing at start is not denied (nothing to
+	// read), and an entry created later directly in a parent of a denied
+	// path is not readable.
+	ReadDenied []string
+	// OwnTmp has Start make a private TMPDIR for the command (writable, set
+	// as TMPDIR in its environment, removed at Release).
+	OwnTmp bool
 }
 
 // writeRights are the filesystem rights Landlock takes away outside the
@@ -23,8 +38,11 @@ const writeRights = landlock.AccessFSSet(llsys.AccessFSWriteFile | llsys.AccessF
 	llsys.AccessFSMakeChar | llsys.AccessFSMakeDir | llsys.AccessFSMakeReg | llsys.AccessFSMakeSock |
 	llsys.AccessFSMakeFifo | llsys.AccessFSMakeBlock | llsys.AccessFSMakeSym | llsys.AccessFSRefer | llsys.AccessFSTruncate)
 
+// readRights are the rights Landlock takes away under a denied path.
+const readRights = landlock.AccessFSSet(llsys.AccessFSReadFile | llsys.AccessFSReadDir)
+
 // fileRights are the rights that apply to a single (device) file.
-const fileRights = landlock.AccessFSSet(llsys.AccessFSWriteFile | llsys.AccessFSTruncate)
+const fileRights = landlock.AccessFSSet(llsys.AccessFSWriteFile | llsys.AccessFSTruncate | llsys.AccessFSReadFile)
 
 // devices every shell may write to.
 var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
@@ -49,6 +67,94 @@ func (r *ruleset) restrictThread() error {
 	return nil
 }
 
+// realPaths resolves symlinks (Landlock rules and the denied paths are
+// about inodes, so /home/u and a symlink to it are one), dropping the
+// paths that do not exist.
+func realPaths(paths []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(abs)
+		if err != nil || seen[r] {
+			continue
+		}
+		seen[r] = true
+		out = append(out, r)
+	}
+	return out
+}
+
+// under reports whether p is dir or below it.
+func under(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// ReadAllowSet is the set of paths whose trees together hold everything
+// but denied: starting from /, each allowed path that holds a denied one
+// is replaced by its children, except the one on the way down, until the
+// denied path itself is left out. denied must be absolute and clean.
+func ReadAllowSet(denied []string) []string {
+	allow := map[string]bool{"/": true}
+	for _, d := range denied {
+		for a := range allow {
+			if !under(d, a) {
+				continue
+			}
+			delete(allow, a)
+			if a == d {
+				break
+			}
+			// open a up: its children, and down toward d
+			for cur := a; cur != d; {
+				rest := strings.TrimPrefix(strings.TrimPrefix(d, cur), "/")
+				next := filepath.Join(cur, strings.SplitN(rest, "/", 2)[0])
+				entries, _ := os.ReadDir(cur)
+				for _, e := range entries {
+					if c := filepath.Join(cur, e.Name()); c != next && !underAny(c, denied) {
+						allow[c] = true
+					}
+				}
+				cur = next
+			}
+			break
+		}
+	}
+	out := make([]string, 0, len(allow))
+	for a := range allow {
+		if !underAny(a, denied) {
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if under(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsAny reports whether dir holds (or is) one of paths.
+func holdsAny(dir string, paths []string) bool {
+	for _, p := range paths {
+		if under(p, dir) {
+			return true
+		}
+	}
+	return false
+}
+
 // ruleset builds the Landlock ruleset (best effort: a kernel without
 // Landlock gives nil and how == ""). extra are more writable directories.
 func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
@@ -56,19 +162,55 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 	if err != nil || abi < 1 {
 		return nil, "", nil
 	}
-	dirs := append(append([]string{}, c.WritableDirs...), extra...)
-	cfg := landlock.Config{HandledAccessFS: writeRights}.BestEffort()
-	fd, flags, err := cfg.NewRulesetFD(
-		landlock.PathAccess(writeRights, dirs...),
-		landlock.PathAccess(fileRights, devices...).IgnoreIfMissing(),
-	)
+	denied := realPaths(c.ReadDenied)
+	writable := realPaths(append(append([]string{}, c.WritableDirs...), extra...))
+	handled := writeRights
+	if len(denied) > 0 {
+		handled |= readRights
+	}
+	var rules []landlock.Rule
+	for _, w := range writable {
+		// a writable folder that holds a denied path gets no read right of
+		// its own: its reads come from the read set, which leaves the
+		// denied path out
+		rights := writeRights | readRights
+		if holdsAny(w, denied) {
+			rights = writeRights
+		}
+		if fi, err := os.Stat(w); err == nil && !fi.IsDir() {
+			rights &= fileRights
+		}
+		rules = append(rules, landlock.PathAccess(rights&handled, w))
+	}
+	if len(denied) > 0 {
+		for _, a := range ReadAllowSet(denied) {
+			fi, err := os.Stat(a)
+			if err != nil {
+				continue // a dangling link, or gone since
+			}
+			rights := readRights
+			if !fi.IsDir() {
+				rights = landlock.AccessFSSet(llsys.AccessFSReadFile)
+			}
+			rules = append(rules, landlock.PathAccess(rights, a).IgnoreIfMissing())
+		}
+	}
+	rules = append(rules, landlock.PathAccess(fileRights&handled, devices...).IgnoreIfMissing(),
+		// the terminals a pty-running CLI opens (gemini's shell forkpty)
+		landlock.PathAccess(fileRights&handled, "/dev/pts").IgnoreIfMissing())
+	cfg := landlock.Config{HandledAccessFS: handled}.BestEffort()
+	fd, flags, err := cfg.NewRulesetFD(rules...)
 	if err != nil {
 		return nil, "", fmt.Errorf("proc: landlock ruleset: %w", err)
 	}
 	if fd < 0 {
 		return nil, "", nil
 	}
-	return &ruleset{fd: fd, flags: flags}, fmt.Sprintf("landlock ABI %d: writes only under %s", abi, strings.Join(c.WritableDirs, ", ")), nil
+	how := fmt.Sprintf("landlock ABI %d: writes only under %s", abi, strings.Join(writable, ", "))
+	if len(denied) > 0 {
+		how += "; no reads under " + strings.Join(denied, ", ")
+	}
+	return &ruleset{fd: fd, flags: flags}, how, nil
 }
 
 // LandlockABI is the kernel's Landlock ABI version, 0 without Landlock.
@@ -78,4 +220,29 @@ func LandlockABI() int {
 		return 0
 	}
 	return v
+}
+
+// CredentialPaths are the credential folders and files of a home that no
+// backend process may read: SSH, cloud, cluster and forge logins.
+func CredentialPaths(home string) []string {
+	if home == "" {
+		return nil
+	}
+	var out []string
+	for _, p := range []string{".ssh", ".aws", ".config/gcloud", ".kube", ".gnupg", ".netrc", ".docker/config.json",
+		".config/gh", ".git-credentials", ".azure"} {
+		out = append(out, filepath.Join(home, p))
+	}
+	return out
+}
+
+// WithWritable is a copy of c with more writable paths (nil stays nil:
+// an unconfined session stays unconfined).
+func (c *Confinement) WithWritable(paths ...string) *Confinement {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.WritableDirs = append(append([]string{}, c.WritableDirs...), paths...)
+	return &out
 }

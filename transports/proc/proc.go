@@ -46,6 +46,7 @@ type Handle struct {
 	group     *Group
 	lifeline  *os.File
 	record    string
+	tmp       string // the private TMPDIR, removed at Release
 	once      sync.Once
 	// Confined says how the command's writes are restricted ("" when not).
 	Confined string
@@ -96,10 +97,25 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 		if cgDir != "" {
 			extra = append(extra, cgDir) // the watcher writes cgroup.kill
 		}
+		if opts.Confine.OwnTmp {
+			tmp, err := os.MkdirTemp("", "codesession-tmp-")
+			if err != nil {
+				r.Close()
+				w.Close()
+				return nil, fmt.Errorf("proc: the process's TMPDIR: %w", err)
+			}
+			h.tmp = tmp
+			extra = append(extra, tmp)
+			if cmd.Env == nil {
+				cmd.Env = os.Environ()
+			}
+			cmd.Env = append(cmd.Env, "TMPDIR="+tmp) // exec keeps the last value of a name
+		}
 		rs, how, err := opts.Confine.ruleset(extra)
 		if err != nil {
 			r.Close()
 			w.Close()
+			h.removeTmp()
 			return nil, err
 		}
 		rules, h.Confined = rs, how
@@ -113,6 +129,7 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 	r.Close() // the watcher holds its own copy
 	if err != nil {
 		w.Close()
+		h.removeTmp()
 		return nil, err
 	}
 	h.Pid, h.Pgid = cmd.Process.Pid, cmd.Process.Pid
@@ -162,7 +179,17 @@ func (h *Handle) Release() {
 		if h.record != "" {
 			_ = os.Remove(h.record)
 		}
+		h.removeTmp()
 	})
+}
+
+// TempDir is the command's private TMPDIR ("" when it has none).
+func (h *Handle) TempDir() string { return h.tmp }
+
+func (h *Handle) removeTmp() {
+	if h.tmp != "" {
+		_ = os.RemoveAll(h.tmp)
+	}
 }
 
 // Group is one session's processes. The zero value is not usable; make one

@@ -1,0 +1,26 @@
+package claudecode
+
+import (
+	"testing"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/proc/confinetest"
+)
+
+// TestLiveContainedProcessTree: the real claude CLI, contained as the
+// runtime contains it, at posture full (no questions, inside the
+// confinement): see confinetest. Fails on the code before Landlock
+// covered every backend (the outside touch succeeded).
+func TestLiveContainedProcessTree(t *testing.T) {
+	bin := claudeBinary(t)
+	mock, err := modelmock.Start(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	confinetest.Run(t, confinetest.Case{Transport: New(WithBinary(bin)), Mock: mock,
+		Spec: transports.SessionSpec{Model: "claude-mock-1", Posture: messages.PostureFull,
+			Env: []string{"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=sk-ant-test"}},
+		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }})
+}
