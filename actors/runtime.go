@@ -185,7 +185,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log, kit: kit}
 	rt.learn = o.learning
 	if !o.noCuration && cfg.Home != "" {
-		rt.curator = cmp.Or(o.curator, curation.NewCurator(cfg.Home, log))
+		rt.curator = cmp.Or(o.curator, curation.NewCurator(cfg.Home, log, cfg.Capabilities.Fetch, cfg.Capabilities.GitHubAPI))
 	}
 	if rt.learn == nil && !o.noLearning {
 		rt.learn = openLearning(cfg, o.store, o.backends, o.metrics, log)

@@ -89,6 +89,22 @@ type Config struct {
 
 	// Cluster makes the daemon a node of a cluster (cluster.go).
 	Cluster Cluster `json:"cluster,omitzero"`
+
+	// Capabilities configures capability curation's outbound reads.
+	Capabilities Capabilities `json:"capabilities,omitzero"`
+}
+
+// Capabilities says whether capability curation may reach the network.
+// codesession contacts no host on its own: with Fetch off (the default) a
+// pinned skill is provisioned only from <home>/skill-cache, and the
+// daemon runs no weekly pin check; `codesession capabilities check` still
+// asks upstream when a person runs it.
+type Capabilities struct {
+	// Fetch lets session starts fetch pinned skills from GitHub's Contents
+	// API (cached per pin) and the daemon check pins weekly.
+	Fetch bool `json:"fetch,omitempty"`
+	// GitHubAPI is the Contents API root; "" is https://api.github.com.
+	GitHubAPI string `json:"githubAPI,omitempty"`
 }
 
 // Daemon configures the control plane's bearer tokens and their scopes.
@@ -338,6 +354,9 @@ var envVars = map[string]func(c *Config, v string) error{
 	},
 
 	"CODESESSION_WARM_POOL": func(c *Config, v string) error { return setInt(&c.WarmPool, v) },
+	"CODESESSION_CAPABILITIES_FETCH": func(c *Config, v string) error {
+		return setBool(&c.Capabilities.Fetch, v)
+	},
 }
 
 // EnvNames lists the CODESESSION_* variables that config reads.

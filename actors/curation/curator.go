@@ -58,11 +58,26 @@ func (c *Curator) catalog() (*Catalog, error) {
 	return cat, nil
 }
 
-// NewCurator is the default curator of a home: GitHub's Contents API
-// behind a cache in <home>/skill-cache.
-func NewCurator(home string, log *slog.Logger) *Curator {
+// NewCurator is the default curator of a home: skills from the cache in
+// <home>/skill-cache, and on a miss from GitHub's Contents API at
+// githubAPI ("" is api.github.com) when fetch is on. With fetch off a
+// skill missing from the cache is left out with a note: a session start
+// never reaches a host the owner did not allow.
+func NewCurator(home string, log *slog.Logger, fetch bool, githubAPI string) *Curator {
+	var next SkillFetcher = offlineFetcher{}
+	if fetch {
+		next = &GitHubFetcher{BaseURL: githubAPI}
+	}
 	return &Curator{Home: home, Log: log,
-		Fetcher: &CachedFetcher{Dir: filepath.Join(home, SkillCacheDir), Next: &GitHubFetcher{}, FailTTL: 10 * time.Minute}}
+		Fetcher: &CachedFetcher{Dir: filepath.Join(home, SkillCacheDir), Next: next, FailTTL: 10 * time.Minute}}
+}
+
+// offlineFetcher answers every cache miss with why nothing was fetched.
+type offlineFetcher struct{}
+
+func (offlineFetcher) FetchSkill(context.Context, string, string, string) ([]SkillFile, error) {
+	return nil, messages.Errorf(messages.CodeUnavailable, "skill",
+		"not in the skill cache, and fetching is off (set capabilities.fetch: true or CODESESSION_CAPABILITIES_FETCH=1)")
 }
 
 // Request is one session start.

@@ -157,7 +157,9 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 	// the weekly capability pin check (data only; it never bumps a pin)
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
-	go curation.RefreshJob(refreshCtx, cfg.Home, &curation.Refresher{Token: s.getenv("GITHUB_TOKEN")}, slog.Default())
+	if cfg.Capabilities.Fetch { // off by default: the daemon contacts no host on its own
+		go curation.RefreshJob(refreshCtx, cfg.Home, &curation.Refresher{Token: s.getenv("GITHUB_TOKEN"), GitHubBase: cfg.Capabilities.GitHubAPI}, slog.Default())
+	}
 	if cfg.Cluster.Enabled() {
 		node, h, err := startClusterNode(cfg, d, &pub)
 		if err != nil {
