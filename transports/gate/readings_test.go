@@ -76,3 +76,46 @@ func TestClimbingOutOfAMissingTailThroughALink(t *testing.T) {
 	require.NoError(t, err, "one level up stays in the link's target: both readings agree")
 	assert.Equal(t, filepath.Join(ws, "sub", "deep", "x"), got)
 }
+
+// OpenFile opens what Resolve checked through an os.Root: a directory
+// swapped for a link out between the check and the open fails the open
+// (O_NOFOLLOW alone guards only the last component), and a file swapped
+// for a link is not followed.
+func TestOpenFileAfterASwapStaysInside(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	out := filepath.Join(root, "outside")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "d"), 0o755))
+	require.NoError(t, os.MkdirAll(out, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "d", "f"), []byte("inside"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "f"), []byte("secret"), 0o644))
+	w, err := gate.NewWorkspace(ws)
+	require.NoError(t, err)
+
+	real, err := w.Resolve("d/f")
+	require.NoError(t, err)
+	f, err := w.OpenFile(real, os.O_RDONLY, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	// the directory becomes a link out after the check
+	require.NoError(t, os.RemoveAll(filepath.Join(ws, "d")))
+	require.NoError(t, os.Symlink(out, filepath.Join(ws, "d")))
+	f, err = w.OpenFile(real, os.O_RDONLY, 0)
+	if err == nil {
+		b := make([]byte, 16)
+		n, _ := f.Read(b)
+		_ = f.Close()
+		t.Fatalf("opened %q through a swapped directory", b[:n])
+	}
+	var ref *gate.Refusal
+	assert.True(t, errors.As(err, &ref), "a refusal: %v", err)
+
+	// the file itself becomes a link (inside, even): not followed
+	require.NoError(t, os.Remove(filepath.Join(ws, "d")))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "d"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "g"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(ws, "g"), filepath.Join(ws, "d", "f")))
+	_, err = w.OpenFile(real, os.O_RDONLY, 0)
+	assert.Error(t, err)
+}
