@@ -51,6 +51,7 @@ func (c *mcpCmd) flagSet() *pflag.FlagSet {
 	addEnv(fs, &c.env)
 	c.cfg.addHome(fs)
 	c.cfg.addConfig(fs)
+	c.cfg.addVerbose(fs)
 	return fs
 }
 
@@ -112,9 +113,7 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 	if err != nil {
 		return err
 	}
-	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat) // stdout is the protocol's
-	}
+	log := c.cfg.cliLogger(cfg, s.stderr) // stdout is the protocol's
 	limits := messages.ScopeConstraints{MaxPosture: messages.Posture(c.maxPosture), MaxRounds: c.maxRounds, Backend: c.pin}
 	if limits.MaxPosture == "" {
 		limits.MaxPosture = cfg.DefaultMaxPosture
@@ -128,9 +127,9 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 		}
 		ops := daemonOps{dc: dc}
 		opts.Ops, opts.Watch = ops, ops.watch
-		return c.serve(ctx, s, opts)
+		return c.serve(ctx, s, opts, log)
 	}
-	rt, err := actors.New(cfg)
+	rt, err := actors.New(cfg, actors.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("start the runtime: %w", err)
 	}
@@ -146,15 +145,15 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 		return err
 	}
 	opts.Ops, opts.Watch = rt, optool.StoreWatch(rt.Store())
-	return c.serve(ctx, s, opts)
+	return c.serve(ctx, s, opts, log)
 }
 
-func (c *mcpCmd) serve(ctx context.Context, s *streams, opts optool.Options) error {
+func (c *mcpCmd) serve(ctx context.Context, s *streams, opts optool.Options, log *slog.Logger) error {
 	d, err := optool.New(opts)
 	if err != nil {
 		return usagef("mcp", "%v", err)
 	}
-	srv, err := mcpserver.New(d, mcpserver.Options{Version: buildVersion(), Logger: slog.Default()})
+	srv, err := mcpserver.New(d, mcpserver.Options{Version: buildVersion(), Logger: log})
 	if err != nil {
 		return err
 	}
