@@ -125,6 +125,17 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, dst any) erro
 	if err != nil {
 		return bodyError(err, max)
 	}
+	return decodeJSON(body, max, dst)
+}
+
+// decodeJSON is decodeBody after the read: the nesting bound first, in one
+// allocation-free pass, then the exact-keys check, then encoding/json.
+// Every failure is an invalid *messages.Error.
+func decodeJSON(body []byte, max int64, dst any) error {
+	const op = "request"
+	if err := checkDepth(body); err != nil {
+		return err
+	}
 	if err := checkKeys(body, dst); err != nil {
 		return err
 	}
@@ -137,10 +148,6 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, dst any) erro
 		return bodyError(err, max)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return bodyError(err, max)
-		}
 		return messages.Errorf(messages.CodeInvalid, op, "trailing data after the JSON object")
 	}
 	return nil

@@ -68,6 +68,9 @@ type Git struct {
 	sc  *scratchState // nil until a Begin seeds it
 
 	witnessOff bool // tests: no witness, git's way at every turn
+
+	panics  []string // recovered since the last diff (panics.go)
+	panicAt string   // tests: the function that panics (panics.go)
 }
 
 // NewGit returns the capture for cwd. It does no I/O: whether cwd is a work
@@ -320,9 +323,12 @@ func (b *gitBaseline) remove() {
 func (g *Git) Finish(ctx context.Context, base Baseline, editPaths []string) (d messages.TurnDiff) {
 	defer func() {
 		if r := recover(); r != nil {
-			d = noneDiff(fmt.Sprintf("diff capture panicked: %v", r))
+			g.recovered("Finish", r)
+			d = noneDiff("diff capture failed")
 		}
+		d = g.withPanics(d)
 	}()
+	g.injectPanic("Finish")
 	b, _ := base.(*gitBaseline)
 	if b == nil {
 		return noneDiff("no baseline for this turn")

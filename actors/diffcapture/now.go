@@ -31,10 +31,12 @@ const nowMaxPaths = 256
 // fallback's, as Begin would find too.
 func (g *Git) BeginNow() (b Baseline, settle, ok bool) {
 	defer func() {
-		if recover() != nil {
+		if r := recover(); r != nil {
+			g.recovered("BeginNow", r) // git's way, and the next diff says why
 			b, settle, ok = nil, false, false
 		}
 	}()
+	g.injectPanic("BeginNow")
 	d := g.cachedRepository()
 	if d == nil && g.stillNoRepository() {
 		return &gitBaseline{kind: kindFallback, why: whyNoRepository}, false, true
@@ -57,10 +59,14 @@ func (g *Git) BeginNow() (b Baseline, settle, ok bool) {
 // paths, as Finish answers it.
 func (g *Git) FinishNow(base Baseline, editPaths []string) (diff messages.TurnDiff, settle, ok bool) {
 	defer func() {
-		if recover() != nil {
+		if r := recover(); r != nil {
+			g.recovered("FinishNow", r) // Finish's way, whose diff says why
 			diff, settle, ok = messages.TurnDiff{}, false, false
+		} else if ok {
+			diff = g.withPanics(diff)
 		}
 	}()
+	g.injectPanic("FinishNow")
 	b, _ := base.(*gitBaseline)
 	if b != nil && b.kind == kindFallback {
 		return ToolEventDiff(g.cwd, editPaths, g.maxFiles, b.why), false, true

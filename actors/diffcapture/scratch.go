@@ -318,7 +318,12 @@ func namesIgnoreFile(out []byte) bool { return bytes.Contains(out, []byte(".giti
 // wait for it unless it needs that very tree (then it waits, or writes the
 // tree itself when Settle has not run).
 func (g *Git) Settle(ctx context.Context) {
-	defer func() { _ = recover() }() // never fails a turn: Finish sees a lost snapshot
+	defer func() {
+		if r := recover(); r != nil {
+			g.recovered("Settle", r) // never fails a turn: Finish sees a lost snapshot, and says why
+		}
+	}()
+	g.injectPanic("Settle")
 	ctx, cancel := g.bound(ctx)
 	defer cancel()
 	g.smu.Lock()

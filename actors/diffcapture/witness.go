@@ -446,7 +446,12 @@ type prepared struct {
 // nothing a Finish reports: a Finish that finds the witness gone or not
 // holding takes its own way.
 func (g *Git) Prepare(ctx context.Context, base Baseline) {
-	defer func() { _ = recover() }()
+	defer func() {
+		if r := recover(); r != nil {
+			g.recovered("Prepare", r) // Finish takes its own way, and says why
+		}
+	}()
+	g.injectPanic("Prepare")
 	b, _ := base.(*gitBaseline)
 	if b == nil || b.kind != kindScratch || g.witnessOff {
 		return

@@ -370,3 +370,38 @@ func TestPrepareThatFailsLeavesFinishItsOwnWay(t *testing.T) {
 	require.Empty(t, d.Warning)
 	assert.Equal(t, []messages.FileChange{{Path: "new.txt", Status: "A", Insertions: 1}}, d.Files)
 }
+
+// The witness compares each entry's kind and exec bit, not only its stamps:
+// a chmod changes the ctime too (TestWitnessSeesEveryChange's "made
+// executable"), so that case alone let a witness that ignored the mode
+// through. Here S's record differs from the file in its mode only (as when
+// git records a mode the file system's stamps do not show, such as an
+// index entry rewritten by update-index --chmod), and the witness must not
+// hold.
+func TestWitnessComparesTheExecBit(t *testing.T) {
+	r := witnessRepo(t)
+	cg := newCountingGit(t)
+	g := witnessed(t, r, cg)
+	g.smu.Lock()
+	defer g.smu.Unlock()
+	w := g.sc.wit
+	require.NotNil(t, w)
+	require.True(t, w.holds())
+	for _, rel := range []string{"run.sh", "a.txt"} {
+		i := -1
+		for j := range w.files {
+			if w.files[j].rel == rel {
+				i = j
+			}
+		}
+		require.GreaterOrEqual(t, i, 0, rel)
+		f := &w.files[i]
+		f.exec = !f.exec
+		assert.False(t, w.holds(), "%s: S says exec=%t, the file is not", rel, f.exec)
+		f.exec = !f.exec
+		f.reg, f.sym = false, true
+		assert.False(t, w.holds(), "%s: S says symlink, the file is regular", rel)
+		f.reg, f.sym = true, false
+		require.True(t, w.holds())
+	}
+}

@@ -994,6 +994,16 @@ func (c *Core) ChildAbandoned(now time.Time, child, text string) {
 	}
 }
 
+// outcomeFacts are what the inferred verdict is decided from. An
+// interrupted turn is not a completed one: it counts in CompletedTurns
+// neither when the backend closes it interrupted nor when the core closes
+// it itself (an interrupt before the turn reached the backend).
+func (c *Core) outcomeFacts() learning.Facts {
+	f := c.tally.Facts(c.failed, c.capped, learning.ReadOnlyBrief(c.rec.TaskBrief, c.spec.MaxPosture, c.spec.TaskTags))
+	f.LastKind, f.LastState, f.TurnRunning, f.CompletedTurns = c.lastKind, c.lastState, c.phase.TurnOpen(), c.completedTurns
+	return f
+}
+
 // BeginRelease starts releasing the session and returns the verdict: the
 // driver's when given, else inferred. A waiting reader is answered. It is
 // idempotent: a second call returns the first verdict.
@@ -1003,9 +1013,7 @@ func (c *Core) BeginRelease(now time.Time, reason messages.ReleaseReason, outcom
 	}
 	c.failed = reason == messages.ReleaseFailed || reason == messages.ReleaseStore
 	if outcome == "" {
-		f := c.tally.Facts(c.failed, c.capped, learning.ReadOnlyBrief(c.rec.TaskBrief, c.spec.MaxPosture, c.spec.TaskTags))
-		f.LastKind, f.LastState, f.TurnRunning, f.CompletedTurns = c.lastKind, c.lastState, c.phase.TurnOpen(), c.completedTurns
-		outcome = learning.InferOutcome(f)
+		outcome = learning.InferOutcome(c.outcomeFacts())
 	}
 	c.outcome = outcome
 	c.rec.Outcome, c.rec.OutcomeNote = outcome, note

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/codesession/codesession/learning"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -36,7 +37,9 @@ import (
 // input ("> ...") followed by what it returned ("=> ...") and the drained
 // Output: events ("ev seq t<turn> type {fields}"), the record ("meta ..."),
 // transport commands ("tx ..."), diff capture commands ("dc ...") and
-// read-turn replies ("reply rN ..."). Regenerate the transcripts with
+// read-turn replies ("reply rN ..."). "state", "facts" (what the inferred
+// verdict is decided from) and "store" (the store-failure streak) print
+// the core's state. Regenerate the transcripts with
 //
 //	go test ./actors/session -run Scenario -rewrite
 //
@@ -95,6 +98,9 @@ func runScenario(t *testing.T, script string) string {
 			}
 			s.b.WriteString("> " + line + "\n")
 			s.c = New(scenarioSpec(t, toks[1:]), s.now, uintArg(t, kv(toks[1:])["last_seq"]))
+			if v := kv(toks[1:])["give_up"]; v != "" {
+				s.c.SetStoreGiveUp(intArg(t, v))
+			}
 			continue
 		}
 		if s.c == nil {
@@ -237,6 +243,7 @@ func arg(toks []string, i int) string {
 
 // scenarioSpec is testSpec adjusted by the words of a "new" line:
 // max_rounds=N max_posture=P posture=P brief="..." model=<selection>
+// give_up=N (the store give-up count)
 // effort=<support> no_steer no_interrupt no_set_posture.
 func scenarioSpec(t *testing.T, toks []string) Spec {
 	spec := testSpec()
@@ -339,6 +346,11 @@ func (s *scenario) exec(toks []string) string {
 		return fmt.Sprintf("seq %d", c.FinishRelease(now))
 	case "state":
 		return s.state()
+	case "facts":
+		f := c.outcomeFacts()
+		return fmt.Sprintf("completed=%d last=%s/%s running=%t infer=%s", f.CompletedTurns, f.LastKind, f.LastState, f.TurnRunning, learning.InferOutcome(f))
+	case "store":
+		return fmt.Sprintf("fails_in_a_row=%d gave_up=%t unavailable=%t", c.storeFails, c.StoreGaveUp(), c.storeUnavailable("guide") != nil)
 	default:
 		t.Fatalf("unknown scenario input %q", toks[0])
 	}

@@ -281,3 +281,33 @@ func (w Workspace) GlobBase(pattern string) (base string, rest string, err error
 	}
 	return filepath.FromSlash(base), strings.Join(parts[lit:], "/"), nil
 }
+
+// OpenFile opens real, a path Resolve returned, through an os.Root at the
+// workspace's real path: every component is resolved again by the open
+// itself, and one that leads out of the workspace (a directory swapped for
+// a link out between the check and the open) fails it. The last component
+// is not followed when it is a symlink either.
+func (w Workspace) OpenFile(real string, flag int, perm fs.FileMode) (*os.File, error) {
+	rel, err := filepath.Rel(w.real, real)
+	if err != nil || !inside(w.real, real) {
+		return nil, &Refusal{Path: real, Reason: ReasonEscapes}
+	}
+	root, err := os.OpenRoot(w.real)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(rel, flag|syscall.O_NOFOLLOW, perm)
+	if err != nil && (errors.Is(err, syscall.ELOOP) || strings.Contains(err.Error(), "escapes")) {
+		return nil, &Refusal{Path: real, Reason: "it changed after the gate checked it: " + pathErrText(err)}
+	}
+	return f, err
+}
+
+func pathErrText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

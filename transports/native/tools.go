@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -208,7 +207,7 @@ func runRead(ctx context.Context, env *toolEnv, input json.RawMessage) toolResul
 		return refused(err)
 	}
 	rel := env.ws.Rel(real)
-	f, err := openNoFollow(real, os.O_RDONLY, 0)
+	f, err := env.ws.OpenFile(real, os.O_RDONLY, 0)
 	if err != nil {
 		return errResult("read: %s: %v", rel, pathErr(err))
 	}
@@ -309,7 +308,7 @@ func runWrite(ctx context.Context, env *toolEnv, input json.RawMessage) toolResu
 	if err := os.MkdirAll(filepath.Dir(real), 0o755); err != nil {
 		return errResult("write: %s: %v", rel, pathErr(err))
 	}
-	f, err := openNoFollow(real, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := env.ws.OpenFile(real, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return errResult("write: %s: %v", rel, pathErr(err))
 	}
@@ -348,7 +347,7 @@ func runEdit(ctx context.Context, env *toolEnv, input json.RawMessage) toolResul
 		return refused(err)
 	}
 	rel := env.ws.Rel(real)
-	f, err := openNoFollow(real, os.O_RDWR, 0)
+	f, err := env.ws.OpenFile(real, os.O_RDWR, 0)
 	if err != nil {
 		return errResult("edit: %s: %v", rel, pathErr(err))
 	}
@@ -612,15 +611,4 @@ func pathErr(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// openNoFollow opens the real path the gate returned without following a
-// symlink in its last component, which closes the window where the file is
-// swapped for a link between the check and the open.
-func openNoFollow(path string, flag int, perm fs.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, perm)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s became a symlink after the gate checked it", path)
-	}
-	return f, err
 }
