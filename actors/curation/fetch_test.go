@@ -186,3 +186,24 @@ func TestRefreshSchedule(t *testing.T) {
 	require.Len(t, rep.Updates, len(Builtin().Entries))
 	require.Equal(t, now.Add(RefreshEvery).UTC(), NextRefresh(home, now.Add(time.Hour)).UTC())
 }
+
+// The default curator reaches no host unless the owner turned fetching on:
+// with fetch off a cache miss is a typed unavailable error and the API is
+// never asked; with it on the same miss is fetched from the configured root.
+func TestNewCuratorFetchesOnlyWhenAllowed(t *testing.T) {
+	srv, hits := contentsServer(t, map[string]node{
+		"s":          {typ: "dir"},
+		"s/SKILL.md": {typ: "file", data: "---\nname: s\n---\nhi\n"},
+	})
+	off := NewCurator(t.TempDir(), nil, false, srv.URL)
+	_, err := off.Fetcher.FetchSkill(context.Background(), "o/r", pin, "s")
+	require.True(t, messages.IsCode(err, messages.CodeUnavailable), "got %v", err)
+	require.Contains(t, err.Error(), "capabilities.fetch")
+	require.Zero(t, hits.Load(), "fetch off must not contact the API")
+
+	on := NewCurator(t.TempDir(), nil, true, srv.URL)
+	files, err := on.Fetcher.FetchSkill(context.Background(), "o/r", pin, "s")
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	require.NotZero(t, hits.Load())
+}
