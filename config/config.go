@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -89,6 +90,18 @@ type Config struct {
 
 	// Cluster makes the daemon a node of a cluster (cluster.go).
 	Cluster Cluster `json:"cluster,omitzero"`
+
+	// Notify tells someone outside when a session waits on a human.
+	Notify Notify `json:"notify,omitzero"`
+}
+
+// Notify configures the daemon's webhook: a POST of a JSON
+// code_session_waiting notice to URL each time a session starts waiting on
+// an answer, signed with an HMAC-SHA256 of the body keyed by the daemon's
+// bearer token (header X-Codesession-Signature: sha256=<hex>).
+type Notify struct {
+	// URL is the webhook, http or https; "" sends none.
+	URL string `json:"url,omitempty"`
 }
 
 // Daemon configures the control plane's bearer tokens and their scopes.
@@ -264,6 +277,11 @@ func (c *Config) Validate() error {
 		bad("isolate", "want none or worktree, got %q", c.Isolate)
 	}
 	c.validateDaemon(bad)
+	if u := c.Notify.URL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			bad("notify.url", "want an http or https URL, got %q", u)
+		}
+	}
 	switch c.LogFormat {
 	case "", "text", "json":
 	default:
@@ -333,6 +351,7 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_LESSONS_MODEL":   func(c *Config, v string) error { c.Learning.Model = v; return nil },
 	"CODESESSION_TURN_TIMEOUT":    func(c *Config, v string) error { return setDuration(&c.TurnTimeout, v) },
 	"CODESESSION_ISOLATE":         func(c *Config, v string) error { c.Isolate = v; return nil },
+	"CODESESSION_NOTIFY_URL":      func(c *Config, v string) error { c.Notify.URL = v; return nil },
 	"CODESESSION_DAEMON_MAX_POSTURE": func(c *Config, v string) error {
 		return setPosture(&c.Daemon.MaxPosture, v)
 	},
