@@ -404,6 +404,7 @@ function newView() {
     const body = { brief: f.get('brief'), backend: f.get('backend') };
     for (const k of ['cwd', 'agentModel', 'effort', 'initialPosture', 'maxPosture']) if (f.get(k)) body[k] = f.get(k);
     if (f.get('maxRounds')) body.maxRounds = Number(f.get('maxRounds'));
+    if (f.get('isolate')) body.isolate = 'worktree';
     notice(msg, 'Starting…');
     try {
       const res = await api('POST', '/api/code-sessions', body);
@@ -421,7 +422,8 @@ function newView() {
     h('label', {}, 'Posture', posture),
     h('label', {}, 'Ceiling', maxPosture),
     h('label', {}, 'Max rounds', h('input', { type: 'number', name: 'maxRounds', id: 'new-max-rounds', min: 1, placeholder: 'default' }))),
-  h('p', { class: 'muted' }, 'Isolation (a worktree or container per session) is not offered: this daemon runs sessions in the directory you give.'),
+  h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'isolate', id: 'new-isolate', value: 'worktree' }),
+    ' Isolate in a git worktree: the session works on a branch of its own beside the directory (which must be a git repository); prune removes the worktree and keeps the branch'),
   h('button', { type: 'submit', id: 'new-submit' }, 'Start session'));
   clear(view).append(h('h2', {}, 'New session'), msg, form);
   return () => {};
