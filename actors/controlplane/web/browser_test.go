@@ -579,4 +579,15 @@ func TestStartFormOffersTheWorktreeToggle(t *testing.T) {
 	require.NotNil(t, d.Record.Worktree, "the session runs in a worktree")
 	assert.NotEqual(t, cwd, d.Record.Worktree.Path)
 	assert.DirExists(t, d.Record.Worktree.Path)
+
+	// the scenario asks a permission question: the page title says the
+	// session waits, and the notification fires once
+	until(t, ctx, "the title says waiting", `document.title.startsWith('(waiting) `+sid[:11]+`')`)
+	until(t, ctx, "a waiting notification", `window.codesession.notified === 1`)
+
+	// the list shows short ids, as the CLI's table does
+	run(t, ctx, "back to the list", chromedp.Navigate(dm.url("/#/")),
+		chromedp.WaitVisible(chromedp.CSS(`#sessions-body tr[data-sid="`+sid+`"]`)))
+	shown := text(t, ctx, `document.querySelector('#sessions-body tr[data-sid="`+sid+`"] a.sid').textContent`)
+	assert.Equal(t, sid[:11], shown, "cs_ and 8 hex digits")
 }

@@ -76,6 +76,7 @@ function listView() {
     const have = new Set([...backendSel.options].map((o) => o.value));
     for (const b of seenBackends) if (!have.has(b)) backendSel.append(h('option', { value: b }, b));
     const rows = [...recs.values()].sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
+    const short = shortIds(rows.map((r) => r.sessionId));
     clear(body);
     let shown = 0;
     for (const r of rows) {
@@ -85,7 +86,7 @@ function listView() {
       if (filters.q && !(r.taskBrief || '').toLowerCase().includes(filters.q) && !r.sessionId.includes(filters.q)) continue;
       shown++;
       body.append(h('tr', { dataset: { sid: r.sessionId, status: st } },
-        h('td', {}, h('a', { href: `#/s/${r.sessionId}`, class: 'sid' }, r.sessionId), h('div', { class: 'brief' }, (r.taskBrief || '').slice(0, 140))),
+        h('td', {}, h('a', { href: `#/s/${r.sessionId}`, class: 'sid', title: r.sessionId }, short.get(r.sessionId)), h('div', { class: 'brief' }, (r.taskBrief || '').slice(0, 140))),
         h('td', {}, statusBadge(st), r.outcome ? h('span', { class: 'muted' }, ` ${r.outcome}`) : null),
         h('td', {}, r.backendId),
         h('td', {}, r.model || '—', r.effort ? h('span', { class: 'muted' }, ` @${r.effort}`) : null),
@@ -213,6 +214,7 @@ function sessionView(sid) {
   function renderHead() {
     if (!rec) return;
     const st = displayStatus(rec, feed.pending.size);
+    announce(rec, st);
     const chosen = postureChoice ?? rec.posture;
     if (rendered(head, [rec, st, chosen, descriptor?.scripted, descriptor?.liveControls?.setPosture, age(rec.createdAt)])) return;
     const postureSel = h('select', { id: 'posture-select', disabled: !LIVE(rec.status) || (descriptor && !descriptor.liveControls?.setPosture),
@@ -427,6 +429,45 @@ function newView() {
   h('button', { type: 'submit', id: 'new-submit' }, 'Start session'));
   clear(view).append(h('h2', {}, 'New session'), msg, form);
   return () => {};
+}
+
+// shortIds cuts each id to the shortest prefix (at least 8 hex digits after
+// cs_) unique among ids, as the CLI's table does; each is accepted wherever
+// a SESSION is taken.
+function shortIds(ids) {
+  const sorted = [...ids].sort();
+  const out = new Map();
+  sorted.forEach((id, i) => {
+    let n = 3 + 8;
+    for (const j of [i - 1, i + 1]) {
+      const o = sorted[j];
+      if (!o || o === id) continue;
+      let c = 0;
+      while (c < id.length && c < o.length && id[c] === o[c]) c++;
+      n = Math.max(n, c + 1);
+    }
+    out.set(id, id.slice(0, Math.min(n, id.length)));
+  });
+  return out;
+}
+
+// announce puts a waiting session in the page title and, when the browser
+// allows it, raises a notification once each time the session starts
+// waiting on a question (state.notified counts them for the tests).
+let lastAnnounced = '';
+function announce(rec, st) {
+  const short = shortIds([rec.sessionId]).get(rec.sessionId);
+  document.title = st === 'waiting' ? `(waiting) ${short} — codesession` : `${short} ${st} — codesession`;
+  const key = `${rec.sessionId}:${st}`;
+  if (st !== 'waiting' || lastAnnounced === key) { if (st !== 'waiting') lastAnnounced = key; return; }
+  lastAnnounced = key;
+  state.notified = (state.notified || 0) + 1;
+  if ('Notification' in window && Notification.permission === 'granted') {
+    try { new Notification('codesession: a session waits on you', { body: `${short}: ${(rec.taskBrief || '').slice(0, 120)}`, tag: rec.sessionId }); } catch (_) { /* not allowed here */ }
+  }
+}
+if ('Notification' in window && Notification.permission === 'default') {
+  document.addEventListener('click', () => { Notification.requestPermission().catch(() => {}); }, { once: true });
 }
 
 // ---- routing ---------------------------------------------------------------
