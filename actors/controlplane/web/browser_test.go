@@ -585,6 +585,13 @@ func TestStartFormOffersTheWorktreeToggle(t *testing.T) {
 	until(t, ctx, "the title says waiting", `document.title.startsWith('(waiting) `+sid[:11]+`')`)
 	until(t, ctx, "a waiting notification", `window.codesession.notified === 1`)
 
+	// two panes: the feed beside the diff pane, the feed above the fold
+	assert.Equal(t, "true", text(t, ctx, `(() => { const f = document.querySelector('#feed').getBoundingClientRect(), d = document.querySelector('#diff-pane').getBoundingClientRect();
+		return String(d.left >= f.right - 1 && Math.abs(d.top - f.top) < 80); })()`), "the diff pane is beside the feed")
+	assert.Equal(t, "true", text(t, ctx, `String(document.querySelector('#feed').getBoundingClientRect().top < window.innerHeight)`), "the feed starts above the fold")
+	run(t, ctx, "allow the question", chromedp.Click(chromedp.CSS(`#pending .pending button[data-decision="allow_once"]`)))
+	until(t, ctx, "the diff pane shows the turn's diff", `!!document.querySelector('#diff-pane').dataset.turn`)
+
 	// the list shows short ids, as the CLI's table does
 	run(t, ctx, "back to the list", chromedp.Navigate(dm.url("/#/")),
 		chromedp.WaitVisible(chromedp.CSS(`#sessions-body tr[data-sid="`+sid+`"]`)))

@@ -190,14 +190,18 @@ function sessionView(sid) {
   const descriptorOf = () => backendList.find((b) => b.descriptor.id === rec?.backendId)?.descriptor || null;
   let descriptor = null;
   const feedEl = h('div', { class: 'feed', id: 'feed' });
-  const feed = new Feed(feedEl, state.stats);
+  const diffPane = h('div', { class: 'diff-pane', id: 'diff-pane' }, h('p', { class: 'muted' }, 'The latest turn\'s diff shows here.'));
+  const feed = new Feed(feedEl, state.stats, diffPane);
   state.feed = feed;
   const head = h('div', { class: 'session-head', id: 'session-head' });
   const attachRow = h('div', { class: 'attach', id: 'attach', hidden: true });
   const pendingBox = h('div', { id: 'pending' });
   const controls = h('div', { class: 'controls', id: 'controls' });
   const msg = h('p', { class: 'notice', id: 'session-notice' });
-  clear(view).append(h('p', {}, h('a', { href: '#/' }, '← sessions')), head, attachRow, pendingBox, msg, controls, h('h2', {}, 'Events'), feedEl);
+  // two panes: the feed beside the latest diff, above the controls
+  clear(view).append(h('p', {}, h('a', { href: '#/' }, '← sessions')), head, pendingBox, msg,
+    h('div', { class: 'panes', id: 'panes' }, h('div', { class: 'pane' }, h('h2', {}, 'Events'), feedEl), h('div', { class: 'pane' }, h('h2', {}, 'Diff'), diffPane)),
+    controls, attachRow);
 
   async function act(what, fn) {
     notice(msg, `${what}…`);
@@ -216,7 +220,7 @@ function sessionView(sid) {
     const st = displayStatus(rec, feed.pending.size);
     announce(rec, st);
     const chosen = postureChoice ?? rec.posture;
-    if (rendered(head, [rec, st, chosen, descriptor?.scripted, descriptor?.liveControls?.setPosture, age(rec.createdAt)])) return;
+    if (rendered(head, [rec, st, chosen, descriptor?.scripted, descriptor?.liveControls?.setPosture, age(rec.createdAt), feed.model])) return;
     const postureSel = h('select', { id: 'posture-select', disabled: !LIVE(rec.status) || (descriptor && !descriptor.liveControls?.setPosture),
       onchange: (e) => { postureChoice = e.target.value; } },
       ...POSTURES.map((p) => h('option', { value: p, selected: p === chosen, disabled: POSTURES.indexOf(p) > POSTURES.indexOf(rec.maxPosture) }, p)));
@@ -225,7 +229,7 @@ function sessionView(sid) {
       h('p', { class: 'brief-full' }, rec.taskBrief || ''),
       h('dl', { class: 'facts' },
         h('dt', {}, 'backend'), h('dd', {}, rec.backendId, descriptor?.scripted ? h('span', { class: 'badge warn' }, 'scripted') : null),
-        h('dt', {}, 'model'), h('dd', {}, rec.model || 'default', rec.effort ? ` @ ${rec.effort}` : ''),
+        h('dt', {}, 'model'), h('dd', { id: 'session-model' }, feed.model && feed.model !== rec.model ? `${feed.model}${rec.model ? ' (' + rec.model + ')' : ''}` : (rec.model || 'default'), rec.effort ? ` @ ${rec.effort}` : ''),
         h('dt', {}, 'posture'), h('dd', {}, h('span', { class: `badge posture-${rec.posture}`, id: 'posture-badge' }, rec.posture), h('span', { class: 'muted' }, ` ceiling ${rec.maxPosture}`), ' ',
           postureSel, h('button', { id: 'posture-set', disabled: postureSel.disabled, onclick: () => act('Set posture', () => api('POST', `/api/code-sessions/${sid}/posture`, { posture: postureSel.value })) }, 'Set')),
         h('dt', {}, 'rounds'), h('dd', {}, `${rec.roundsElapsed || 0}${rec.maxRounds ? ' of ' + rec.maxRounds : ''}`),
@@ -342,7 +346,7 @@ function sessionView(sid) {
         if (name === 'code_session_event') {
           const before = feed.pending.size;
           feed.add(d);
-          if (feed.pending.size !== before || d.event.type === 'clarification') { renderPending(); renderHead(); }
+          if (feed.pending.size !== before || d.event.type === 'clarification' || d.event.type === 'started') { renderPending(); renderHead(); }
           if (d.event.type === 'started') refreshSoon(); // the attach command needs the backend's id
           if (d.event.type === 'posture' && d.event.posture) {
             postureEvent = { posture: d.event.posture, at: Date.parse(d.at) };
