@@ -104,7 +104,7 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(),
-		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
+		backendsCommand(), outcomesCommand(), lessonsCommand(), approvalsCommand(), capabilitiesCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
 		scopeCommand(), pruneCommand(), configCommand(), completionCommand(), versionCommand(), helpCommand()}
 }
 

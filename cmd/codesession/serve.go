@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/config"
 )
 
@@ -152,6 +153,10 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		return fmt.Errorf("start the daemon: %w", err)
 	}
 	handler := d.Handler()
+	// the weekly capability pin check (data only; it never bumps a pin)
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go curation.RefreshJob(refreshCtx, cfg.Home, &curation.Refresher{Token: s.getenv("GITHUB_TOKEN")}, slog.Default())
 	if cfg.Cluster.Enabled() {
 		node, h, err := startClusterNode(cfg, d, &pub)
 		if err != nil {
