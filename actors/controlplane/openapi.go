@@ -46,6 +46,8 @@ var routeDocs = map[string]routeDoc{
 	"POST /api/code-sessions/{id}/interrupt": {summary: "interrupt the running turn", request: typeOf[struct{}](), response: typeOf[messages.OKResult]()},
 	"POST /api/code-sessions/{id}/stop":      {summary: "stop with a verdict (none: inferred)", request: typeOf[stopRequest](), response: typeOf[messages.StopResult]()},
 	"POST /api/code-sessions/{id}/resume":    {summary: "resume an ended, failed or orphaned session", request: typeOf[resumeRequest](), response: typeOf[messages.StartResult]()},
+	"GET /api/approvals":                     {summary: "capability approvals, pending first (admin tokens)", response: typeOf[approvalsView]()},
+	"POST /api/approvals":                    {summary: "approve or deny a capability approval (admin tokens)", request: typeOf[messages.ApprovalDecision](), response: typeOf[messages.Approval]()},
 	"GET /api/events":                        {summary: "the live feed (SSE; ?sessionId=&topics=&afterSeq=, Last-Event-ID resumes)", media: "text/event-stream"},
 	"GET /api/scope":                         {summary: "the token's scope and its constraints", response: typeOf[scopeView]()},
 	"PUT /api/scope":                         {summary: "set the scope's constraints (admin tokens)", request: typeOf[scopeRequest](), response: typeOf[scopeView]()},
