@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -92,6 +93,9 @@ type Config struct {
 
 	// Capabilities configures capability curation's outbound reads.
 	Capabilities Capabilities `json:"capabilities,omitzero"`
+
+	// Notify tells someone outside when a session waits on a human.
+	Notify Notify `json:"notify,omitzero"`
 }
 
 // Capabilities says whether capability curation may reach the network.
@@ -105,6 +109,15 @@ type Capabilities struct {
 	Fetch bool `json:"fetch,omitempty"`
 	// GitHubAPI is the Contents API root; "" is https://api.github.com.
 	GitHubAPI string `json:"githubAPI,omitempty"`
+}
+
+// Notify configures the daemon's webhook: a POST of a JSON
+// code_session_waiting notice to URL each time a session starts waiting on
+// an answer, signed with an HMAC-SHA256 of the body keyed by the daemon's
+// bearer token (header X-Codesession-Signature: sha256=<hex>).
+type Notify struct {
+	// URL is the webhook, http or https; "" sends none.
+	URL string `json:"url,omitempty"`
 }
 
 // Daemon configures the control plane's bearer tokens and their scopes.
@@ -280,6 +293,11 @@ func (c *Config) Validate() error {
 		bad("isolate", "want none or worktree, got %q", c.Isolate)
 	}
 	c.validateDaemon(bad)
+	if u := c.Notify.URL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			bad("notify.url", "want an http or https URL, got %q", u)
+		}
+	}
 	switch c.LogFormat {
 	case "", "text", "json":
 	default:
@@ -349,6 +367,7 @@ var envVars = map[string]func(c *Config, v string) error{
 	"CODESESSION_LESSONS_MODEL":   func(c *Config, v string) error { c.Learning.Model = v; return nil },
 	"CODESESSION_TURN_TIMEOUT":    func(c *Config, v string) error { return setDuration(&c.TurnTimeout, v) },
 	"CODESESSION_ISOLATE":         func(c *Config, v string) error { c.Isolate = v; return nil },
+	"CODESESSION_NOTIFY_URL":      func(c *Config, v string) error { c.Notify.URL = v; return nil },
 	"CODESESSION_DAEMON_MAX_POSTURE": func(c *Config, v string) error {
 		return setPosture(&c.Daemon.MaxPosture, v)
 	},

@@ -388,9 +388,46 @@ type StopResult struct {
 }
 
 // ListBackends asks for the capability matrix; it is sessionless.
-type ListBackends struct{}
+type ListBackends struct {
+	// Compact asks for CompactBackendsResult: one short row of facts per
+	// backend instead of the whole descriptors (a few hundred bytes a
+	// backend instead of several KB).
+	Compact bool `json:"compact,omitempty" msgpack:"compact,omitempty"`
+}
 
 func (ListBackends) Validate() error { return nil }
+
+// CompactBackend is one row of a compact list-backends: what a driver
+// needs to pick a backend; the full descriptor is one call without compact.
+type CompactBackend struct {
+	ID             string            `json:"id" msgpack:"id"`
+	DisplayName    string            `json:"displayName,omitempty" msgpack:"displayName,omitempty"`
+	Available      bool              `json:"available" msgpack:"available"`
+	Reason         string            `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	Version        string            `json:"version,omitempty" msgpack:"version,omitempty"`
+	Scripted       bool              `json:"scripted,omitempty" msgpack:"scripted,omitempty"`
+	ModelSelection ModelSelection    `json:"modelSelection" msgpack:"modelSelection"`
+	EffortSupport  EffortSupport     `json:"effortSupport" msgpack:"effortSupport"`
+	ModelClassMap  map[string]string `json:"modelClassMap,omitempty" msgpack:"modelClassMap,omitempty"`
+	TrackRecord    []string          `json:"trackRecord,omitempty" msgpack:"trackRecord,omitempty"`
+}
+
+// CompactBackendsResult is a compact list-backends' answer.
+type CompactBackendsResult struct {
+	Backends []CompactBackend `json:"backends" msgpack:"backends"`
+}
+
+// Compact is r's compact form.
+func (r ListBackendsResult) Compact() CompactBackendsResult {
+	out := CompactBackendsResult{Backends: make([]CompactBackend, 0, len(r.Backends))}
+	for _, b := range r.Backends {
+		d, a := b.Descriptor, b.Availability
+		out.Backends = append(out.Backends, CompactBackend{ID: d.ID, DisplayName: d.DisplayName, Available: a.Available, Reason: a.Reason,
+			Version: a.Version, Scripted: d.Scripted, ModelSelection: d.ModelSelection, EffortSupport: d.EffortSupport,
+			ModelClassMap: d.ModelClassMap, TrackRecord: b.TrackRecord})
+	}
+	return out
+}
 
 // ListBackendsResult is what list-backends returns.
 type ListBackendsResult struct {

@@ -63,7 +63,7 @@ type ToolOp struct {
 // Validate method.
 var toolOps = []ToolOp{
 	{Name: OpListBackends, Input: reflect.TypeFor[ListBackends](),
-		Summary: "the capability matrix: every backend's descriptor (posture map, controls, edit tools, briefing notes), a live availability probe (and a track record where one is kept); call it first"},
+		Summary: "the capability matrix: every backend's descriptor (posture map, controls, edit tools, briefing notes), a live availability probe (and a track record where one is kept); call it first; compact: true for one short row per backend"},
 	{Name: OpStart, Input: reflect.TypeFor[Start](),
 		Summary: "open a session from a brief; returns sessionId, backend, posture, maxPosture, maxRounds; the first turn is then running"},
 	{Name: OpReadTurn, Input: reflect.TypeFor[ToolReadTurn](),
@@ -104,6 +104,7 @@ func toolOpNames() []string {
 // op types grow without a line here still appears in the schema (the test
 // in optool_test.go asks for one).
 var fieldDocs = map[string]string{
+	"compact":            "list-backends: one short row per backend (id, availability, model and effort facts) instead of the whole descriptors",
 	"brief":              "what the driven agent should do (the first turn's prompt)",
 	"maxPosture":         "the session's posture ceiling for its whole life; the server's own ceiling caps it (above it is refused)",
 	"initialPosture":     "the first turn's posture, at most maxPosture",

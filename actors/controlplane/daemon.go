@@ -56,6 +56,7 @@ type Daemon struct {
 	srv    *Server
 	reg    *prometheus.Registry
 	mcp    interface{ Close() }
+	notify *notifier // nil without notify.url
 
 	once    sync.Once
 	stopErr error
@@ -92,6 +93,12 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 	if o.OnEvent != nil {
 		listen = func(sid string, ev messages.PersistedEvent) { bridge.Listen(sid, ev); o.OnEvent(sid, ev) }
 	}
+	var notify *notifier
+	if o.Config.Notify.URL != "" {
+		notify = newNotifier(o.Config.Notify.URL, o.Token, log)
+		inner := listen
+		listen = func(sid string, ev messages.PersistedEvent) { inner(sid, ev); notify.listen(sid, ev) }
+	}
 	opts := []actors.Option{actors.WithStore(keepOpen{st}), actors.WithMetrics(reg),
 		actors.WithEventListener(listen), actors.WithLogger(log), actors.WithLearningJob()}
 	if o.Backends != nil {
@@ -100,6 +107,9 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 	rt, err := actors.New(o.Config, opts...)
 	if err != nil {
 		st.Close()
+		if notify != nil {
+			notify.close(context.Background()) // nothing queued: no runtime ran
+		}
 		return nil, err
 	}
 	bridge.Attach(rt.Store())
@@ -109,6 +119,9 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 		defer cancel()
 		_ = rt.Close(ctx)
 		_ = bridge.Close(ctx)
+		if notify != nil {
+			notify.close(ctx)
+		}
 		st.Close()
 		return err
 	}
@@ -129,7 +142,7 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 	if err != nil {
 		return nil, abandon(err)
 	}
-	return &Daemon{log: log, rt: rt, st: st, bridge: bridge, srv: srv, reg: reg, mcp: mcpH}, nil
+	return &Daemon{log: log, rt: rt, st: st, bridge: bridge, srv: srv, reg: reg, mcp: mcpH, notify: notify}, nil
 }
 
 // Handler is the control plane.
@@ -177,6 +190,9 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 	}
 	if err := d.rt.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("close the runtime: %w", err))
+	}
+	if d.notify != nil {
+		d.notify.close(ctx) // the runtime is closed: no notice comes after
 	}
 	if err := d.bridge.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("close the live feed: %w", err))

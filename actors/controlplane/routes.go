@@ -12,6 +12,7 @@ const routeHealthz = "GET /healthz"
 // bearer token. Any other method or path is a not_found envelope.
 //
 //	GET  /healthz                                   liveness (no auth)
+//	GET  /openapi.json                              every route described (openapi.go; no auth)
 //	GET  /metrics                                   Prometheus text
 //	GET  /api/backends                              list-backends
 //	GET  /api/code-sessions                         records, newest first
@@ -40,6 +41,7 @@ const routeHealthz = "GET /healthz"
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.handle(mux, routeHealthz, true, s.healthz)
+	s.handle(mux, routeOpenAPI, true, s.serveOpenAPI)
 	s.handle(mux, "GET /metrics", false, s.serveMetrics)
 	s.handle(mux, "GET /api/backends", false, s.listBackends)
 	s.handle(mux, "GET /api/code-sessions", false, s.listSessions)

@@ -74,6 +74,7 @@ type Options struct {
 // responses.
 type Server struct {
 	o        Options
+	patterns []string // every pattern routes() registered, in order (the OpenAPI test walks them)
 	rt       *actors.Runtime
 	bridge   *Bridge
 	log      *slog.Logger
@@ -158,6 +159,7 @@ var errDraining = &messages.Error{Code: messages.CodeInternal, Op: "http", Retry
 // answers 503, auth is checked unless open, and the outcome is counted.
 func (s *Server) handle(mux *http.ServeMux, pattern string, open bool, h handlerFunc) {
 	route := pattern
+	s.patterns = append(s.patterns, pattern)
 	mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {

@@ -142,7 +142,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c messages.ToolCall, progress
 	scope, ops := d.o.Scope, d.o.Ops
 	switch a := c.Args.(type) {
 	case *messages.ListBackends:
-		return ops.ListBackends(ctx, scope)
+		res, err := ops.ListBackends(ctx, scope)
+		if err != nil || !a.Compact {
+			return res, err
+		}
+		return res.Compact(), nil
 	case *messages.Start:
 		op, err := d.limitStart(*a)
 		if err != nil {

@@ -111,6 +111,20 @@ func TestMCPCommandEmbedded(t *testing.T) {
 	}
 	assert.True(t, ids["script"] && ids["claude-code"], "the default backends: %v", ids)
 
+	// compact: one short row per backend, the same backends (issue 37: the
+	// whole matrix is tens of KB a call)
+	var cb messages.CompactBackendsResult
+	require.True(t, toolCall(t, cs, map[string]any{"op": "list-backends", "compact": true}, &cb))
+	require.Len(t, cb.Backends, len(lb.Backends))
+	full, _ := json.Marshal(lb)
+	compact, _ := json.Marshal(cb)
+	t.Logf("list-backends: %d bytes; compact: %d bytes", len(full), len(compact))
+	assert.Less(t, 4*len(compact), len(full), "compact is a fraction of the whole matrix")
+	for i, b := range cb.Backends {
+		assert.Equal(t, lb.Backends[i].Descriptor.ID, b.ID)
+		assert.Equal(t, lb.Backends[i].Availability.Available, b.Available, b.ID)
+	}
+
 	// the flags are the ceilings; the calling agent cannot raise them
 	var e *messages.Error
 	require.False(t, toolCall(t, cs, map[string]any{"op": "start", "backend": "script", "brief": "x", "cwd": t.TempDir(), "maxPosture": "acceptEdits"}, &e))

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/codesession/codesession/actors/controlplane"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -285,4 +289,49 @@ func TestReadShowsASpinnerWhileWaiting(t *testing.T) {
 	c, err = parseReadFlags([]string{st.SessionID})
 	require.NoError(t, err)
 	assert.Nil(t, c.spinnerWriter(s), "not a terminal: no spinner")
+}
+
+// notify.url: a session that starts waiting on a human posts a signed
+// code_session_waiting notice to the webhook (a loopback receiver here).
+func TestWebhookWhenASessionWaits(t *testing.T) {
+	got := make(chan *http.Request, 4)
+	bodies := make(chan []byte, 4)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		got <- r
+		bodies <- b
+	}))
+	defer recv.Close()
+
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"notify": {"url": "`+recv.URL+`/hook"}}`), 0o600))
+	cli, _ := consoleDaemon(t, home, "--env", "CODESESSION_SCRIPT="+writeScenario(t, opsScenario))
+	r := cli("start", "--json", "--cwd", t.TempDir(), "ASK first")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st messages.StartResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+
+	var req *http.Request
+	select {
+	case req = <-got:
+	case <-time.After(time.Minute): // only stops a hang
+		t.Fatal("no webhook call")
+	}
+	body := <-bodies
+	assert.Equal(t, "/hook", req.URL.Path)
+	assert.Equal(t, http.MethodPost, req.Method)
+	var n controlplane.WaitingNotice
+	require.NoError(t, json.Unmarshal(body, &n), string(body))
+	assert.Equal(t, controlplane.WaitingType, n.Type)
+	assert.Equal(t, st.SessionID, n.SessionID)
+	assert.Equal(t, "Bash", n.ToolName)
+	assert.NotEmpty(t, n.ClarificationID)
+	tok, err := os.ReadFile(controlplane.TokenPath(home))
+	require.NoError(t, err)
+	assert.Equal(t, controlplane.Sign(strings.TrimSpace(string(tok)), body), req.Header.Get(controlplane.SignatureHeader), "signed with the token")
+	assert.NotEqual(t, controlplane.Sign("another token", body), req.Header.Get(controlplane.SignatureHeader))
+
+	r = runCLI(t, invocation{env: map[string]string{"CODESESSION_NOTIFY_URL": "ftp://x"}}, "config")
+	assert.Equal(t, exitUsage, r.code, "a notify.url that is not http(s) is refused")
+	assert.Contains(t, r.stderr, "notify.url")
 }

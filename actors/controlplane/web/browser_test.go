@@ -547,3 +547,52 @@ func uniq(s []uint64) []uint64 {
 	slices.Sort(c)
 	return slices.Compact(c)
 }
+
+// The start form offers the worktree toggle (it said isolation "is not
+// offered"): ticked, the session runs in a git worktree of its own.
+func TestStartFormOffersTheWorktreeToggle(t *testing.T) {
+	chromium(t)
+	dm := startDaemon(t, t.TempDir(), "127.0.0.1:0")
+	defer dm.stop()
+	cwd := gitRepo(t)
+	ctx, cancel := browser(t)
+	defer cancel()
+	run(t, ctx, "log in", chromedp.Navigate(dm.url("/")), chromedp.WaitVisible(chromedp.CSS("#login-form")),
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken), chromedp.Submit(chromedp.CSS("#login-form")),
+		chromedp.WaitVisible(chromedp.CSS("#nav-new")))
+	run(t, ctx, "open the start form", chromedp.Click(chromedp.CSS("#nav-new")), chromedp.WaitVisible(chromedp.CSS("#new-form")))
+	until(t, ctx, "the backends load", `window.codesession.view === 'new' && window.codesession.ready`)
+	assert.NotContains(t, text(t, ctx, `document.querySelector('#new-form').innerText`), "not offered")
+	run(t, ctx, "fill the form and tick the worktree",
+		chromedp.SendKeys(chromedp.CSS("#new-brief"), "Add a greet package"),
+		chromedp.SendKeys(chromedp.CSS("#new-cwd"), cwd),
+		chromedp.Click(chromedp.CSS("#new-isolate")))
+	run(t, ctx, "start", chromedp.Click(chromedp.CSS("#new-submit")), chromedp.WaitVisible(chromedp.CSS("#session-id")))
+	sid := text(t, ctx, `document.querySelector('#session-id').textContent`)
+	require.True(t, messages.ValidSessionID(sid), sid)
+	var d struct {
+		Record messages.SessionRecord `json:"record"`
+	}
+	dm.api("GET", "/api/code-sessions/"+sid, nil, &d)
+	require.NotNil(t, d.Record.Worktree, "the session runs in a worktree")
+	assert.NotEqual(t, cwd, d.Record.Worktree.Path)
+	assert.DirExists(t, d.Record.Worktree.Path)
+
+	// the scenario asks a permission question: the page title says the
+	// session waits, and the notification fires once
+	until(t, ctx, "the title says waiting", `document.title.startsWith('(waiting) `+sid[:11]+`')`)
+	until(t, ctx, "a waiting notification", `window.codesession.notified === 1`)
+
+	// two panes: the feed beside the diff pane, the feed above the fold
+	assert.Equal(t, "true", text(t, ctx, `(() => { const f = document.querySelector('#feed').getBoundingClientRect(), d = document.querySelector('#diff-pane').getBoundingClientRect();
+		return String(d.left >= f.right - 1 && Math.abs(d.top - f.top) < 80); })()`), "the diff pane is beside the feed")
+	assert.Equal(t, "true", text(t, ctx, `String(document.querySelector('#feed').getBoundingClientRect().top < window.innerHeight)`), "the feed starts above the fold")
+	run(t, ctx, "allow the question", chromedp.Click(chromedp.CSS(`#pending .pending button[data-decision="allow_once"]`)))
+	until(t, ctx, "the diff pane shows the turn's diff", `!!document.querySelector('#diff-pane').dataset.turn`)
+
+	// the list shows short ids, as the CLI's table does
+	run(t, ctx, "back to the list", chromedp.Navigate(dm.url("/#/")),
+		chromedp.WaitVisible(chromedp.CSS(`#sessions-body tr[data-sid="`+sid+`"]`)))
+	shown := text(t, ctx, `document.querySelector('#sessions-body tr[data-sid="`+sid+`"] a.sid').textContent`)
+	assert.Equal(t, sid[:11], shown, "cs_ and 8 hex digits")
+}

@@ -78,6 +78,7 @@ function listView() {
     const have = new Set([...backendSel.options].map((o) => o.value));
     for (const b of seenBackends) if (!have.has(b)) backendSel.append(h('option', { value: b }, b));
     const rows = [...recs.values()].sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
+    const short = shortIds(rows.map((r) => r.sessionId));
     clear(body);
     let shown = 0;
     for (const r of rows) {
@@ -87,7 +88,7 @@ function listView() {
       if (filters.q && !(r.taskBrief || '').toLowerCase().includes(filters.q) && !r.sessionId.includes(filters.q)) continue;
       shown++;
       body.append(h('tr', { dataset: { sid: r.sessionId, status: st } },
-        h('td', {}, h('a', { href: `#/s/${r.sessionId}`, class: 'sid' }, r.sessionId), h('div', { class: 'brief' }, (r.taskBrief || '').slice(0, 140))),
+        h('td', {}, h('a', { href: `#/s/${r.sessionId}`, class: 'sid', title: r.sessionId }, short.get(r.sessionId)), h('div', { class: 'brief' }, (r.taskBrief || '').slice(0, 140))),
         h('td', {}, statusBadge(st), r.outcome ? h('span', { class: 'muted' }, ` ${r.outcome}`) : null),
         h('td', {}, r.backendId),
         h('td', {}, r.model || '—', r.effort ? h('span', { class: 'muted' }, ` @${r.effort}`) : null),
@@ -191,14 +192,18 @@ function sessionView(sid) {
   const descriptorOf = () => backendList.find((b) => b.descriptor.id === rec?.backendId)?.descriptor || null;
   let descriptor = null;
   const feedEl = h('div', { class: 'feed', id: 'feed' });
-  const feed = new Feed(feedEl, state.stats);
+  const diffPane = h('div', { class: 'diff-pane', id: 'diff-pane' }, h('p', { class: 'muted' }, 'The latest turn\'s diff shows here.'));
+  const feed = new Feed(feedEl, state.stats, diffPane);
   state.feed = feed;
   const head = h('div', { class: 'session-head', id: 'session-head' });
   const attachRow = h('div', { class: 'attach', id: 'attach', hidden: true });
   const pendingBox = h('div', { id: 'pending' });
   const controls = h('div', { class: 'controls', id: 'controls' });
   const msg = h('p', { class: 'notice', id: 'session-notice' });
-  clear(view).append(h('p', {}, h('a', { href: '#/' }, '← sessions')), head, attachRow, pendingBox, msg, controls, h('h2', {}, 'Events'), feedEl);
+  // two panes: the feed beside the latest diff, above the controls
+  clear(view).append(h('p', {}, h('a', { href: '#/' }, '← sessions')), head, pendingBox, msg,
+    h('div', { class: 'panes', id: 'panes' }, h('div', { class: 'pane' }, h('h2', {}, 'Events'), feedEl), h('div', { class: 'pane' }, h('h2', {}, 'Diff'), diffPane)),
+    controls, attachRow);
 
   async function act(what, fn) {
     notice(msg, `${what}…`);
@@ -215,8 +220,9 @@ function sessionView(sid) {
   function renderHead() {
     if (!rec) return;
     const st = displayStatus(rec, feed.pending.size);
+    announce(rec, st);
     const chosen = postureChoice ?? rec.posture;
-    if (rendered(head, [rec, st, chosen, descriptor?.scripted, descriptor?.liveControls?.setPosture, age(rec.createdAt)])) return;
+    if (rendered(head, [rec, st, chosen, descriptor?.scripted, descriptor?.liveControls?.setPosture, age(rec.createdAt), feed.model])) return;
     const postureSel = h('select', { id: 'posture-select', disabled: !LIVE(rec.status) || (descriptor && !descriptor.liveControls?.setPosture),
       onchange: (e) => { postureChoice = e.target.value; } },
       ...POSTURES.map((p) => h('option', { value: p, selected: p === chosen, disabled: POSTURES.indexOf(p) > POSTURES.indexOf(rec.maxPosture) }, p)));
@@ -225,7 +231,7 @@ function sessionView(sid) {
       h('p', { class: 'brief-full' }, rec.taskBrief || ''),
       h('dl', { class: 'facts' },
         h('dt', {}, 'backend'), h('dd', {}, rec.backendId, descriptor?.scripted ? h('span', { class: 'badge warn' }, 'scripted') : null),
-        h('dt', {}, 'model'), h('dd', {}, rec.model || 'default', rec.effort ? ` @ ${rec.effort}` : ''),
+        h('dt', {}, 'model'), h('dd', { id: 'session-model' }, feed.model && feed.model !== rec.model ? `${feed.model}${rec.model ? ' (' + rec.model + ')' : ''}` : (rec.model || 'default'), rec.effort ? ` @ ${rec.effort}` : ''),
         h('dt', {}, 'posture'), h('dd', {}, h('span', { class: `badge posture-${rec.posture}`, id: 'posture-badge' }, rec.posture), h('span', { class: 'muted' }, ` ceiling ${rec.maxPosture}`), ' ',
           postureSel, h('button', { id: 'posture-set', disabled: postureSel.disabled, onclick: () => act('Set posture', () => api('POST', `/api/code-sessions/${sid}/posture`, { posture: postureSel.value })) }, 'Set')),
         h('dt', {}, 'rounds'), h('dd', {}, `${rec.roundsElapsed || 0}${rec.maxRounds ? ' of ' + rec.maxRounds : ''}`),
@@ -343,7 +349,7 @@ function sessionView(sid) {
         if (name === 'code_session_event') {
           const before = feed.pending.size;
           feed.add(d);
-          if (feed.pending.size !== before || d.event.type === 'clarification') { renderPending(); renderHead(); }
+          if (feed.pending.size !== before || d.event.type === 'clarification' || d.event.type === 'started') { renderPending(); renderHead(); }
           if (d.event.type === 'started') refreshSoon(); // the attach command needs the backend's id
           if (d.event.type === 'posture' && d.event.posture) {
             postureEvent = { posture: d.event.posture, at: Date.parse(d.at) };
@@ -407,6 +413,7 @@ function newView() {
     const body = { brief: f.get('brief'), backend: f.get('backend') };
     for (const k of ['cwd', 'agentModel', 'effort', 'initialPosture', 'maxPosture']) if (f.get(k)) body[k] = f.get(k);
     if (f.get('maxRounds')) body.maxRounds = Number(f.get('maxRounds'));
+    if (f.get('isolate')) body.isolate = 'worktree';
     notice(msg, 'Starting…');
     try {
       const res = await api('POST', '/api/code-sessions', body);
@@ -424,10 +431,50 @@ function newView() {
     h('label', {}, 'Posture', posture),
     h('label', {}, 'Ceiling', maxPosture),
     h('label', {}, 'Max rounds', h('input', { type: 'number', name: 'maxRounds', id: 'new-max-rounds', min: 1, placeholder: 'default' }))),
-  h('p', { class: 'muted' }, 'Isolation (a worktree or container per session) is not offered: this daemon runs sessions in the directory you give.'),
+  h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'isolate', id: 'new-isolate', value: 'worktree' }),
+    ' Isolate in a git worktree: the session works on a branch of its own beside the directory (which must be a git repository); prune removes the worktree and keeps the branch'),
   h('button', { type: 'submit', id: 'new-submit' }, 'Start session'));
   clear(view).append(h('h2', {}, 'New session'), msg, form);
   return () => {};
+}
+
+// shortIds cuts each id to the shortest prefix (at least 8 hex digits after
+// cs_) unique among ids, as the CLI's table does; each is accepted wherever
+// a SESSION is taken.
+function shortIds(ids) {
+  const sorted = [...ids].sort();
+  const out = new Map();
+  sorted.forEach((id, i) => {
+    let n = 3 + 8;
+    for (const j of [i - 1, i + 1]) {
+      const o = sorted[j];
+      if (!o || o === id) continue;
+      let c = 0;
+      while (c < id.length && c < o.length && id[c] === o[c]) c++;
+      n = Math.max(n, c + 1);
+    }
+    out.set(id, id.slice(0, Math.min(n, id.length)));
+  });
+  return out;
+}
+
+// announce puts a waiting session in the page title and, when the browser
+// allows it, raises a notification once each time the session starts
+// waiting on a question (state.notified counts them for the tests).
+let lastAnnounced = '';
+function announce(rec, st) {
+  const short = shortIds([rec.sessionId]).get(rec.sessionId);
+  document.title = st === 'waiting' ? `(waiting) ${short} — codesession` : `${short} ${st} — codesession`;
+  const key = `${rec.sessionId}:${st}`;
+  if (st !== 'waiting' || lastAnnounced === key) { if (st !== 'waiting') lastAnnounced = key; return; }
+  lastAnnounced = key;
+  state.notified = (state.notified || 0) + 1;
+  if ('Notification' in window && Notification.permission === 'granted') {
+    try { new Notification('codesession: a session waits on you', { body: `${short}: ${(rec.taskBrief || '').slice(0, 120)}`, tag: rec.sessionId }); } catch (_) { /* not allowed here */ }
+  }
+}
+if ('Notification' in window && Notification.permission === 'default') {
+  document.addEventListener('click', () => { Notification.requestPermission().catch(() => {}); }, { once: true });
 }
 
 // ---- routing ---------------------------------------------------------------

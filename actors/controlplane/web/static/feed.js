@@ -53,9 +53,13 @@ function shortInput(raw) {
 // An event whose seq it has shown already is dropped and counted: the
 // stream should never send one twice.
 export class Feed {
-  constructor(root, stats) {
+  // root holds the events; diffPane, when given, shows the latest turn's
+  // diff beside them (the two-pane session view).
+  constructor(root, stats, diffPane = null) {
     this.root = root;
     this.stats = stats;
+    this.diffPane = diffPane;
+    this.model = ''; // the concrete model the backend reported at its start
     this.seen = new Set();
     this.turns = new Map();
     this.tools = new Map();
@@ -75,8 +79,17 @@ export class Feed {
     return sec;
   }
 
-  // add renders one persisted event; it returns false for a duplicate.
+  // add renders one persisted event; it returns false for a duplicate. A
+  // reader at the bottom of the feed stays there as events arrive.
   add(pe) {
+    const r = this.root;
+    const atBottom = r.scrollHeight - r.scrollTop - r.clientHeight < 60;
+    const added = this.render(pe);
+    if (added && atBottom) r.scrollTop = r.scrollHeight;
+    return added;
+  }
+
+  render(pe) {
     this.stats.received.push(pe.seq);
     if (this.seen.has(pe.seq)) {
       this.stats.duplicates++;
@@ -163,8 +176,13 @@ export class Feed {
         return true;
       case 'turn_diff':
         sec.append(item('turn-diff', renderDiff(ev.diff || {}, `d${pe.seq}`)));
+        if (this.diffPane) {
+          this.diffPane.replaceChildren(h('h3', {}, `Turn ${pe.turn} diff`), renderDiff(ev.diff || {}, `p${pe.seq}`));
+          this.diffPane.dataset.turn = String(pe.turn);
+        }
         return true;
       case 'started':
+        if (ev.model) this.model = ev.model;
         sec.append(item('note', 'Backend session started', ev.model ? ` · model ${ev.model}` : '', ev.externalSessionId ? ` · id ${ev.externalSessionId}` : ''));
         return true;
       case 'warning':
