@@ -60,6 +60,9 @@ type sessionConfig struct {
 	retry      RetryPolicy
 	prices     map[string]Price
 	tools      toolEnv
+	// external, when set, are the only tools (OpenLoop, loop.go): each
+	// call runs, ungated.
+	external map[string]Tool
 }
 
 // turnReq is one StartTurn handed to the session's goroutine.
@@ -331,8 +334,12 @@ func (s *session) loop(tr *turnRun) (outcome, string) {
 		s.mu.Lock()
 		posture := s.posture
 		s.mu.Unlock()
+		offer := offered(posture, s.cfg.allowed)
+		if s.cfg.external != nil {
+			offer = s.offeredExternal()
+		}
 		req := request{model: s.cfg.model, system: s.cfg.system, messages: s.history,
-			tools: offered(posture, s.cfg.allowed), effort: s.cfg.effort, maxTokens: s.cfg.maxTokens}
+			tools: offer, effort: s.cfg.effort, maxTokens: s.cfg.maxTokens}
 		resp, err := retrying(ctx, s.cfg.retry, func(ctx context.Context) (response, bool, error) {
 			streamed := false
 			r, err := s.cfg.prov.stream(ctx, req, func(d delta) {
@@ -435,6 +442,9 @@ func (s *session) call(tr *turnRun, u block) (block, outcome) {
 		s.emit(turn, messages.Event{Type: messages.EvToolResult, ToolUseID: u.id, Output: out,
 			IsError: r.isError, Truncated: truncated, OriginalBytes: original})
 		return block{kind: blockToolResult, id: u.id, text: out, isError: r.isError}
+	}
+	if s.cfg.external != nil {
+		return s.callExternal(tr, u, input, result)
 	}
 	s.mu.Lock()
 	posture := s.posture
