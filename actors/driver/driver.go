@@ -114,11 +114,11 @@ type delegation struct {
 	sessions []string
 	verdicts map[string]messages.Outcome
 
-	ended  chan turnEnd   // the driver's turn ended (buffered 1)
-	cancel chan struct{}  // Cancel asked
-	once   sync.Once      // closes cancel
-	done   chan struct{}  // settled
-	final  Record         // valid once done is closed
+	ended  chan turnEnd  // the driver's turn ended (buffered 1)
+	cancel chan struct{} // Cancel asked
+	once   sync.Once     // closes cancel
+	done   chan struct{} // settled
+	final  Record        // valid once done is closed
 }
 
 type turnEnd struct {
@@ -174,7 +174,7 @@ func (d *Delegator) Delegate(ctx context.Context, req Request) (Record, error) {
 
 	now := d.o.Now()
 	id := newID()
-	dl := &delegation{id: id, scope: ScopeOf(id), backend: cmp.Or(cons.Backend, "none"), created: now, policy: pol, cwd: req.Cwd,
+	dl := &delegation{id: id, scope: ScopeOf(id), backend: cmp.Or(cons.Backend, "any"), created: now, policy: pol, cwd: req.Cwd,
 		verdicts: map[string]messages.Outcome{}, ended: make(chan turnEnd, 1), cancel: make(chan struct{}), done: make(chan struct{})}
 	// the constraints are in place before anything of the persona runs: a
 	// prompt-injected driver cannot pick its own ceiling
@@ -427,12 +427,9 @@ func (d *Delegator) finish(dl *delegation, rec Record, state State, report, errM
 	backend, sessionRounds := dl.backend, 0
 	if d.o.Meta != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		for i, sid := range rec.Sessions {
+		for _, sid := range rec.Sessions {
 			if m, err := d.o.Meta(ctx, sid); err == nil {
 				sessionRounds += m.RoundsElapsed
-				if i == 0 && backend == "none" {
-					backend = m.BackendID
-				}
 			}
 		}
 		cancel()

@@ -4,8 +4,8 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the frozen code_specialist_* families of seed 000 §8, with
 // one meaning each: a DELEGATION (a driver dispatch) is dispatched and
-// settles; they are labelled by the driven backend (the delegation's pin,
-// else the backend of the first session it drove, else "none").
+// settles; they are labelled by the driven backend the delegation pins
+// ("any" when it pins none: the driver picks per session).
 //
 //	code_specialist_dispatched_total{backend}       delegations dispatched
 //	code_specialist_settled_total{backend,state}    delegations settled: done, failed, cancelled
@@ -51,4 +51,14 @@ func (m *Metrics) settle(backend string, state State, ms float64, rounds int) {
 	m.settled.WithLabelValues(backend, string(state)).Inc()
 	m.duration.WithLabelValues(backend).Observe(ms)
 	m.rounds.WithLabelValues(backend).Observe(float64(rounds))
+}
+
+// Dispatched is the dispatch counter of backend (tests read it).
+func (m *Metrics) Dispatched(backend string) prometheus.Counter {
+	return m.dispatched.WithLabelValues(backend)
+}
+
+// Settled is the settle counter of backend and state (tests read it).
+func (m *Metrics) Settled(backend string, state State) prometheus.Counter {
+	return m.settled.WithLabelValues(backend, string(state))
 }
