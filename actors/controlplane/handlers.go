@@ -368,6 +368,16 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
+	if scope == s.scopes.def {
+		// a session a driver drove is resumed by a fresh driver that
+		// adopts it (delegations.go)
+		if view, handled, err := s.resumeDelegated(ctx, sid, req.Brief); handled {
+			if err != nil {
+				return err
+			}
+			return writeData(w, view)
+		}
+	}
 	res, err := s.rt.Resume(ctx, scope, messages.Resume{SessionID: sid, Brief: req.Brief, Takeover: true, MaxPosture: req.MaxPosture})
 	if err != nil {
 		return err
