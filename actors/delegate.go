@@ -116,6 +116,19 @@ func (r *Runtime) Delegation(id string) (driver.Record, error) {
 	return d.Get(id)
 }
 
+// AnswerDelegated answers a driven session's clarification that its
+// delegation handed to the human; handled is false when none waits on it
+// (then it is an ordinary answer).
+func (r *Runtime) AnswerDelegated(ctx context.Context, op messages.Answer) (messages.AnswerResult, bool, error) {
+	if r.delegator == nil {
+		return messages.AnswerResult{}, false, nil
+	}
+	if err := op.Validate(); err != nil {
+		return messages.AnswerResult{}, false, err
+	}
+	return r.delegator.Answer(ctx, op)
+}
+
 // Delegations lists every delegation, newest first.
 func (r *Runtime) Delegations() ([]driver.Record, error) {
 	d, err := r.delegations("delegations")

@@ -379,3 +379,47 @@ func TestResumedDelegationAdoptsTheRecord(t *testing.T) {
 		require.Equal(t, uint64(i+1), ev.Seq, "one gapless log")
 	}
 }
+
+// A clarification the driver's policy does not answer (clarify: human)
+// reaches the human: the record shows the question, the driver waits, and
+// the human's answer lets the session go on to the driver's verdict.
+func TestQuestionsTheDriverDoesNotAnswerReachTheHuman(t *testing.T) {
+	asking := &script.Scenario{Turns: []script.Turn{{Steps: []script.Step{
+		script.Tool("Bash", map[string]any{"command": "make test"}, "ok").Asking(), script.Text("tests pass")}}}}
+	f := newDriverFixture(t, driverScenario(nil), asking, nil)
+	agents := filepath.Join(f.rt.cfg.Home, "agents")
+	require.NoError(t, os.MkdirAll(agents, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(agents, "asker.md"), []byte("---\ndriver: true\nclarify: human\n---\nYou are the code specialist.\n"), 0o600))
+	rec := f.delegate(t, driver.Request{Agent: "asker", Brief: "DRIVE it"})
+	var q *driver.Question
+	require.Eventually(t, func() bool {
+		r, err := f.rt.Delegation(rec.ID)
+		q = r.Question
+		return err == nil && q != nil
+	}, time.Minute, 20*time.Millisecond, "the question reaches the record")
+	assert.Equal(t, "Bash", q.ToolName)
+	r, err := f.rt.Delegation(rec.ID)
+	require.NoError(t, err)
+	assert.Equal(t, driver.StateRunning, r.State, "the driver waits")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, handled, err := f.rt.AnswerDelegated(ctx, messages.Answer{SessionID: q.SessionID, ClarificationID: "clar-nope", Decision: messages.DecisionAllowOnce})
+	require.NoError(t, err)
+	assert.False(t, handled, "an unknown clarification is not the delegation's")
+	res, handled, err := f.rt.AnswerDelegated(ctx, messages.Answer{SessionID: q.SessionID, ClarificationID: q.ClarificationID, Decision: messages.DecisionAllowOnce})
+	require.NoError(t, err)
+	require.True(t, handled)
+	assert.True(t, res.OK)
+
+	done := f.wait(t, rec.ID)
+	require.Equal(t, driver.StateDone, done.State, "%+v", done)
+	assert.Nil(t, done.Question)
+	assert.Equal(t, messages.OutcomeSuccess, done.Verdicts[q.SessionID])
+	for _, tr := range f.mock.ToolResults() {
+		assert.False(t, strings.HasPrefix(tr.Content, `{"kind":"clarification"`), "the driver never had the question: %s", tr.Content)
+		if strings.HasPrefix(tr.Content, `{"kind":"turn_complete"`) {
+			assert.Contains(t, tr.Content, "Bash: allow_once", "the human's answer is in the round history the driver reads")
+		}
+	}
+}

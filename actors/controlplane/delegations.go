@@ -15,7 +15,11 @@ import (
 // token's scope only: a driver's sessions live under a scope of its own,
 // which only the daemon's operator sees.
 //
-//	POST /api/delegations                   {brief, agent?, cwd?, backend?, maxPosture?, maxRounds?, allowedTools?, supervised?}
+//	POST /api/delegations                   {brief, agent?, cwd?, backend?, maxPosture?, maxRounds?, allowedTools?, supervised?, askHuman?}
+//
+// A driven session's question its driver hands to the human (askHuman, or
+// the persona's clarify: human) is on the delegation's record, and is
+// answered through POST /api/code-sessions/{id}/answer like any other.
 //	GET  /api/delegations                   {delegations: [...]}, newest first
 //	GET  /api/delegations/{id}              {delegation, sessions: [records]}
 //	POST /api/delegations/{id}/cancel       ends it: its sessions are released
@@ -29,6 +33,7 @@ type delegateRequest struct {
 	MaxRounds    int              `json:"maxRounds,omitempty"`
 	AllowedTools []string         `json:"allowedTools,omitempty"`
 	Supervised   bool             `json:"supervised,omitempty"`
+	AskHuman     bool             `json:"askHuman,omitempty"`
 }
 
 // DelegationView is GET /api/delegations/{id}: the record and the records
@@ -65,7 +70,7 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
 	rec, err := s.rt.Delegate(ctx, driver.Request{Agent: req.Agent, Brief: req.Brief, Cwd: req.Cwd, Overrides: driver.Overrides{
-		Backend: req.Backend, MaxPosture: req.MaxPosture, MaxRounds: req.MaxRounds, AllowedTools: req.AllowedTools, Supervised: req.Supervised}})
+		Backend: req.Backend, MaxPosture: req.MaxPosture, MaxRounds: req.MaxRounds, AllowedTools: req.AllowedTools, Supervised: req.Supervised, AskHuman: req.AskHuman}})
 	if err != nil {
 		return err
 	}

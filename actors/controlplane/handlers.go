@@ -246,8 +246,17 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Answer(ctx, s.scopeOf(r), messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID,
-		Decision: req.Decision, Reason: req.Reason, Note: req.Note})
+	op := messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID, Decision: req.Decision, Reason: req.Reason, Note: req.Note}
+	if s.scopeOf(r) == s.scopes.def {
+		// a driven session's question its driver handed to the human
+		if res, handled, err := s.rt.AnswerDelegated(ctx, op); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			return writeData(w, res)
+		}
+	}
+	res, err := s.rt.Answer(ctx, s.scopeOf(r), op)
 	if err != nil {
 		return s.sessionErr(r.Context(), sid, err)
 	}

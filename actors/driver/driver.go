@@ -113,12 +113,26 @@ type delegation struct {
 	mu       sync.Mutex
 	sessions []string
 	verdicts map[string]messages.Outcome
+	question *Question // waiting for a human (policy AskHuman)
+
+	answers chan humanAnswer // a human's answer to question
 
 	ended  chan turnEnd  // the driver's turn ended (buffered 1)
 	cancel chan struct{} // Cancel asked
 	once   sync.Once     // closes cancel
 	done   chan struct{} // settled
 	final  Record        // valid once done is closed
+}
+
+// humanAnswer is a human's answer handed to the delegation waiting on it.
+type humanAnswer struct {
+	op    messages.Answer
+	reply chan<- answerReply
+}
+
+type answerReply struct {
+	res messages.AnswerResult
+	err error
 }
 
 type turnEnd struct {
@@ -175,7 +189,7 @@ func (d *Delegator) Delegate(ctx context.Context, req Request) (Record, error) {
 	now := d.o.Now()
 	id := newID()
 	dl := &delegation{id: id, scope: ScopeOf(id), backend: cmp.Or(cons.Backend, "any"), created: now, policy: pol, cwd: req.Cwd,
-		verdicts: map[string]messages.Outcome{}, ended: make(chan turnEnd, 1), cancel: make(chan struct{}), done: make(chan struct{})}
+		verdicts: map[string]messages.Outcome{}, answers: make(chan humanAnswer), ended: make(chan turnEnd, 1), cancel: make(chan struct{}), done: make(chan struct{})}
 	// the constraints are in place before anything of the persona runs: a
 	// prompt-injected driver cannot pick its own ceiling
 	if err := d.o.Runtime.SetScopeConstraints(ctx, dl.scope, cons); err != nil {
@@ -311,6 +325,9 @@ func (d *Delegator) call(ctx context.Context, dl *delegation, input json.RawMess
 	if err != nil {
 		return nil, messages.AsError(c.Op, err)
 	}
+	if tr, ok := res.(messages.TurnResult); ok && tr.Kind == messages.KindClarification && dl.policy.AskHuman {
+		return d.askHuman(ctx, dl, c, tr)
+	}
 	switch r := res.(type) {
 	case messages.StartResult:
 		dl.mu.Lock()
@@ -337,6 +354,80 @@ func (d *Delegator) call(ctx context.Context, dl *delegation, input json.RawMess
 		}
 	}
 	return res, nil
+}
+
+// askHuman hands a driven session's clarification to the human (the
+// policy does not let the driver answer it): the record shows it, the
+// driver's read-turn waits, and once the human answered (Answer) the read
+// goes on, so the driver gets the session's next result.
+func (d *Delegator) askHuman(ctx context.Context, dl *delegation, read messages.ToolCall, tr messages.TurnResult) (any, error) {
+	for tr.Kind == messages.KindClarification {
+		q := &Question{SessionID: tr.SessionID, ClarificationID: tr.ClarificationID, ToolName: tr.ToolName, Input: tr.Input, At: d.o.Now()}
+		dl.mu.Lock()
+		dl.question = q
+		dl.mu.Unlock()
+		d.update(dl.id, func(r *Record) { r.Question = q })
+		d.o.Logger.Info("code_session_question", "delegation", dl.id, "session", q.SessionID, "tool", q.ToolName, "clarification", q.ClarificationID)
+		answered := false
+		for !answered {
+			select {
+			case a := <-dl.answers:
+				res, err := d.o.Runtime.Answer(ctx, dl.scope, a.op)
+				a.reply <- answerReply{res: res, err: err}
+				answered = err == nil
+			case <-ctx.Done():
+				dl.mu.Lock()
+				dl.question = nil
+				dl.mu.Unlock()
+				return nil, messages.Wrap(messages.CodeTimeout, messages.OpReadTurn, ctx.Err(), "stopped waiting for the human's answer")
+			}
+		}
+		dl.mu.Lock()
+		dl.question = nil
+		dl.mu.Unlock()
+		d.update(dl.id, func(r *Record) { r.Question = nil })
+		res, err := dl.disp.Dispatch(ctx, read, nil)
+		if err != nil {
+			return nil, messages.AsError(read.Op, err)
+		}
+		tr = res.(messages.TurnResult)
+	}
+	return tr, nil
+}
+
+// Answer answers a driven session's clarification that waits for a human
+// (Record.Question). handled is false when no live delegation of this
+// runtime waits on that clarification (answer it as any other).
+func (d *Delegator) Answer(ctx context.Context, op messages.Answer) (res messages.AnswerResult, handled bool, err error) {
+	d.mu.Lock()
+	var dl *delegation
+	for _, x := range d.live {
+		x.mu.Lock()
+		q := x.question
+		x.mu.Unlock()
+		if q != nil && q.SessionID == op.SessionID && q.ClarificationID == op.ClarificationID {
+			dl = x
+			break
+		}
+	}
+	d.mu.Unlock()
+	if dl == nil {
+		return res, false, nil
+	}
+	reply := make(chan answerReply, 1)
+	select {
+	case dl.answers <- humanAnswer{op: op, reply: reply}:
+	case <-dl.done:
+		return res, true, messages.Errorf(messages.CodeNotLive, messages.OpAnswer, "the delegation settled before the answer reached it")
+	case <-ctx.Done():
+		return res, true, messages.Wrap(messages.CodeTimeout, messages.OpAnswer, ctx.Err(), "the delegation did not take the answer")
+	}
+	select {
+	case r := <-reply:
+		return r.res, true, r.err
+	case <-ctx.Done():
+		return res, true, messages.Wrap(messages.CodeTimeout, messages.OpAnswer, ctx.Err(), "the answer was not confirmed")
+	}
 }
 
 func (d *Delegator) update(id string, f func(*Record)) {

@@ -17,6 +17,12 @@ import (
 	"github.com/codesession/codesession/messages"
 )
 
+// Who answers a driven session's clarifications (the clarify key).
+const (
+	ClarifyDriver = "driver"
+	ClarifyHuman  = "human"
+)
+
 // DefaultPersona is the packaged driver persona's name.
 const DefaultPersona = "code-specialist"
 
@@ -46,7 +52,11 @@ type Persona struct {
 	AllowedTools []string
 	Model        string
 	Effort       messages.Effort
-	Prompt       string
+	// Clarify says who answers the driven sessions' clarifications:
+	// "driver" (the default: the persona decides) or "human" (each one
+	// goes to the human, and the driver waits for the answer).
+	Clarify string
+	Prompt  string
 	// Source is where it was read: "packaged" or the file's path.
 	Source string
 }
@@ -282,8 +292,17 @@ func (p *Persona) set(key, val string) error {
 			return fmt.Errorf("unknown effort %q", s)
 		}
 		p.Effort = e
+	case "clarify":
+		s, err := scalar(val)
+		if err != nil {
+			return err
+		}
+		if s != ClarifyDriver && s != ClarifyHuman {
+			return fmt.Errorf("want %s or %s, got %q", ClarifyDriver, ClarifyHuman, s)
+		}
+		p.Clarify = s
 	default:
-		return errors.New("unknown key (name, description, driver, backend, maxPosture, initialPosture, maxRounds, allowedTools, model, effort)")
+		return errors.New("unknown key (name, description, driver, backend, maxPosture, initialPosture, maxRounds, allowedTools, model, effort, clarify)")
 	}
 	return nil
 }
@@ -359,6 +378,7 @@ func (p Persona) Render() []byte {
 	}
 	kv("model", p.Model)
 	kv("effort", string(p.Effort))
+	kv("clarify", p.Clarify)
 	b.WriteString("---\n")
 	b.WriteString(p.Prompt)
 	b.WriteString("\n")

@@ -21,6 +21,8 @@ type Overrides struct {
 	AllowedTools []string
 	// Supervised pins the driven backend to SupervisedBackend.
 	Supervised bool
+	// AskHuman sends every clarification to the human (as clarify: human).
+	AskHuman bool
 }
 
 // Policy is what the runtime holds a delegation's sessions to: the scope
@@ -29,6 +31,9 @@ type Overrides struct {
 type Policy struct {
 	Constraints    messages.ScopeConstraints
 	InitialPosture messages.Posture
+	// AskHuman: the driven sessions' clarifications go to the human, not
+	// to the driver (the persona's clarify: human, or the caller's).
+	AskHuman bool
 }
 
 // Merge combines a persona's frontmatter policy with the caller's
@@ -85,6 +90,7 @@ func Merge(p Persona, o Overrides, ceiling messages.Posture) (Policy, error) {
 		}
 		c.AllowedTools = append([]string(nil), o.AllowedTools...)
 	}
+	pol.AskHuman = p.Clarify == ClarifyHuman || o.AskHuman
 	pol.InitialPosture = p.InitialPosture
 	if pol.InitialPosture != "" && c.MaxPosture != "" {
 		pol.InitialPosture = messages.MinPosture(pol.InitialPosture, c.MaxPosture)

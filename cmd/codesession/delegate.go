@@ -26,6 +26,7 @@ type delegateCmd struct {
 	maxRounds  int
 	tools      []string
 	supervised bool
+	askHuman   bool
 	cwd        string
 	wait       bool
 	json       bool
@@ -40,6 +41,7 @@ func (c *delegateCmd) flagSet() *pflag.FlagSet {
 	fs.IntVar(&c.maxRounds, "max-rounds", 0, "narrow the persona's round budget per session")
 	fs.StringSliceVar(&c.tools, "allowed-tools", nil, "the driven sessions' tools (comma-separated)")
 	fs.BoolVar(&c.supervised, "supervised", false, "pin the driven backend to native (the in-process loop)")
+	fs.BoolVar(&c.askHuman, "ask-human", false, "hand every clarification of the driven sessions to you (codesession answer), not to the driver")
 	fs.StringVar(&c.cwd, "cwd", "", "the repository the driver's sessions work in (default: the current directory)")
 	fs.BoolVar(&c.wait, "wait", false, "wait until the driver settles and print its report (exit 1 unless it is done)")
 	fs.BoolVar(&c.json, "json", false, "print the delegation record as one JSON object")
@@ -97,7 +99,7 @@ func (c *delegateCmd) exec(ctx context.Context, s *streams) error {
 	if err != nil {
 		return err
 	}
-	body := map[string]any{"brief": c.brief, "agent": c.agent, "cwd": c.cwd, "supervised": c.supervised}
+	body := map[string]any{"brief": c.brief, "agent": c.agent, "cwd": c.cwd, "supervised": c.supervised, "askHuman": c.askHuman}
 	if c.backend != "" {
 		body["backend"] = c.backend
 	}
