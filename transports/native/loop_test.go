@@ -61,4 +61,3 @@ func TestOpenLoopOffersOnlyTheCallersTools(t *testing.T) {
 	assert.True(t, messages.IsCode(err, messages.CodeInvalid), "a loop needs a tool: %v", err)
 	var _ transports.Session = s
 }
-
