@@ -423,3 +423,20 @@ func TestQuestionsTheDriverDoesNotAnswerReachTheHuman(t *testing.T) {
 		}
 	}
 }
+
+// A driver whose process died while it ran is marked killed at the next
+// boot (its sessions are orphaned by the store's own sweep).
+func TestADeadProcessesDelegationIsMarkedKilledAtBoot(t *testing.T) {
+	cfg := testConfig(t)
+	recs, err := driver.OpenRecords(cfg.Home)
+	require.NoError(t, err)
+	const id = "dl_00000000000000000000beef"
+	now := time.Now()
+	require.NoError(t, recs.Put(driver.Record{ID: id, Agent: driver.DefaultPersona, Scope: driver.ScopeOf(id), Runtime: "rt-long-gone",
+		State: driver.StateRunning, Sessions: []string{}, CreatedAt: now, UpdatedAt: now}))
+	rt := newRuntime(t, cfg, &script.Scenario{})
+	rec, err := rt.Delegation(id)
+	require.NoError(t, err)
+	assert.Equal(t, driver.StateKilled, rec.State)
+	assert.NotEmpty(t, rec.Error)
+}

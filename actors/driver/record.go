@@ -105,13 +105,13 @@ type Records struct {
 	mu  sync.Mutex
 }
 
-// OpenRecords keeps records under <home>/delegations.
+// OpenRecords keeps records under <home>/delegations (made with the
+// first record: a home that never delegated has none).
 func OpenRecords(home string) (*Records, error) {
-	dir := filepath.Join(home, "delegations")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	if home == "" {
+		return nil, errors.New("delegation records need a home")
 	}
-	return &Records{dir: dir}, nil
+	return &Records{dir: filepath.Join(home, "delegations")}, nil
 }
 
 func (rs *Records) path(id string) string { return filepath.Join(rs.dir, id+".json") }
@@ -127,6 +127,9 @@ func (rs *Records) Put(rec Record) error {
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	if err := os.MkdirAll(rs.dir, 0o700); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(rs.dir, "."+rec.ID+".*")
 	if err != nil {
 		return err
@@ -186,6 +189,9 @@ func (rs *Records) get(id string) (Record, error) {
 // List returns every record, newest first; unreadable files are skipped.
 func (rs *Records) List() ([]Record, error) {
 	entries, err := os.ReadDir(rs.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
