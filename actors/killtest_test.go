@@ -167,8 +167,9 @@ func crashRound(t *testing.T, faults bool, killAfter int) {
 	stopped := map[string]bool{}
 	lines := 0
 	sc := bufio.NewScanner(stdout)
-	// only stops a hang; the kill point is chosen by killAfter
-	deadline := time.AfterFunc(3*time.Minute, func() { _ = cmd.Process.Kill() })
+	// only stops a hang (generous: a loaded machine is slow, not wrong);
+	// the kill point is chosen by killAfter
+	deadline := time.AfterFunc(10*time.Minute, func() { _ = cmd.Process.Kill() })
 	defer deadline.Stop()
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -180,7 +181,9 @@ func crashRound(t *testing.T, faults bool, killAfter int) {
 			stopped[f[1]] = true
 		}
 		lines++
-		if lines >= killAfter || (len(f) == 1 && f[0] == "done") {
+		// the kill waits for a first acknowledgement, however slow the
+		// machine: a round with nothing acknowledged would check nothing
+		if (lines >= killAfter && len(acked) > 0) || (len(f) == 1 && f[0] == "done") {
 			break
 		}
 	}
@@ -188,8 +191,7 @@ func crashRound(t *testing.T, faults bool, killAfter int) {
 	_ = cmd.Wait()
 	requireLeasesFree(t, home)
 	if len(acked) == 0 {
-		t.Logf("child stderr:\n%s", stderr.String())
-		t.Skip("the child acknowledged nothing before the kill (a very slow machine): nothing to check")
+		t.Fatalf("the child acknowledged nothing in %d lines before it ended or hung; its stderr:\n%s", lines, stderr.String())
 	}
 
 	// the next boot: WAL replay, then the boot sweep

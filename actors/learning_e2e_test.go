@@ -20,6 +20,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/script"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // gitRepo makes a work tree with one commit and returns it and its HEAD.
@@ -71,9 +72,7 @@ func modelAnswering(t *testing.T, answer string) lessons.Model {
 // pass against modelmock makes a lesson; the same revision twice counts
 // once; the lesson is injected only after two independent supports.
 func TestLearningLoopEndToEnd(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git") // revisions are what makes evidence independent
-	}
+	subprocesstest.Git(t) // revisions are what makes evidence independent
 	sc := &script.Scenario{Turns: []script.Turn{
 		{Match: "write one", Steps: []script.Step{script.Write("one.txt", "1\n"), script.Text("wrote one")}},
 		{Match: "write two", Steps: []script.Step{script.Write("two.txt", "2\n"), script.Text("wrote two")}},

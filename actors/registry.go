@@ -9,6 +9,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/actors/diffcapture"
 	"github.com/codesession/codesession/actors/session"
 	"github.com/codesession/codesession/actors/store"
@@ -30,6 +31,11 @@ type (
 		// before its start (isolate.go): the id names its branch.
 		sessionID string
 		worktree  *messages.Worktree
+		// plan and provision are what capability curation made for the
+		// start (provision.go), for planBackend.
+		plan        *transports.Provision
+		provision   *messages.Provision
+		planBackend string
 	}
 	// regOp routes a session op; the session answers the op's own channel.
 	regOp struct {
@@ -65,6 +71,7 @@ type (
 		regResume
 		rec     messages.SessionRecord
 		lastSeq uint64
+		prov    curation.Result // the resumed run's capabilities
 	}
 )
 
@@ -93,11 +100,14 @@ type registry struct {
 	cfg       *config.Config
 	backends  *transports.Registry
 	store     store.Store
-	capture   diffcapture.Factory
-	policy    supervise.Policy
-	hooks     session.Hooks
-	metrics   *Metrics
-	now       func() time.Time
+	// curate runs capability curation for a resumed run (nil: off); it is
+	// called off the registry's goroutine.
+	curate  func(ctx context.Context, sid, cwd, backend string) curation.Result
+	capture diffcapture.Factory
+	policy  supervise.Policy
+	hooks   session.Hooks
+	metrics *Metrics
+	now     func() time.Time
 	// onReleased is told each session whose released event is durable (the
 	// learning loop records its outcome); it must not block.
 	onReleased func(sessionID string)
@@ -261,6 +271,15 @@ func (r *registry) start(c *actor.Context, m regStart) {
 	}
 	spec.SessionID = cmp.Or(m.sessionID, messages.NewSessionID())
 	spec.Worktree = m.worktree
+	spec.Provision, spec.ProvisionMeta = m.plan, m.provision.Clone()
+	if spec.ProvisionMeta != nil && spec.Descriptor.ID != m.planBackend {
+		// the scope pinned another backend than the one provisioned for
+		pm := spec.ProvisionMeta
+		pm.Notes = append(pm.Notes, "provisioned for "+m.planBackend+", but the scope runs "+spec.Descriptor.ID+": nothing applied")
+		pm.Ignored, pm.Applied, pm.TokenScopeNotes = append(pm.Ignored, pm.Applied...), nil, nil
+		spec.Provision = nil
+		releaseProvision(r.cfg.Home, spec.SessionID)
+	}
 	spec.OwnerScope = m.scope
 	spec.Runtime = r.runtimeID
 	r.spawn(c, spec, t, m.reply, nil, 0)
@@ -340,7 +359,11 @@ func (r *registry) resume(c *actor.Context, m regResume) {
 			fail(messages.AsError(op, err))
 			return
 		}
-		engine.Send(self, regAdopt{regResume: m, rec: rec, lastSeq: last})
+		var prov curation.Result
+		if r.curate != nil { // the run gets the project's capabilities as of now
+			prov = r.curate(ctx, sid, rec.Cwd, rec.BackendID)
+		}
+		engine.Send(self, regAdopt{regResume: m, rec: rec, lastSeq: last, prov: prov})
 	}()
 }
 
@@ -377,7 +400,7 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: routing.ResolveModel(t.Descriptor(), rec.Model), Effort: rec.Effort,
 		MaxPosture: lim.maxPosture, Posture: lim.posture, MaxRounds: lim.maxRounds, AllowedTools: lim.tools,
 		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID,
-		AdoptWarnings: lim.warnings}
+		AdoptWarnings: lim.warnings, Provision: m.prov.Plan, ProvisionMeta: m.prov.Meta}
 	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)
 }
 
@@ -464,6 +487,7 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 	}
 	delete(r.live, m.SessionID)
 	r.stopping[m.SessionID] = e.scope
+	releaseProvision(r.cfg.Home, m.SessionID) // every release path ends here
 	if m.Abandoned {
 		r.log.Warn("session abandoned at shutdown before its release was durable; the boot sweep will mark it orphaned", "session", m.SessionID)
 		r.metrics.live.Dec()

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/actors/diffcapture"
 	"github.com/codesession/codesession/actors/driver"
 	"github.com/codesession/codesession/actors/session"
@@ -60,6 +62,8 @@ type options struct {
 	injectSession  func(sessionID, actor string, msg any)
 	diffDeadline   time.Duration // tests: session.Options.DiffDeadline
 	driverLoop     *native.Transport
+	curator        *curation.Curator
+	noCuration     bool
 }
 
 // WithPersistLimits sets how many unacknowledged events a session holds
@@ -93,7 +97,9 @@ func WithEventListener(f func(sessionID string, ev messages.PersistedEvent)) Opt
 	return func(o *options) { o.onEvent = f }
 }
 
-// WithLogger sets the runtime's logger (default slog.Default()).
+// WithLogger sets the runtime's logger. Without it the runtime logs nothing:
+// an embedded library must not write through the process's default logger
+// unless asked to (pass slog.Default() for that).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // DefaultBackends returns a registry of every built-in backend.
@@ -114,6 +120,7 @@ type Runtime struct {
 	tokens   atomic.Uint64
 	closed   atomic.Bool
 	learn    *loop.Loop         // nil when the learning loop could not open
+	curator  *curation.Curator  // nil: curation off
 	stopJob  context.CancelFunc // the nightly lesson job, when running
 	log      *slog.Logger
 	kit      *proc.Kit // the backends' processes: cgroups, boot-sweep records
@@ -137,7 +144,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{now: time.Now, logger: slog.Default()}
+	o := options{now: time.Now, logger: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -150,7 +157,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		o.capture = diffcapture.GitFactory
 	}
 	if o.store == nil {
-		fs, err := filestore.Open(cfg.Home)
+		fs, err := filestore.Open(cfg.Home, filestore.WithLogger(log))
 		if err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
@@ -190,6 +197,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log, kit: kit}
 	rt.driverMetrics = driver.NewMetrics(o.metrics)
 	rt.learn = o.learning
+	if !o.noCuration && cfg.Home != "" {
+		rt.curator = cmp.Or(o.curator, curation.NewCurator(cfg.Home, log))
+	}
 	if rt.learn == nil && !o.noLearning {
 		rt.learn = openLearning(cfg, o.store, o.backends, o.metrics, log)
 	}
@@ -234,6 +244,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		policy: policyFrom(cfg.Supervision), hooks: hooks, metrics: m, now: o.now, maxHeld: o.maxHeld, giveUp: o.giveUp}
 	if rt.learn != nil {
 		reg.onReleased = rt.learn.Released
+	}
+	if rt.curator != nil {
+		reg.curate = rt.curateResume
 	}
 	reg.inject, reg.injectSession, reg.diffDeadline = o.injectRegistry, o.injectSession, o.diffDeadline
 	if kit != nil {
@@ -367,14 +380,19 @@ func (r *Runtime) Start(ctx context.Context, scope string, op messages.Start) (r
 	if err != nil {
 		return res, err
 	}
+	sid := cmp.Or(iso.sessionID, messages.NewSessionID())
+	prov := r.curate(ctx, sid, op) // provision.go: before the registry, off its goroutine
 	ch := make(chan session.Result[messages.StartResult], 1)
-	r.engine.Send(r.registry, regStart{scope: scope, op: op, reply: ch, sessionID: iso.sessionID, worktree: iso.worktree})
+	r.engine.Send(r.registry, regStart{scope: scope, op: op, reply: ch, sessionID: sid, worktree: iso.worktree,
+		plan: prov.Plan, provision: prov.Meta, planBackend: cmp.Or(op.Backend, r.cfg.DefaultBackend)})
 	res, err = await(ctx, messages.OpStart, ch)
 	if err != nil && !messages.IsCode(err, messages.CodeTimeout) {
 		iso.undo() // refused: no session will use it
+		unprovision(prov)
 	}
 	if err == nil {
 		res.Worktree, res.Warnings = iso.worktree, iso.warnings
+		r.writeManifest(ctx, sid, op, prov)
 	}
 	return res, err
 }

@@ -623,54 +623,69 @@ func (t *rawTarget) close(context.Context) error {
 	return nil
 }
 
-func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
-	p := newProgress(o, SuiteFeed)
-	res := &Result{Suite: SuiteFeed, Params: fmt.Sprintf("%d subscribers keeping up + %d deliberately slow, %d events over %d sessions at a target %.0f events/s, SSE on 127.0.0.1",
-		o.Subscribers, o.SlowSubscribers, o.FeedEvents, feedSessions, o.Rate)}
-	newRun := func(sids []string) *feedRun {
-		per := (o.FeedEvents + len(sids) - 1) / len(sids)
-		f := &feedRun{o: o, sids: sids, perSess: per, published: o.FeedEvents, pubAt: make([][]atomic.Int64, len(sids)), lastSeq: make([]uint64, len(sids))}
-		for i := range f.pubAt {
-			f.pubAt[i] = make([]atomic.Int64, per+1)
-		}
-		for i := range o.FeedEvents {
-			f.lastSeq[i%len(sids)]++
-		}
-		for _, l := range f.lastSeq {
-			if l > 0 {
-				f.finals++
-			}
-		}
-		return f
+// newFeedRun lays out o.FeedEvents events over sids.
+func newFeedRun(o Options, sids []string) *feedRun {
+	per := (o.FeedEvents + len(sids) - 1) / len(sids)
+	f := &feedRun{o: o, sids: sids, perSess: per, published: o.FeedEvents, pubAt: make([][]atomic.Int64, len(sids)), lastSeq: make([]uint64, len(sids))}
+	for i := range f.pubAt {
+		f.pubAt[i] = make([]atomic.Int64, per+1)
 	}
+	for i := range o.FeedEvents {
+		f.lastSeq[i%len(sids)]++
+	}
+	for _, l := range f.lastSeq {
+		if l > 0 {
+			f.finals++
+		}
+	}
+	return f
+}
 
-	p.printf("control plane: bridge and server")
+// feedPair measures the control plane, then the raw fan-out, with the
+// same subscribers and events (o), one after the other.
+func feedPair(ctx context.Context, o Options, dir string, p *progress, res *Result) (cp, raw feedOutcome, err error) {
+	p.printf("control plane: bridge and server (%d subscribers)", o.Subscribers)
 	bt, err := newBridgeTarget(o, filepath.Join(dir, "home"))
 	if err != nil {
-		return nil, err
+		return cp, raw, err
 	}
 	sids, err := bt.createSessions(ctx, feedSessions)
 	if err != nil {
 		bt.close(ctx)
-		return nil, err
+		return cp, raw, err
 	}
-	cp, err := newRun(sids).run(ctx, bt, p)
+	cp, err = newFeedRun(o, sids).run(ctx, bt, p)
 	cerr := bt.close(ctx)
 	if err != nil {
-		return nil, err
+		return cp, raw, err
 	}
 	if cerr != nil {
 		res.note("closing the control plane: %v", cerr)
 	}
 
-	p.printf("raw fan-out baseline")
+	p.printf("raw fan-out baseline (%d subscribers)", o.Subscribers)
 	rawSids := make([]string, feedSessions)
 	for i := range rawSids {
 		rawSids[i] = messages.NewSessionID()
 	}
 	rt := newRawTarget()
-	raw, err := newRun(rawSids).run(ctx, rt, p)
+	raw, err = newFeedRun(o, rawSids).run(ctx, rt, p)
 	rt.close(ctx)
+	return cp, raw, err
+}
+
+// curveEvents is how many events each point of the subscriber curve
+// publishes: a third of the main run's, at least 300.
+func curveEvents(o Options) int { return max(o.FeedEvents/3, 300) }
+
+func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
+	p := newProgress(o, SuiteFeed)
+	res := &Result{Suite: SuiteFeed, Params: fmt.Sprintf("%d subscribers keeping up + %d deliberately slow, %d events over %d sessions at a target %.0f events/s, SSE on 127.0.0.1",
+		o.Subscribers, o.SlowSubscribers, o.FeedEvents, feedSessions, o.Rate)}
+	if len(o.FeedCurve) > 0 {
+		res.Params += fmt.Sprintf("; then a curve at %v subscribers (%d events each, none slow)", o.FeedCurve, curveEvents(o))
+	}
+	cp, raw, err := feedPair(ctx, o, filepath.Join(dir, "main"), p, res)
 	if err != nil {
 		return nil, err
 	}
@@ -705,6 +720,25 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("latency runs from the bridge's Listen (the event already durable) to the subscriber reading its id line; the raw baseline encodes each event once and writes the same frames through plain net/http")
 	if cp.fastDropped+cp.fastCut > 0 {
 		res.note("%d subscribers meant to keep up fell behind and were dropped or cut: the machine did not serve %d subscribers at this rate (reported, not a failure)", cp.fastDropped+cp.fastCut, o.Subscribers)
+	}
+	var curveLost failures
+	for i, n := range o.FeedCurve {
+		oc := o
+		oc.Subscribers, oc.SlowSubscribers, oc.FeedEvents = n, 0, curveEvents(o)
+		ccp, craw, err := feedPair(ctx, oc, filepath.Join(dir, fmt.Sprintf("curve%d", i)), p, res)
+		if err != nil {
+			return nil, err
+		}
+		label := fmt.Sprintf("curve, %d subscribers: delivery latency", n)
+		res.vs(label+" p50", ms(ccp.lat.p50), UnitMs, "raw net/http fan-out", ms(craw.lat.p50))
+		res.vs(label+" p99", ms(ccp.lat.p99), UnitMs, "raw net/http fan-out", ms(craw.lat.p99))
+		res.row(fmt.Sprintf("curve, %d subscribers: subscribers dropped or cut", n), float64(ccp.fastDropped+ccp.fastCut), UnitSubs)
+		for _, d := range ccp.disorder {
+			curveLost.add("%d subscribers: %s", n, d)
+		}
+	}
+	if len(o.FeedCurve) > 0 {
+		curveLost.report(res, "curve: subscribers that kept up got every event", fmt.Sprintf("at each of %v subscribers, every subscriber not dropped received every event in order, none twice", o.FeedCurve))
 	}
 	return res, nil
 }

@@ -72,6 +72,10 @@ type Options struct {
 	SlowSubscribers int
 	Rate            float64
 	FeedEvents      int
+	// FeedCurve, when set, has the feed suite measure both fan-outs again
+	// at each of these subscriber counts (none slow, a third of the
+	// events): latency as subscribers grow.
+	FeedCurve []int
 
 	// StoreSessions session logs each take StoreAppends appends in the
 	// store suite.
@@ -164,6 +168,11 @@ func (o Options) Validate() error {
 	var bad []string
 	if o.Events > 0 && o.Events < MinEvents {
 		bad = append(bad, fmt.Sprintf("events: %d is fewer than the %d a scripted turn needs", o.Events, MinEvents))
+	}
+	for _, c := range o.FeedCurve {
+		if c <= 0 {
+			bad = append(bad, fmt.Sprintf("curve: %d is not a positive number of subscribers", c))
+		}
 	}
 	for _, c := range o.Concurrency {
 		if c <= 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/codesession/codesession/actors"
 	"github.com/codesession/codesession/actors/diffcapture"
+	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
@@ -47,7 +48,11 @@ func openRuntime(o Options, home string, backends *transports.Registry, env map[
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	cs := &countingStore{Store: st}
-	opts := append([]actors.Option{actors.WithStore(cs), actors.WithBackends(backends),
+	var given store.Store = cs
+	if _, ok := st.(store.Pipeliner); ok {
+		given = pipelinedCountingStore{cs} // sessions pipeline their appends through the counts
+	}
+	opts := append([]actors.Option{actors.WithStore(given), actors.WithBackends(backends),
 		actors.WithDiffCapture(diffcapture.NoopFactory), actors.WithLogger(o.Logger),
 		actors.WithoutLearning()}, extra...) // the runtime alone: no outcome reads or appends in the counts
 	rt, err := actors.New(cfg, opts...)

@@ -47,6 +47,29 @@ func (c *countingStore) AppendRecord(ctx context.Context, sid string, evs []mess
 	return err
 }
 
+// pipelinedCountingStore is a countingStore over a store.Pipeliner, and
+// one itself, counting what its pipelined appends commit.
+type pipelinedCountingStore struct{ *countingStore }
+
+func (c pipelinedCountingStore) StartAppend(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord) func() error {
+	t0 := time.Now()
+	wait := c.Store.(store.Pipeliner).StartAppend(ctx, sid, evs, rec)
+	return func() error {
+		err := wait()
+		c.busy.Add(int64(time.Since(t0)))
+		if err == nil {
+			if len(evs) > 0 {
+				c.appends.Add(1)
+				c.events.Add(int64(len(evs)))
+			}
+			if rec != nil {
+				c.metas.Add(1)
+			}
+		}
+		return err
+	}
+}
+
 func (c *countingStore) Create(ctx context.Context, rec messages.SessionRecord) error {
 	t0 := time.Now()
 	err := c.Store.Create(ctx, rec)

@@ -61,8 +61,10 @@ type Config struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Supervision is the restart policy of each session's children.
 	Supervision Supervision `json:"supervision"`
-	// LogLevel is debug, info, warn or error.
-	LogLevel string `json:"logLevel"`
+	// LogLevel is debug, info, warn or error. Empty (the default) means
+	// each command's own: info for the daemon (serve), warn for the CLI
+	// commands, which are quiet like gh or kubectl unless --verbose.
+	LogLevel string `json:"logLevel,omitempty"`
 	// LogFormat is text (key=value lines) or json (one object a line).
 	LogFormat string `json:"logFormat,omitempty"`
 	// Learning configures the learning loop's lesson distiller.
@@ -173,7 +175,6 @@ func Default() Config {
 			ShutdownTimeout: Duration(5 * time.Second),
 			Strategy:        "one-for-one",
 		},
-		LogLevel:    "info",
 		Learning:    Learning{Distill: true, DistillAt: "04:00"},
 		TurnTimeout: Duration(30 * time.Minute),
 		Daemon:      Daemon{MaxPosture: messages.PostureAcceptEdits},
@@ -269,7 +270,7 @@ func (c *Config) Validate() error {
 		bad("logFormat", "want text or json, got %q", c.LogFormat)
 	}
 	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
+	case "", "debug", "info", "warn", "error":
 	default:
 		bad("logLevel", "want debug, info, warn or error, got %q", c.LogLevel)
 	}

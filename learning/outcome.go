@@ -22,6 +22,9 @@ type Facts struct {
 	Capped bool
 	// ReadOnly: the brief asked for an answer, not for changes (ReadOnlyBrief).
 	ReadOnly bool
+	// ReadOnlyWhy says why ReadOnly (BriefReadOnly's reason), for the
+	// verdict's reason; "" reads as "the brief asks for no change".
+	ReadOnlyWhy string
 	// Work is the evidence the session's events carry (Tally.Work).
 	Work Work
 }
@@ -45,7 +48,8 @@ type Work struct {
 	GuidanceUnsent int
 }
 
-// Verdict is an inferred outcome and, when it is not success, why.
+// Verdict is an inferred outcome and how it was inferred: why it is not
+// success, or the evidence a success rests on.
 type Verdict struct {
 	Outcome messages.Outcome
 	Reason  string
@@ -62,7 +66,8 @@ type Verdict struct {
 //     denied or refused, or simply none);
 //   - failed: a read-only brief with no answer;
 //   - success otherwise: changes in the diffs (or applied edits where no diff
-//     could be captured), or a read-only brief answered.
+//     could be captured), or a read-only brief answered ("hello" asks for
+//     no change: answered, it is a success, and the reason says so).
 func Infer(f Facts) Verdict {
 	w := f.Work
 	changed := w.ChangedFiles > 0 || (w.Captured == 0 && w.EditsApplied > 0)
@@ -87,8 +92,16 @@ func Infer(f Facts) Verdict {
 		return Verdict{messages.OutcomeFailed, "the brief asked for changes and no file changed"}
 	case f.ReadOnly && !w.Answered && !changed:
 		return Verdict{messages.OutcomeFailed, "the brief asked a question and got no answer"}
+	case w.ChangedFiles > 0:
+		return Verdict{messages.OutcomeSuccess, fmt.Sprintf("inferred from the turn diffs: %d file(s) changed", w.ChangedFiles)}
+	case changed:
+		return Verdict{messages.OutcomeSuccess, fmt.Sprintf("inferred from %d applied edit(s) (no diff could be captured)", w.EditsApplied)}
 	default:
-		return Verdict{messages.OutcomeSuccess, ""}
+		why := f.ReadOnlyWhy
+		if why == "" {
+			why = "it asks for no change"
+		}
+		return Verdict{messages.OutcomeSuccess, "inferred: the brief asks for an answer (" + why + ") and the agent answered"}
 	}
 }
 

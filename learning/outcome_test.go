@@ -19,8 +19,8 @@ func TestInfer(t *testing.T) {
 		want   messages.Outcome
 		reason string
 	}{
-		{"completed with changes", done(changed), messages.OutcomeSuccess, ""},
-		{"no diff captured but edits applied", done(Work{EditsApplied: 1}), messages.OutcomeSuccess, ""},
+		{"completed with changes", done(changed), messages.OutcomeSuccess, "2 file(s) changed"},
+		{"no diff captured but edits applied", done(Work{EditsApplied: 1}), messages.OutcomeSuccess, "applied edit"},
 		{"captured diffs outrank claimed edits", done(Work{EditsApplied: 1, Captured: 2}), messages.OutcomeFailed, "no file changed"},
 		{"every write denied", done(Work{Denied: 2, Captured: 1, Answered: true}), messages.OutcomeFailed, "denied or refused"},
 		{"every write refused", done(Work{EditsRefused: 1, Answered: true}), messages.OutcomeFailed, "denied or refused"},
@@ -130,5 +130,53 @@ func TestTallyTurnKinds(t *testing.T) {
 	ta.Observe(messages.Event{Type: messages.EvReleased, Outcome: messages.OutcomeFailed})
 	if assert.NotNil(t, ta.Released) {
 		assert.Equal(t, messages.OutcomeFailed, ta.Released.Outcome)
+	}
+}
+
+// TestBriefReadOnlyOnRealBriefs: briefs from the README, the demo, the
+// tests and users' first sessions. A chat or question brief answered
+// without a change is a success; a brief that asks for work and changes
+// nothing stays a failure.
+func TestBriefReadOnlyOnRealBriefs(t *testing.T) {
+	for _, c := range []struct {
+		brief    string
+		readOnly bool
+	}{
+		{"hello", true},
+		{"say hello", true},
+		{"hi there, are you working?", true},
+		{"What does this repository do?", true},
+		{"summarise README.md in three lines", true},
+		{"go vet the repo and tell me what is wrong", true},
+		{"look at the repo", true},
+		{"TOOL:WRITE /tmp/x/hello.txt hello", false},
+		{"TOOL:PATCH hello.txt hello", false},
+		{"write hello", false},
+		{"fix the typo in hello.go", false},
+		{"Add a greeting function and a test for it", false},
+		{"make the tests pass", false},
+		{"do it", false},
+		{"do the thing", false},
+		{"build it", false},
+		{"please finish the task", false},
+		{"check the workspace and continue the task", false},
+		{"the greeting should say hello, world", false},
+		{"resolve the merge conflict", false},
+	} {
+		got, why := BriefReadOnly(c.brief, messages.PostureAcceptEdits, nil)
+		assert.Equal(t, c.readOnly, got, c.brief)
+		if got {
+			assert.Equal(t, ReadOnlyByWording, why, c.brief)
+		}
+		// and the verdict when the agent answered and changed nothing
+		v := Infer(Facts{ReadOnly: got, ReadOnlyWhy: why, LastKind: messages.KindTurnComplete, LastState: messages.TurnCompleted,
+			CompletedTurns: 1, Work: Work{Captured: 1, Answered: true}})
+		if c.readOnly {
+			assert.Equal(t, messages.OutcomeSuccess, v.Outcome, c.brief)
+			assert.Contains(t, v.Reason, "asks for no change", "the reason says how it was inferred: %s", c.brief)
+		} else {
+			assert.Equal(t, messages.OutcomeFailed, v.Outcome, c.brief)
+			assert.Contains(t, v.Reason, "no file changed", c.brief)
+		}
 	}
 }

@@ -41,6 +41,14 @@ func sampleValues() []any {
 		&SessionRecord{SessionID: NewSessionID(), BackendID: "script", Cwd: "/w", MaxPosture: PostureFull, Posture: PostureDefault,
 			TaskBrief: "b", Status: StatusIdle, CreatedAt: at, UpdatedAt: at, RoundsElapsed: 2, CostUSD: 1.25,
 			Runs: []Run{{StartedAt: at, ExternalSessionID: "ext", OwnerScopeID: "scope"}}, Version: RecordVersion},
+		&SessionRecord{SessionID: NewSessionID(), BackendID: "claude-code", Cwd: "/w", MaxPosture: PostureFull, Posture: PostureDefault,
+			Status: StatusRunning, CreatedAt: at, UpdatedAt: at, Runs: []Run{{StartedAt: at, OwnerScopeID: "scope"}}, Version: RecordVersion,
+			Provision: &Provision{CapabilityIDs: []string{"supabase", "playwright"}, Applied: []string{"supabase"},
+				Tiers: map[string]string{"supabase": TierRemoteMCP, "playwright": TierLocalMCP}, AwaitingApproval: []string{"playwright"},
+				TokenScopeNotes: []string{"supabase: read-only"}, Notes: []string{"n"}, Manifest: "/h/m.json"}},
+		&Approval{ID: "playwright@abc", CapabilityID: "playwright", Tier: TierLocalMCP, Identity: "npm:@playwright/mcp@0.0.86",
+			Status: ApprovalApproved, RequestedAt: at, DecidedAt: at, Projects: []string{"/p"}},
+		&Approval{ID: "x@1", CapabilityID: "x", Tier: TierArbitrary, Identity: "npm:x@1.0.0", Status: ApprovalPending, RequestedAt: at},
 		&PersistedEvent{Seq: 7, At: at, Turn: 2, Event: Event{Type: EvToolResult, ToolUseID: "t", Output: "o", Truncated: true, OriginalBytes: 99}},
 		&PersistedEvent{Seq: 8, At: at, Turn: 2, Event: Event{Type: EvTurnDiff, Diff: diff}},
 		&PersistedEvent{Seq: 9, At: at, Turn: 2, Event: Event{Type: EvReleased, ReleaseReason: ReleaseExplicit, Outcome: OutcomeSuccess}},
@@ -208,4 +216,29 @@ func TestDurationJSON(t *testing.T) {
 	assert.Equal(t, `"1m30s"`, string(b))
 	assert.ErrorContains(t, json.Unmarshal([]byte(`90`), &d), "want a duration string")
 	assert.ErrorContains(t, json.Unmarshal([]byte(`"soon"`), &d), `"soon" is not a duration`)
+}
+
+// A record with a provision decodes where the field is unknown (an older
+// node), and an older record without one decodes with none.
+func TestRecordProvisionIsCompatible(t *testing.T) {
+	rec := SessionRecord{SessionID: NewSessionID(), BackendID: "b", Status: StatusIdle, Version: RecordVersion,
+		Provision: &Provision{CapabilityIDs: []string{"x"}, Tiers: map[string]string{"x": TierSkill}}}
+	b, err := MarshalMsgpack(&rec)
+	require.NoError(t, err)
+	type oldRecord struct {
+		SessionID string `msgpack:"sessionId"`
+		BackendID string `msgpack:"backendId"`
+		Status    Status `msgpack:"status"`
+	}
+	var old oldRecord
+	require.NoError(t, UnmarshalMsgpack(b, &old))
+	require.Equal(t, rec.SessionID, old.SessionID)
+	ob, err := MarshalMsgpack(&old)
+	require.NoError(t, err)
+	var back SessionRecord
+	require.NoError(t, UnmarshalMsgpack(ob, &back))
+	require.Nil(t, back.Provision)
+	c := rec.Clone()
+	c.Provision.Tiers["x"] = "changed"
+	require.Equal(t, TierSkill, rec.Provision.Tiers["x"], "Clone copies the provision")
 }

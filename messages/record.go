@@ -46,6 +46,9 @@ type SessionRecord struct {
 	// Worktree is set when the session works in its own git worktree
 	// (Start.Isolate worktree); Cwd is then inside it.
 	Worktree *Worktree `json:"worktree,omitempty" msgpack:"worktree,omitempty"`
+	// Provision is what capability curation detected and provisioned for
+	// the session (seed 000 §9); nil when it did not run (no cwd).
+	Provision *Provision `json:"provision,omitempty" msgpack:"provision,omitempty"`
 }
 
 // Worktree is a session's isolation: a git worktree of the user's
@@ -100,6 +103,7 @@ func (r SessionRecord) Clone() SessionRecord {
 		w := *r.Worktree
 		r.Worktree = &w
 	}
+	r.Provision = r.Provision.Clone()
 	return r
 }
 

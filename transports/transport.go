@@ -37,6 +37,10 @@ type SessionSpec struct {
 	// Procs is the session's process bookkeeping (cgroup, boot-sweep
 	// records); nil still starts every process under the watchdog.
 	Procs *proc.Group
+	// Provision is the session's capability plan (read only; nil: none).
+	// A backend takes what its CLI can; a provisioned session never takes
+	// a warm process booted without the plan.
+	Provision *Provision
 }
 
 // EnvChecker is a transport that can refuse a start on its environment

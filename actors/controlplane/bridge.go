@@ -77,8 +77,12 @@ type item struct {
 	// store.
 	from uint64
 	ev   messages.PersistedEvent // TopicEvent
-	rec  *messages.SessionRecord // TopicChanged
-	seq  uint64                  // TopicChanged: the session's last published seq
+	// frame is ev's SSE frame, shared by every subscriber the item goes
+	// to: encoded once, by the first stream that sends it (not here, on
+	// the session's goroutine)
+	frame *eventFrame
+	rec   *messages.SessionRecord // TopicChanged
+	seq   uint64                  // TopicChanged: the session's last published seq
 }
 
 type topicSet struct{ event, changed bool }
@@ -95,8 +99,8 @@ type subscription struct {
 	ch     chan item
 	reason string
 	// snapSeq is the last seq the bridge had seen for sid when the
-	// subscription began: events up to it may have been emitted before
-	// the subscription and not yet be durable.
+	// subscription began: events up to it were emitted before the
+	// subscription (and were durable when the bridge saw them).
 	snapSeq uint64
 }
 
@@ -234,6 +238,7 @@ func (b *Bridge) flushTextLocked(sid string) {
 func (b *Bridge) publishLocked(it item) {
 	if it.topic == TopicEvent {
 		b.pub[it.sid] = it.ev.Seq
+		it.frame = &eventFrame{}
 	}
 	for sub := range b.subs {
 		if (sub.sid != "" && sub.sid != it.sid) || !sub.topics.has(it.topic) {

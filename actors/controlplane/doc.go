@@ -42,8 +42,12 @@
 // replays the store after its cursor, so nothing published meanwhile is
 // lost; live items at or below the cursor are dropped, and a live item
 // whose first seq is past cursor+1 makes the stream read the missing
-// events from the store first (waiting for them to be durable: the
-// listener fires before the store has them). So a client that reconnects
+// events from the store first (liveStep decides). Streams never poll the
+// store: the runtime hands the listener each event once it is durable, in
+// seq order per session, so a stream is woken by an event that, with
+// every event before it, is already on disk. A live event is encoded once
+// for all the streams it goes to, and a stream writes what is queued in
+// batches with one flush each. So a client that reconnects
 // with the last id it saw ("<sessionId>:<seq>") gets every event exactly
 // once, in seq order; the live path merges runs of text deltas into one
 // event each (the store keeps every delta, and a replay sends them).
@@ -71,6 +75,7 @@
 // the scripted backend: every route and error code, auth on and off, body
 // limits, path traversal in ids, the SSE replay/live handoff across a
 // disconnect, text coalescing, and a slow subscriber dropped and
-// reconnecting. Server.stallLive lets a test hold a stream before it goes
-// live.
+// reconnecting, a live feed forced to skip events. Server.stallLive lets a
+// test hold a stream before it goes live, Server.afterSubscribe act between
+// its subscription and its replay.
 package controlplane

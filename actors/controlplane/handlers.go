@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 )
@@ -114,6 +115,9 @@ type sessionView struct {
 	// ExternalAttach is the backend's own interactive resume command, when
 	// it has one and the record holds what it needs.
 	ExternalAttach *AttachView `json:"externalAttach,omitempty"`
+	// Manifest is the session's launch manifest (what it ran from), when
+	// capability curation wrote one.
+	Manifest *curation.Manifest `json:"manifest,omitempty"`
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
@@ -148,6 +152,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	v := sessionView{Record: rec, Events: evs, LastSeq: last}
 	if t, err := s.rt.Backends().Get(rec.BackendID); err == nil {
 		v.ExternalAttach = RenderAttachFor(t.Descriptor().ExternalAttach, rec, s.attachLaunch(t))
+	}
+	if m, ok := s.rt.Manifest(sid); ok {
+		v.Manifest = &m
 	}
 	return writeData(w, v)
 }

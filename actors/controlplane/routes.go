@@ -29,6 +29,8 @@ const routeHealthz = "GET /healthz"
 //	GET  /api/delegations/{id}                      the record and its driven sessions' records
 //	POST /api/delegations/{id}/cancel               end it (its sessions are released)
 //	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
+//	GET  /api/approvals                             capability approvals, pending first (admin tokens)
+//	POST /api/approvals                             {id, decision: approve|deny} (admin tokens)
 //	GET  /api/scope                                 the token's scope and its constraints
 //	PUT  /api/scope                                 {maxPosture?, maxRounds?, allowedTools?, backends?} (admin tokens)
 //	POST|GET|DELETE /mcp                            the code_session tool over MCP streamable HTTP (when Options.MCP)
@@ -59,6 +61,8 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "GET /api/delegations/{id}", false, s.getDelegation)
 	s.handle(mux, "POST /api/delegations/{id}/cancel", false, s.cancelDelegation)
 	s.handle(mux, "GET /api/events", false, s.events)
+	s.handle(mux, "GET /api/approvals", false, s.listApprovals)
+	s.handle(mux, "POST /api/approvals", false, s.decideApproval)
 	s.handle(mux, "GET /api/scope", false, s.getScope)
 	s.handle(mux, "PUT /api/scope", false, s.setScope)
 	s.handle(mux, "GET /{$}", true, s.web.Page)

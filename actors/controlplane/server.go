@@ -89,6 +89,10 @@ type Server struct {
 	// stallLive, when set (by tests), runs after an SSE stream's replay and
 	// before it goes live, so a test can make a subscriber slow.
 	stallLive func()
+	// afterSubscribe, when set (by tests), runs once an SSE stream's
+	// subscription is registered and before its replay, so a test can
+	// publish an event that the stream both replays and finds queued.
+	afterSubscribe func()
 }
 
 // NewServer builds the control plane over a runtime.

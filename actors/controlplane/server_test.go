@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -466,13 +465,13 @@ func TestTokenFile(t *testing.T) {
 func TestReadTurnWaitBounds(t *testing.T) {
 	f := newFixture(t)
 	st := f.start("SLOW")
-	start := time.Now()
 	r := f.call("POST", "/api/code-sessions/"+st.SessionID+"/read-turn", `{"timeoutMs":300001}`)
 	assert.Equal(t, 400, r.status)
 	r = f.call("POST", "/api/code-sessions/"+st.SessionID+"/read-turn", `{"timeoutMs":150}`)
 	assert.Equal(t, 503, r.status)
 	assert.True(t, r.Error.Retryable)
-	assert.Less(t, time.Since(start), 10*time.Second)
+	// the wait the request asked for bounded it (not the server's default)
+	assert.Contains(t, r.Error.Message, "no result within 150ms")
 	// the result is not lost by the polls that timed out
 	f.ok("POST", "/api/code-sessions/"+st.SessionID+"/interrupt", "", nil)
 	res := f.read(st.SessionID)

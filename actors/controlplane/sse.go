@@ -10,18 +10,19 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 )
 
-// Replay and gap filling.
-const (
-	replayPage = 256
-	// durableWait bounds how long a stream waits for events it has seen go
-	// by (the listener fires before they are durable) to reach the store.
-	durableWait = 3 * time.Second
-)
+// replayPage is how many stored events a replay or gap fill reads at once.
+const replayPage = 256
+
+// liveBatch bounds how many queued items a stream writes before it
+// flushes: a stream that fell behind catches up with one write per batch,
+// not one per event.
+const liveBatch = 64
 
 // ReconnectEvent is the SSE event name of a stream's last event when the
 // server ends it (a slow subscriber, or the daemon shutting down): the
@@ -87,12 +88,17 @@ func parseTopics(v string) (topicSet, error) {
 //  1. the subscription is registered first, so every event published from
 //     then on is queued;
 //  2. the store is replayed after the cursor;
-//  3. events the bridge had seen before subscribing (snapSeq) but that were
-//     not yet durable are read once they are;
-//  4. live events at or below the stream's cursor are dropped (already
-//     sent); one whose first seq is past cursor+1 means events were missed
-//     (never published live, or emitted before the subscription): they are
-//     read from the store, waiting for them to be durable, before it.
+//  3. each queued event goes through liveStep: one at or below the
+//     stream's cursor is dropped (replayed already); one whose first seq
+//     is past cursor+1 means events never reached this stream (published
+//     before it subscribed, or never published live): they are read from
+//     the store first.
+//
+// The feed is woken by the runtime, never by polling: the bridge is the
+// runtime's event listener, which is handed each event once it is durable,
+// in seq order per session (actors.WithEventListener), and a session's log
+// is gapless; so when event n reaches a stream, every event of its session
+// up to n is on disk and readable, and the stream sends it at once.
 //
 // Without sessionId the feed covers every session, live only (there is no
 // single cursor to replay from); gaps within a session are filled the same
@@ -149,6 +155,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer s.bridge.unsubscribe(sub)
+	if s.afterSubscribe != nil {
+		s.afterSubscribe()
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -156,13 +165,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	st := &stream{s: s, w: w, rc: http.NewResponseController(w), topics: topics,
-		last: map[string]uint64{}, durable: map[string]uint64{}}
+	st := &stream{s: s, w: w, rc: http.NewResponseController(w), topics: topics, last: map[string]uint64{}}
 	if err := st.raw("retry: 1000\n\n"); err != nil {
 		return nil
 	}
 	if err := st.prime(ctx, sid, sub, cursor, hasCursor, durable); err != nil {
 		st.abandon(ctx, err)
+		return nil
+	}
+	if err := st.flush(); err != nil {
 		return nil
 	}
 	if s.stallLive != nil {
@@ -174,15 +185,25 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	for {
 		select {
 		case it, ok := <-sub.ch:
-			if !ok {
-				_ = st.reconnect(sub.reason)
-				return nil
+			// write what is queued (a bounded batch), then flush once
+			for n := 0; ; n++ {
+				if !ok {
+					_ = st.reconnect(sub.reason)
+					return nil
+				}
+				// the all-sessions feed skips another scope's sessions
+				if sid != "" || s.feedVisible(ctx, scope, seen, it.sid) {
+					if err := st.live(ctx, it); err != nil {
+						st.abandon(ctx, err)
+						return nil
+					}
+				}
+				if n+1 >= liveBatch || len(sub.ch) == 0 {
+					break
+				}
+				it, ok = <-sub.ch
 			}
-			if sid == "" && !s.feedVisible(ctx, scope, seen, it.sid) {
-				continue // another scope's session
-			}
-			if err := st.live(ctx, it); err != nil {
-				st.abandon(ctx, err)
+			if err := st.flush(); err != nil {
 				return nil
 			}
 		case <-hb.C:
@@ -197,19 +218,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 
 // stream is one SSE response and its cursors.
 type stream struct {
-	s       *Server
-	w       io.Writer
-	rc      *http.ResponseController
-	topics  topicSet
-	last    map[string]uint64 // per session: the last event seq sent
-	durable map[string]uint64 // per session: the last seq known durable
-	lastID  string
+	s      *Server
+	w      io.Writer
+	rc     *http.ResponseController
+	topics topicSet
+	last   map[string]uint64 // per session: the last event seq sent
+	lastID string
+	// pending counts writes since the last flush; deadline is the write
+	// deadline set last
+	pending  int
+	deadline time.Time
 }
 
-// prime replays and fills before the stream goes live. durable is the
-// session's last durable seq read before the subscription began: with no
-// cursor the stream starts after max(durable, snapSeq), i.e. after every
-// event emitted before it subscribed.
+// prime replays before the stream goes live. durable is the session's
+// last durable seq read before the subscription began: with no cursor the
+// stream starts after max(durable, snapSeq), i.e. after every event
+// emitted before it subscribed.
 func (st *stream) prime(ctx context.Context, sid string, sub *subscription, cursor uint64, hasCursor bool, durable uint64) error {
 	if sid == "" {
 		if hasCursor {
@@ -219,13 +243,14 @@ func (st *stream) prime(ctx context.Context, sid string, sub *subscription, curs
 	}
 	if st.topics.event && hasCursor {
 		st.last[sid] = cursor
+		// every event the bridge had seen (up to snapSeq) was durable when
+		// it saw it: the replay reads them all
 		if err := st.replay(ctx, sid, 0); err != nil {
 			return err
 		}
-		if sub.snapSeq > st.last[sid] {
-			if err := st.fill(ctx, sid, sub.snapSeq); err != nil {
-				return err
-			}
+		if sub.snapSeq > st.last[sid] && !st.s.bridge.isForeign(sid) {
+			st.s.log.Warn("live feed: the store does not hold events the runtime handed over as durable; the stream skips them",
+				"session", sid, "from", st.last[sid]+1, "to", sub.snapSeq)
 		}
 	} else {
 		st.last[sid] = max(sub.snapSeq, durable)
@@ -254,7 +279,7 @@ func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 			if upTo > 0 && ev.Seq > upTo {
 				return nil
 			}
-			if err := st.event(sid, ev); err != nil {
+			if err := st.event(sid, ev, nil); err != nil {
 				return err
 			}
 		}
@@ -264,76 +289,66 @@ func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 	}
 }
 
-// fill sends sid's events after its cursor up to upTo from the store,
-// waiting (bounded) for them to become durable: the listener fires before
-// the store has them.
+// fill sends sid's events after its cursor up to upTo from the store. It
+// never waits: it runs when an event past upTo reached the stream, and the
+// runtime hands an event over only once it and every event before it are
+// durable.
 func (st *stream) fill(ctx context.Context, sid string, upTo uint64) error {
 	if st.s.bridge.isForeign(sid) {
 		return nil // another node's session: this store has none of it
 	}
-	deadline := time.Now().Add(durableWait)
-	for {
-		last, err := st.lastSeq(ctx, sid)
-		if err != nil {
-			return err
-		}
-		if last >= upTo || time.Now().After(deadline) {
-			if last < upTo {
-				st.s.log.Warn("live feed: events did not become durable in time; the stream skips them", "session", sid,
-					"from", st.last[sid]+1, "to", upTo, "durable", last)
-			}
-			return st.replay(ctx, sid, upTo)
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := st.replay(ctx, sid, upTo); err != nil {
+		return err
 	}
+	if st.last[sid] < upTo {
+		st.s.log.Warn("live feed: the store does not hold events before one the runtime handed over as durable; the stream skips them",
+			"session", sid, "from", st.last[sid]+1, "to", upTo)
+	}
+	return nil
 }
 
-// awaitDurable holds a live event until the store has it (bounded by
-// durableWait). The runtime hands events over once durable, so this is a
-// guard, not the durability point: an event sent before it is durable could
-// vanish in a crash, its seq then reused by the next process (the orphan
-// sweep's event) and a reconnecting client would skip that one. Reading
-// LastSeq is cheap (stores cache it).
-func (st *stream) awaitDurable(ctx context.Context, sid string, seq uint64) error {
-	if st.durable[sid] >= seq || st.s.bridge.isForeign(sid) {
-		return nil // a foreign session's events are durable on their node
+// liveAction is what a stream does with a queued event.
+type liveAction uint8
+
+const (
+	liveInvalid liveAction = iota
+	// liveSend: the event comes next after the stream's cursor.
+	liveSend
+	// liveDrop: the event is at or below the stream's cursor: the stream
+	// sent it already (replayed, or filled from the store).
+	liveDrop
+	// liveFill: events between the cursor and the item's first seq never
+	// reached the stream: read them from the store, then send the event.
+	liveFill
+)
+
+func (a liveAction) String() string {
+	switch a {
+	case liveSend:
+		return "send"
+	case liveDrop:
+		return "drop"
+	case liveFill:
+		return "fill"
 	}
-	deadline := time.Now().Add(durableWait)
-	pause := time.Millisecond
-	for {
-		last, err := st.lastSeq(ctx, sid)
-		if err != nil {
-			return err
-		}
-		st.durable[sid] = last
-		if last >= seq {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			st.s.log.Warn("live feed: sending an event the store has not made durable in time", "session", sid, "seq", seq, "durable", last)
-			return nil
-		}
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		pause = min(2*pause, 20*time.Millisecond)
-	}
+	return "invalid"
 }
 
-// lastSeq is the session's last durable seq; a session whose record is
-// not written yet (its first events race its creation) has none.
-func (st *stream) lastSeq(ctx context.Context, sid string) (uint64, error) {
-	last, err := st.s.store().LastSeq(ctx, sid)
-	if messages.IsCode(err, messages.CodeNotFound) {
-		return 0, nil
+// liveStep decides what a stream does with a queued event item standing
+// for seqs from..seq (from < seq for coalesced text: the first delta it
+// replaced), given the stream's cursor for the session (last, when known:
+// the all-sessions feed starts a session's cursor at its first event).
+func liveStep(last uint64, known bool, from, seq uint64) liveAction {
+	switch {
+	case !known:
+		return liveSend
+	case seq <= last:
+		return liveDrop
+	case from > last+1:
+		return liveFill
+	default:
+		return liveSend
 	}
-	return last, err
 }
 
 // live sends one queued item, dropping what was already sent and filling
@@ -342,37 +357,64 @@ func (st *stream) live(ctx context.Context, it item) error {
 	switch it.topic {
 	case TopicEvent:
 		last, known := st.last[it.sid]
-		if known && it.ev.Seq <= last {
-			return nil // replayed already
-		}
-		if known && it.from > last+1 {
+		switch liveStep(last, known, it.from, it.ev.Seq) {
+		case liveDrop:
+			return nil
+		case liveFill:
 			if err := st.fill(ctx, it.sid, it.from-1); err != nil {
 				return err
 			}
-			if it.ev.Seq <= st.last[it.sid] {
-				return nil
-			}
 		}
-		if err := st.awaitDurable(ctx, it.sid, it.ev.Seq); err != nil {
-			return err
-		}
-		return st.event(it.sid, it.ev)
+		return st.event(it.sid, it.ev, it.frame)
 	case TopicChanged:
 		return st.changed(it.sid, *it.rec, it.seq)
 	}
 	return nil
 }
 
-func (st *stream) event(sid string, ev messages.PersistedEvent) error {
-	b, err := json.Marshal(EventData{SessionID: sid, PersistedEvent: ev})
+// eventFrame is a live event's SSE frame, encoded once for every stream
+// that sends it (by the first that does).
+type eventFrame struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+func (f *eventFrame) get(sid string, ev messages.PersistedEvent) ([]byte, error) {
+	f.once.Do(func() { f.b, f.err = encodeEvent(sid, ev) })
+	return f.b, f.err
+}
+
+func encodeEvent(sid string, ev messages.PersistedEvent) ([]byte, error) {
+	data, err := json.Marshal(EventData{SessionID: sid, PersistedEvent: ev})
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(data)+len(sid)+64)
+	b = append(b, "id: "...)
+	b = append(b, EventID(sid, ev.Seq)...)
+	b = append(b, "\nevent: "+TopicEvent+"\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...), nil
+}
+
+// event writes one event (its shared frame when it has one); the batch's
+// flush sends it.
+func (st *stream) event(sid string, ev messages.PersistedEvent, f *eventFrame) error {
+	var b []byte
+	var err error
+	if f != nil {
+		b, err = f.get(sid, ev)
+	} else {
+		b, err = encodeEvent(sid, ev)
+	}
 	if err != nil {
 		return err
 	}
-	id := EventID(sid, ev.Seq)
-	if err := st.raw(fmt.Sprintf("id: %s\nevent: %s\ndata: %s\n\n", id, TopicEvent, b)); err != nil {
+	if err := st.write(b); err != nil {
 		return err
 	}
-	st.last[sid], st.lastID = ev.Seq, id
+	st.last[sid], st.lastID = ev.Seq, EventID(sid, ev.Seq)
 	return nil
 }
 
@@ -417,13 +459,46 @@ func (st *stream) abandon(ctx context.Context, err error) {
 	_ = st.reconnect("error")
 }
 
-// raw writes and flushes within the write timeout.
-func (st *stream) raw(s string) error {
-	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.o.WriteTimeout))
-	_, err := io.WriteString(st.w, s)
-	if err == nil {
-		err = st.rc.Flush()
+// write writes b within the write timeout; every liveBatch writes it
+// flushes, else flush sends them. The deadline is moved only when less
+// than three quarters of the timeout is left (a write gets at least that
+// long): moving it costs a timer update, per event on a quiet feed.
+func (st *stream) write(b []byte) error {
+	if st.pending == 0 {
+		if now := time.Now(); st.deadline.Sub(now) < st.s.o.WriteTimeout*3/4 {
+			st.deadline = now.Add(st.s.o.WriteTimeout)
+			_ = st.rc.SetWriteDeadline(st.deadline)
+		}
 	}
+	st.pending++
+	if _, err := st.w.Write(b); err != nil {
+		return st.cut(err)
+	}
+	if st.pending >= liveBatch {
+		return st.flush()
+	}
+	return nil
+}
+
+// flush sends what was written since the last flush.
+func (st *stream) flush() error {
+	if st.pending == 0 {
+		return nil
+	}
+	st.pending = 0
+	return st.cut(st.rc.Flush())
+}
+
+// raw writes s and flushes.
+func (st *stream) raw(s string) error {
+	if err := st.write([]byte(s)); err != nil {
+		return err
+	}
+	return st.flush()
+}
+
+// cut passes err on, counting a subscriber the write deadline cut.
+func (st *stream) cut(err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// a subscriber that stopped reading before its queue filled: it is
 		// cut here, too stuck to be told; count it with the other drops

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // capture runs one turn: Begin, the turn's edits, Finish.
@@ -316,7 +317,7 @@ func TestSHA256Repository(t *testing.T) {
 	requireGit(t)
 	r := &testRepo{tb: t, dir: t.TempDir()}
 	if out, err := r.gitErr("init", "-q", "--object-format=sha256"); err != nil {
-		t.Skipf("this git has no sha256 repositories: %s", out)
+		subprocesstest.Missing(t, "this git has no sha256 repositories: %s", out)
 	}
 	r.git("config", "user.name", "t")
 	r.git("config", "user.email", "t@t.invalid")

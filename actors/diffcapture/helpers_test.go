@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // TestMain keeps every git the tests run away from the user's
@@ -36,9 +38,7 @@ func TestMain(m *testing.M) {
 
 func requireGit(tb testing.TB) {
 	tb.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		tb.Skip("git is not installed")
-	}
+	subprocesstest.Git(tb)
 }
 
 // testRepo is a real temporary git repository.

@@ -19,15 +19,14 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/script"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // gitRepo makes dir a repository with one commit (the package's TestMain
 // has pointed HOME at a temporary directory).
 func gitRepo(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	subprocesstest.Git(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), []byte("# demo\n"), 0o644))
 	for _, args := range [][]string{

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -163,35 +164,40 @@ func TestReadTurnWaitIsARetryableTimeout(t *testing.T) {
 	assert.False(t, err.(*messages.Error).Retryable)
 }
 
+// The watch ticks in a bubble: virtual time, so the 100 ms with the log
+// unchanged are exactly ten ticks of ProgressEvery on any machine, and
+// none of them may send a note.
 func TestReadTurnReportsProgressOnlyWhenTheLogMoves(t *testing.T) {
-	var seq atomic.Uint64
-	seq.Store(10)
-	watch := func(context.Context, string) (Mark, error) {
-		return Mark{Seq: seq.Load(), Last: messages.EvText}, nil
-	}
-	d, f := newDispatcher(t, Options{Watch: watch, ProgressEvery: 10 * time.Millisecond})
-	var mu sync.Mutex
-	var got []float64
-	saw := make(chan float64, 8)
-	progress := func(p float64, msg string) {
+	synctest.Test(t, func(t *testing.T) {
+		var seq atomic.Uint64
+		seq.Store(10)
+		watch := func(context.Context, string) (Mark, error) {
+			return Mark{Seq: seq.Load(), Last: messages.EvText}, nil
+		}
+		d, f := newDispatcher(t, Options{Watch: watch, ProgressEvery: 10 * time.Millisecond})
+		var mu sync.Mutex
+		var got []float64
+		saw := make(chan float64, 8)
+		progress := func(p float64, msg string) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, p)
+			assert.Contains(t, msg, "text")
+			saw <- p
+		}
+		go func() {
+			time.Sleep(100 * time.Millisecond) // ten ticks, log unchanged: nothing sent
+			seq.Store(12)
+			<-saw
+			time.Sleep(100 * time.Millisecond) // unchanged again
+			seq.Store(15)
+			<-saw
+			f.result <- messages.TurnResult{Kind: messages.KindTurnComplete, SessionID: sid, Turn: 1}
+		}()
+		_, e := call(t, d, `{"op":"read-turn","sessionId":"`+sid+`"}`, progress)
+		require.Nil(t, e)
 		mu.Lock()
 		defer mu.Unlock()
-		got = append(got, p)
-		assert.Contains(t, msg, "text")
-		saw <- p
-	}
-	go func() {
-		time.Sleep(100 * time.Millisecond) // unchanged: nothing sent
-		seq.Store(12)
-		<-saw
-		time.Sleep(100 * time.Millisecond) // unchanged again
-		seq.Store(15)
-		<-saw
-		f.result <- messages.TurnResult{Kind: messages.KindTurnComplete, SessionID: sid, Turn: 1}
-	}()
-	_, e := call(t, d, `{"op":"read-turn","sessionId":"`+sid+`"}`, progress)
-	require.Nil(t, e)
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []float64{2, 5}, got, "one note per move, counting events since the read began")
+		assert.Equal(t, []float64{2, 5}, got, "one note per move, counting events since the read began")
+	})
 }

@@ -514,8 +514,75 @@ type persistWriter struct {
 	sessionID string
 	onAppend  func(time.Duration, error)
 
-	synced bool   // last is the store's LastSeq
-	last   uint64 // the store's last seq, when synced
+	// mu guards synced and last against the goroutines that wait for
+	// pipelined appends (start, finish); write runs only when none is left
+	mu     sync.Mutex
+	synced bool   // last is the store's LastSeq (plus the batches started since)
+	last   uint64 // the store's last seq, when synced, or the last one started
+}
+
+// start begins a pipelined append of req on a store that can overlap a
+// session's appends: it returns at once, and finish waits for it. ok is
+// false when req must go through write instead: a create or adoption, a
+// writer that must re-read LastSeq, nothing new to append, or a batch that
+// does not follow the last one started.
+func (w *persistWriter) start(pl store.Pipeliner, req persistReq) (pending pendingAppend, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if req.create != nil || req.adopt != nil || !w.synced {
+		return pendingAppend{}, false
+	}
+	evs := req.events
+	for len(evs) > 0 && evs[0].Seq <= w.last {
+		evs = evs[1:]
+	}
+	if len(evs) == 0 || evs[0].Seq != w.last+1 {
+		return pendingAppend{}, false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.synced = false
+			pending, ok = pendingAppend{}, false // write re-reads LastSeq and tries again
+		}
+	}()
+	pending = pendingAppend{meta: req.meta, end: evs[len(evs)-1].Seq, began: time.Now()}
+	pending.wait = pl.StartAppend(context.Background(), w.sessionID, evs, req.meta)
+	w.last = pending.end
+	return pending, true
+}
+
+// pendingAppend is a pipelined append started and not yet waited for.
+type pendingAppend struct {
+	wait  func() error
+	meta  *messages.SessionRecord
+	end   uint64
+	began time.Time
+}
+
+// finish waits for a pipelined append and reports it as write does.
+func (w *persistWriter) finish(p pendingAppend) (ack persistAck) {
+	ack.metaSent = p.meta
+	ack.metaFailed = p.meta != nil
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = messages.Errorf(messages.CodeInternal, store.OpAppend, "the store panicked: %v", r)
+			}
+		}()
+		return p.wait()
+	}()
+	if w.onAppend != nil {
+		w.onAppend(time.Since(p.began), err)
+	}
+	if err != nil {
+		w.mu.Lock()
+		w.synced = false
+		w.mu.Unlock()
+		ack.err = err
+		return ack
+	}
+	ack.upTo, ack.metaFailed = p.end, false
+	return ack
 }
 
 // write carries out one request and reports the store's durable seq. It
@@ -609,13 +676,17 @@ func (w *persistWriter) write(req persistReq) (ack persistAck) {
 	return ack
 }
 
-// persister is the persist child: it runs one request at a time (the
-// session sends the next only after this one's ack, batching whatever
-// accumulated meanwhile: group commit per session, and the store's WAL
-// groups the sessions).
+// persister is the persist child. On a store.Pipeliner it starts each
+// request's append at once and waits for it in a goroutine, so several of
+// a session's requests are in flight (up to the session's persistDepth)
+// and each joins the WAL's next group commit; acks go back in request
+// order. Otherwise, and for creates, adoptions and re-syncs, it runs one
+// request at a time, after every pipelined one has been answered.
 type persister struct {
 	w      *persistWriter
 	parent *actor.PID
+	// last is closed once the ack of the last pipelined request was sent
+	last chan struct{}
 }
 
 func newPersister(s store.Store, sid string, parent *actor.PID, onAppend func(time.Duration, error)) actor.Producer {
@@ -625,9 +696,32 @@ func newPersister(s store.Store, sid string, parent *actor.PID, onAppend func(ti
 }
 
 func (p *persister) Receive(c *actor.Context) {
-	if m, ok := c.Message().(persistReq); ok {
-		ack := p.w.write(m)
-		ack.id = m.id
-		c.Send(p.parent, ack)
+	m, ok := c.Message().(persistReq)
+	if !ok {
+		return
 	}
+	if pl, ok := p.w.store.(store.Pipeliner); ok {
+		if pending, ok := p.w.start(pl, m); ok {
+			prev, mine := p.last, make(chan struct{})
+			p.last = mine
+			engine, parent, w := c.Engine(), p.parent, p.w
+			go func() {
+				defer close(mine)
+				ack := w.finish(pending)
+				if prev != nil {
+					<-prev // acks in request order
+				}
+				ack.id = m.id
+				engine.Send(parent, ack)
+			}()
+			return
+		}
+	}
+	if p.last != nil {
+		<-p.last // write needs every pipelined append answered
+		p.last = nil
+	}
+	ack := p.w.write(m)
+	ack.id = m.id
+	c.Send(p.parent, ack)
 }

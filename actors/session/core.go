@@ -11,6 +11,7 @@ import (
 	"github.com/codesession/codesession/learning"
 	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 )
 
 // Spec is the resolved, fixed part of a session: what the registry decided
@@ -39,6 +40,11 @@ type Spec struct {
 	// Worktree is the session's own git worktree (Cwd is inside it), when
 	// it is isolated; it goes on the record.
 	Worktree *messages.Worktree
+
+	// Provision is the backend's capability plan (transports read it);
+	// ProvisionMeta what curation did, for the record.
+	Provision     *transports.Provision
+	ProvisionMeta *messages.Provision
 }
 
 // Phase is where a session is in its lifecycle.
@@ -276,6 +282,7 @@ func New(spec Spec, now time.Time, lastSeq uint64) *Core {
 		Runs:         []messages.Run{{StartedAt: now, ExternalSessionID: spec.ResumeExternalID, OwnerScopeID: spec.OwnerScope, Runtime: spec.Runtime}},
 		Version:      messages.RecordVersion,
 		Worktree:     spec.Worktree,
+		Provision:    spec.ProvisionMeta.Clone(),
 	}
 	return c
 }
@@ -293,6 +300,9 @@ func Adopt(spec Spec, rec messages.SessionRecord, now time.Time, lastSeq uint64)
 	c.rec.Posture, c.rec.MaxPosture = spec.Posture, spec.MaxPosture
 	c.rec.MaxRounds, c.rec.AllowedTools = spec.MaxRounds, spec.AllowedTools
 	c.rec.Outcome, c.rec.OutcomeNote = "", ""
+	if spec.ProvisionMeta != nil {
+		c.rec.Provision = spec.ProvisionMeta.Clone() // what this run was provisioned with
+	}
 	c.rec.UpdatedAt = now
 	c.turn = rec.RoundsElapsed
 	c.adopted = true

@@ -82,3 +82,66 @@ func TestPersistWriterSendsTheRecordWithTheEvents(t *testing.T) {
 	require.NoError(t, ack.createErr)
 	assert.Equal(t, []string{"Append", "PutMeta"}, log.calls)
 }
+
+// gatedPipeliner is a store.Pipeliner whose started appends wait for the
+// test: each StartAppend takes the next gate, and its wait lands the batch
+// in the inner store once the gate says nil.
+type gatedPipeliner struct {
+	store.Store
+	gates []chan error
+}
+
+func (g *gatedPipeliner) StartAppend(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord) func() error {
+	gate := make(chan error, 1)
+	g.gates = append(g.gates, gate)
+	return func() error {
+		if err := <-gate; err != nil {
+			return err
+		}
+		if rec != nil {
+			return g.Store.AppendRecord(ctx, sid, evs, *rec)
+		}
+		return g.Store.Append(ctx, sid, evs)
+	}
+}
+
+// TestPersistWriterPipelines: on a Pipeliner the writer starts a second
+// batch while the first is in flight (start never waits), reports each
+// durable end in turn, and after a failure refuses to pipeline until write
+// has re-read LastSeq.
+func TestPersistWriterPipelines(t *testing.T) {
+	ctx := context.Background()
+	g := &gatedPipeliner{Store: store.NewMemory()}
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, g.Create(ctx, rec))
+	w := &persistWriter{store: g, sessionID: rec.SessionID}
+	w.synced = true
+
+	idle := rec.Clone()
+	idle.Status = messages.StatusIdle
+	p1, ok := w.start(g, persistReq{events: storetest.NewEvents(1, 2), meta: &idle})
+	require.True(t, ok)
+	p2, ok := w.start(g, persistReq{events: storetest.NewEvents(1, 4)}) // 1 and 2 already started
+	require.True(t, ok, "the next batch starts while the first is in flight")
+	require.Len(t, g.gates, 2)
+	_, ok = w.start(g, persistReq{events: storetest.NewEvents(6, 1)})
+	assert.False(t, ok, "a batch that does not follow the last one started goes through write")
+
+	g.gates[0] <- nil
+	a1 := w.finish(p1)
+	require.NoError(t, a1.err)
+	assert.EqualValues(t, 2, a1.upTo)
+	assert.False(t, a1.metaFailed)
+	g.gates[1] <- messages.Errorf(messages.CodeUnavailable, store.OpAppend, "disk full")
+	a2 := w.finish(p2)
+	require.Error(t, a2.err)
+
+	_, ok = w.start(g, persistReq{events: storetest.NewEvents(3, 2)})
+	assert.False(t, ok, "after a failure the writer re-reads LastSeq first")
+	a3 := w.write(persistReq{events: storetest.NewEvents(3, 2)})
+	require.NoError(t, a3.err)
+	assert.EqualValues(t, 4, a3.upTo)
+	evs, err := g.ReadEvents(ctx, rec.SessionID, 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, storetest.NormalizeEvents(storetest.NewEvents(1, 4)), storetest.NormalizeEvents(evs))
+}

@@ -66,6 +66,22 @@ type Store interface {
 	Close() error
 }
 
+// Pipeliner is a Store whose appends to one session can overlap, so a
+// session's next batch joins the next group commit while the previous one
+// is being synced (the file store implements it; callers fall back to
+// Append/AppendRecord otherwise).
+type Pipeliner interface {
+	// StartAppend checks events (and rec, when not nil) as AppendRecord
+	// does, except that the batch must start right after the last batch
+	// of the session started (durable or still in flight), queues them and
+	// returns; wait reports the outcome, nil once both are durable. Batches
+	// of a session become durable in the order they were started; when
+	// one fails, every later one started before the failure was known
+	// fails too, so nothing after a gap is ever written. After a failure
+	// the caller waits for every batch it started, then rereads LastSeq.
+	StartAppend(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error)
+}
+
 // Repair describes a torn last line cut from a session's event log: the
 // trace of a crash in the middle of an append.
 type Repair struct {

@@ -69,7 +69,9 @@ func parseAnswerFlags(args []string) (*answerCmd, error) {
 	if c.op.Decision, ok = parseDecision(fs.Arg(2)); !ok {
 		return nil, usagef(cmd, "DECISION %q: want allow, always, deny or cancel (or allow_once, allow_session)", fs.Arg(2))
 	}
-	if err := c.op.Validate(); err != nil {
+	check := c.op
+	check.SessionID = placeholderSessionID // SESSION may be a prefix; sessionArg checked it
+	if err := check.Validate(); err != nil {
 		return nil, &usageError{cmd: cmd, err: err}
 	}
 	return c, nil

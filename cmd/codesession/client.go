@@ -167,6 +167,12 @@ func sessionArg(cmd, id string) (string, error) {
 	return id, nil // the daemon resolves a unique prefix
 }
 
+// placeholderSessionID has a whole id's shape. An op's Validate wants a
+// whole id, but a SESSION argument may be a prefix that only the daemon
+// resolves (sessionArg has checked its shape): the CLI validates a copy of
+// the op with this in its place, so the other fields are still checked.
+const placeholderSessionID = messages.SessionIDPrefix + "0000000000000000000000000000000000000000000000000000000000000000"
+
 // writeJSON prints v as one line.
 func writeJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)

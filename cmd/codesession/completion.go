@@ -127,7 +127,11 @@ _codesession() {
 	if [[ "$cur" == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 	elif [ "$session" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "$(codesession ls -o id 2>/dev/null)" -- "$cur"))
+		local ids
+		ids="$(codesession ls -o id 2>/dev/null)"
+		# a bare hex prefix completes too: SESSION is accepted without cs_
+		if [[ "$cur" != cs_* ]]; then ids="${ids//cs_/}"; fi
+		COMPREPLY=($(compgen -W "$ids" -- "$cur"))
 	else
 		COMPREPLY=($(compgen -f -- "$cur"))
 	fi
@@ -148,6 +152,7 @@ func writeZshCompletion(w io.Writer, specs []completionSpec) {
 _codesession_sessions() {
 	local -a ids
 	ids=(${(f)"$(codesession ls -o id 2>/dev/null)"})
+	ids+=(${ids#cs_}) # a bare hex prefix completes too
 	_describe 'session' ids
 }
 _codesession() {
@@ -207,7 +212,7 @@ func writeFishCompletion(w io.Writer, specs []completionSpec) {
 			fmt.Fprintf(w, "complete -c codesession -n '%s' -l %s -d '%s'%s\n", cond, f.Name, fishQuote(f.Usage), extra)
 		}
 		if sp.session {
-			fmt.Fprintf(w, "complete -c codesession -n '%s' -a '(codesession ls -o id 2>/dev/null)'\n", cond)
+			fmt.Fprintf(w, "complete -c codesession -n '%s' -a '(codesession ls -o id 2>/dev/null; codesession ls -o id 2>/dev/null | string replace -r \"^cs_\" \"\")'\n", cond)
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 
@@ -15,6 +18,8 @@ type configFlags struct {
 	path string            // --config: the file; required when set
 	home string            // --home: cfg.Home (and where <home>/config.json is looked for)
 	env  map[string]string // --env KEY=VALUE: merged into cfg.Env
+	// verbose: --verbose, the runtime's info lines on stderr (addVerbose)
+	verbose bool
 }
 
 func (c *configFlags) addConfig(fs *pflag.FlagSet) {
@@ -92,4 +97,41 @@ func (c *configFlags) load(cmd string, getenv func(string) string, flags ...func
 // fieldErrors introduces Validate's errors, which are joined one per line.
 func fieldErrors(err error) error {
 	return fmt.Errorf("invalid configuration:\n%w", err)
+}
+
+// addVerbose adds -v/--verbose: the runtime's log lines on stderr.
+func (c *configFlags) addVerbose(fs *pflag.FlagSet) {
+	fs.BoolVarP(&c.verbose, "verbose", "v", false, "log the runtime's info lines on stderr (default: warnings only; config logLevel sets it too)")
+}
+
+// cliLogLevel is a CLI command's log level: quiet (warn) by default like gh
+// or kubectl, the config's logLevel when set, at least info with --verbose.
+func (c *configFlags) cliLogLevel(cfg config.Config) string {
+	level := cmp.Or(cfg.LogLevel, "warn")
+	if c.verbose && level != "debug" {
+		level = "info"
+	}
+	return level
+}
+
+// cliLogger is the logger a CLI command hands its runtime: stderr at
+// cliLogLevel, in the config's format. It also becomes the process's default
+// logger when main runs (for the actor library's own warnings).
+func (c *configFlags) cliLogger(cfg config.Config, stderr io.Writer) *slog.Logger {
+	level := c.cliLogLevel(cfg)
+	if installLogger != nil {
+		installLogger(stderr, level, cfg.LogFormat)
+	}
+	return newLogger(stderr, level, cfg.LogFormat)
+}
+
+// newLogger is a text or json slog logger on w at level.
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level)) // config.Validate has checked it
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

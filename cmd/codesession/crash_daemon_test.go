@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/codesession/codesession/actors/controlplane"
 	"github.com/codesession/codesession/actors/store/filestore"
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // The crash suite through the daemon (issue 10): N sessions x M events are
@@ -95,21 +97,30 @@ func TestCrashThroughTheDaemon(t *testing.T) {
 	})
 }
 
-// smallTmpfs mounts a tmpfs of the given size at a temporary directory and
-// unmounts it at cleanup. Without root (or where mounting is refused) the
-// round is skipped: the same faults come from the faulty store in
-// actors.TestCrashSuite (faults=true), which needs no privilege.
+// smallTmpfs mounts a tmpfs of the given size at a temporary directory
+// (as root, else through passwordless sudo, owned by this user) and
+// unmounts it at cleanup. Where neither can mount, the round is skipped
+// (the same faults come from the faulty store in actors.TestCrashSuite,
+// faults=true), except under CI=true, where it fails: .ci/run's machine
+// can mount one.
 func smallTmpfs(t *testing.T, size string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("not root: no tmpfs to fill; actors.TestCrashSuite/faults=true covers ENOSPC with the faulty store")
-	}
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s); actors.TestCrashSuite/faults=true covers ENOSPC with the faulty store", err, out)
+	opts := "size=" + size + ",mode=0700"
+	var sudo []string
+	if os.Geteuid() != 0 {
+		sudo = []string{"sudo", "-n"}
+		opts += fmt.Sprintf(",uid=%d,gid=%d", os.Geteuid(), os.Getegid())
+	}
+	run := func(args ...string) ([]byte, error) {
+		args = append(slices.Clone(sudo), args...)
+		return exec.Command(args[0], args[1:]...).CombinedOutput()
+	}
+	if out, err := run("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir); err != nil {
+		subprocesstest.Missing(t, "cannot mount a tmpfs to fill (%v: %s); actors.TestCrashSuite/faults=true covers ENOSPC with the faulty store", err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+		if out, err := run("umount", dir); err != nil {
 			t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})

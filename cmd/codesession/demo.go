@@ -62,6 +62,7 @@ func (c *demoCmd) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.backend, "backend", native.ID, "the agent: "+strings.Join(demoBackends, " or ")+" (an installed CLI, driven against the same scripted model)")
 	c.cfg.addHome(fs)
 	c.cfg.addConfig(fs)
+	c.cfg.addVerbose(fs)
 	return fs
 }
 
@@ -135,9 +136,7 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 	if err != nil {
 		return err
 	}
-	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat)
-	}
+	log := cf.cliLogger(cfg, s.stderr)
 	repo, err := mkTemp("codesession-demo-repo-")
 	if err != nil {
 		return err
@@ -192,7 +191,7 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 	out.note("repository: %s", repo)
 	out.note("home:       %s", cfg.Home)
 
-	rt, err := actors.New(cfg, actors.WithBackends(backends))
+	rt, err := actors.New(cfg, actors.WithBackends(backends), actors.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("start the runtime: %w", err)
 	}

@@ -142,6 +142,11 @@ func useColor(mode string, w io.Writer, getenv func(string) string) bool {
 	if getenv("NO_COLOR") != "" {
 		return false
 	}
+	return isTerminal(w)
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // TestDiffCommandAndReadIncludeDiff: `read --include-diff` prints the
@@ -19,9 +20,7 @@ import (
 // [TURN]` shows a turn's persisted diff, --stat only its files, a prefix
 // of the id naming the session.
 func TestDiffCommandAndReadIncludeDiff(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	subprocesstest.Git(t)
 	home := t.TempDir()
 	scenario := `{"turns": [
 	  {"match": "GREET", "steps": [{"write": {"path": "greet.go", "content": "package greet\n"}}, {"text": "wrote it"}]},
@@ -84,6 +83,7 @@ func TestDiffCommandAndReadIncludeDiff(t *testing.T) {
 	r = cli("diff", sid, "7")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "turn 7 has no diff; turns with one: 1, 2")
+	assert.NotContains(t, r.stderr, "codesession ls", "the session was found: no unrelated hint (issue 37)")
 	r = cli("diff", sid, "zero")
 	assert.Equal(t, 2, r.code)
 }

@@ -63,7 +63,9 @@ func parseGuideFlags(args []string) (*guideCmd, error) {
 	if strings.TrimSpace(c.op.Text) == "" {
 		return nil, usagef(cmd, "the TEXT is empty")
 	}
-	if err := c.op.Validate(); err != nil {
+	check := c.op
+	check.SessionID = placeholderSessionID // SESSION may be a prefix; sessionArg checked it
+	if err := check.Validate(); err != nil {
 		return nil, &usageError{cmd: cmd, err: err}
 	}
 	return c, nil

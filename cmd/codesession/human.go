@@ -71,6 +71,9 @@ func hintFor(cmd string, err error) string {
 			return "codesession resume SESSION"
 		}
 	case messages.CodeNotFound:
+		if me.Op == "diff" {
+			return "" // the session was found; its turn (or diff) was not: ls would not help
+		}
 		return "codesession ls lists the sessions your token can see"
 	}
 	return ""

@@ -12,14 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // gitRepo makes a repository with one commit (README) in a temp dir.
 func gitRepo(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	subprocesstest.Git(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644))
 	for _, args := range [][]string{{"init", "-q"}, {"add", "README"},

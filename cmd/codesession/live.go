@@ -30,6 +30,8 @@ type liveText struct {
 
 	outMu   sync.Mutex // serializes every write to w
 	midLine bool       // guarded by outMu: the last live text did not end a line
+
+	streamed bool // guarded by mu: text was written since the last flush
 }
 
 func newLiveText(w io.Writer) *liveText {
@@ -86,15 +88,17 @@ func (l *liveText) write() {
 		l.outMu.Unlock()
 		l.mu.Lock()
 		l.busy = false
+		l.streamed = l.streamed || strings.TrimSpace(text) != ""
 		l.wake.Broadcast()
 	}
 }
 
-// flush waits until every delta received so far is written, and ends the
-// line the live text left open.
-func (l *liveText) flush() {
+// flush waits until every delta received so far is written, ends the
+// line the live text left open, and reports whether any text was streamed
+// since the last flush (the result then does not print it a second time).
+func (l *liveText) flush() (streamed bool) {
 	if l == nil {
-		return
+		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -104,6 +108,8 @@ func (l *liveText) flush() {
 	l.outMu.Lock()
 	l.endLineLocked()
 	l.outMu.Unlock()
+	streamed, l.streamed = l.streamed, false
+	return streamed
 }
 
 // endLineLocked ends the line live text left open; outMu is held.

@@ -21,6 +21,7 @@ type lsCmd struct {
 	statuses []string
 	backend  string
 	since    time.Duration
+	sinceArg string // --since as given: a duration (2h) or days (1d)
 }
 
 func (c *lsCmd) flagSet() *pflag.FlagSet {
@@ -29,7 +30,7 @@ func (c *lsCmd) flagSet() *pflag.FlagSet {
 	fs.StringVarP(&c.output, "output", "o", "table", "table (short ids, fits 100 columns), wide (whole ids, posture, cwd), json or id (ids only)")
 	fs.StringSliceVar(&c.statuses, "status", nil, "only sessions in these states (running, idle, ended, failed, orphaned...; repeatable or comma-separated)")
 	fs.StringVar(&c.backend, "backend", "", "only sessions of this backend")
-	fs.DurationVar(&c.since, "since", 0, "only sessions created within this long (e.g. 2h)")
+	fs.StringVar(&c.sinceArg, "since", "", "only sessions created within this long: a duration (2h) or days (1d)")
 	fs.BoolVar(&c.json, "json", false, `print {"sessions":[...records]} as one JSON object (as -o json)`)
 	c.client.add(fs)
 	return fs
@@ -58,8 +59,20 @@ func parseLsFlags(args []string) (*lsCmd, error) {
 	if c.limit < 0 {
 		return nil, usagef(cmd, "--limit must not be negative")
 	}
-	if c.since < 0 {
-		return nil, usagef(cmd, "--since must not be negative")
+	if c.sinceArg != "" {
+		d, err := parseAge(c.sinceArg)
+		if err != nil {
+			return nil, usagef(cmd, "--since %q: want a duration such as 2h or days such as 1d", c.sinceArg)
+		}
+		if d < 0 {
+			return nil, usagef(cmd, "--since must not be negative")
+		}
+		c.since = d
+	}
+	for _, st := range c.statuses {
+		if !messages.Status(st).Valid() {
+			return nil, usagef(cmd, "--status: unknown state %q (want running, idle, waiting, ended, failed or orphaned)", st)
+		}
 	}
 	switch c.output {
 	case "table", "wide", "id":

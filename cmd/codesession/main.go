@@ -36,6 +36,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,14 +57,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	installLogger = func(w io.Writer, level, format string) {
-		var l slog.Level
-		_ = l.UnmarshalText([]byte(level)) // config.Validate has checked it
-		opts := &slog.HandlerOptions{Level: l}
-		if format == "json" {
-			slog.SetDefault(slog.New(slog.NewJSONHandler(w, opts)))
-			return
-		}
-		slog.SetDefault(slog.New(slog.NewTextHandler(w, opts)))
+		slog.SetDefault(newLogger(w, cmp.Or(level, "info"), format))
 	}
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -110,7 +104,7 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(), delegateCommand(), delegationsCommand(),
-		backendsCommand(), outcomesCommand(), lessonsCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
+		backendsCommand(), outcomesCommand(), lessonsCommand(), approvalsCommand(), capabilitiesCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
 		scopeCommand(), pruneCommand(), configCommand(), completionCommand(), versionCommand(), helpCommand()}
 }
 

@@ -52,6 +52,7 @@ func (c *mcpCmd) flagSet() *pflag.FlagSet {
 	addEnv(fs, &c.env)
 	c.cfg.addHome(fs)
 	c.cfg.addConfig(fs)
+	c.cfg.addVerbose(fs)
 	return fs
 }
 
@@ -113,9 +114,7 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 	if err != nil {
 		return err
 	}
-	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat) // stdout is the protocol's
-	}
+	log := c.cfg.cliLogger(cfg, s.stderr) // stdout is the protocol's
 	limits := messages.ScopeConstraints{MaxPosture: messages.Posture(c.maxPosture), MaxRounds: c.maxRounds, Backend: c.pin}
 	if limits.MaxPosture == "" {
 		limits.MaxPosture = cfg.DefaultMaxPosture
@@ -131,15 +130,15 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 		opts.Ops, opts.Watch = ops, ops.watch
 		// the daemon's scope is shared: at disconnect, stop what this
 		// client started
-		return c.serve(ctx, s, opts, func(ctx context.Context, d *optool.Dispatcher, ids []string) {
+		return c.serve(ctx, s, opts, log, func(ctx context.Context, d *optool.Dispatcher, ids []string) {
 			for _, sid := range ids {
 				if _, err := d.Dispatch(ctx, messages.ToolCall{Op: messages.OpStop, Args: &messages.Stop{SessionID: sid}}, nil); err != nil {
-					slog.Warn("mcp: releasing a session at disconnect failed", "session", sid, "err", err)
+					log.Warn("mcp: releasing a session at disconnect failed", "session", sid, "err", err)
 				}
 			}
 		})
 	}
-	rt, err := actors.New(cfg)
+	rt, err := actors.New(cfg, actors.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("start the runtime: %w", err)
 	}
@@ -157,11 +156,11 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 	opts.Ops, opts.Watch = rt, optool.StoreWatch(rt.Store())
 	// the scope is this process's own: at disconnect every session it owns
 	// is released{sweep}, as a settled driver's
-	return c.serve(ctx, s, opts, func(ctx context.Context, _ *optool.Dispatcher, _ []string) {
+	return c.serve(ctx, s, opts, log, func(ctx context.Context, _ *optool.Dispatcher, _ []string) {
 		if n, err := rt.ReleaseScope(ctx, c.scope); err != nil {
-			slog.Warn("mcp: releasing the scope at disconnect failed", "err", err)
+			log.Warn("mcp: releasing the scope at disconnect failed", "err", err)
 		} else if n > 0 {
-			slog.Info("mcp: client disconnected; released its sessions", "count", n)
+			log.Info("mcp: client disconnected; released its sessions", "count", n)
 		}
 	})
 }
@@ -169,14 +168,14 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 // serve runs the MCP server on stdin/stdout until the client disconnects
 // (or ctx ends), then releases what the client started (release), before
 // the command returns.
-func (c *mcpCmd) serve(ctx context.Context, s *streams, opts optool.Options, release func(context.Context, *optool.Dispatcher, []string)) error {
+func (c *mcpCmd) serve(ctx context.Context, s *streams, opts optool.Options, log *slog.Logger, release func(context.Context, *optool.Dispatcher, []string)) error {
 	tracker := &startTracker{Ops: opts.Ops}
 	opts.Ops = tracker
 	d, err := optool.New(opts)
 	if err != nil {
 		return usagef("mcp", "%v", err)
 	}
-	srv, err := mcpserver.New(d, mcpserver.Options{Version: buildVersion(), Logger: slog.Default(),
+	srv, err := mcpserver.New(d, mcpserver.Options{Version: buildVersion(), Logger: log,
 		// released below, once Run has returned, before the command does
 		OnDisconnect: func(context.Context, []string) {}})
 	if err != nil {

@@ -27,7 +27,7 @@ func (c *outcomesCmd) flagSet() *pflag.FlagSet {
 	fs.StringVar(&c.filter.Backend, "backend", "", "only this backend")
 	fs.StringVar(&c.filter.Model, "model", "", "only this model")
 	fs.StringVar(&c.filter.Tag, "tag", "", "only runs with this task tag")
-	fs.StringVar(&c.since, "since", "", "only runs ended since: a duration (24h) or a time (RFC 3339)")
+	fs.StringVar(&c.since, "since", "", "only runs ended since: a duration (24h), days (1d) or a time (RFC 3339)")
 	c.cfg.addConfig(fs)
 	c.cfg.addHome(fs)
 	return fs
@@ -63,13 +63,13 @@ func parseOutcomesFlags(args []string, now time.Time) (*outcomesCmd, error) {
 }
 
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
+	if d, err := parseAge(s); err == nil {
 		return now.Add(-d), nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("want a duration like 24h or an RFC 3339 time, got %q", s)
+	return time.Time{}, fmt.Errorf("want a duration like 24h or 1d, or an RFC 3339 time, got %q", s)
 }
 
 func (c *outcomesCmd) exec(ctx context.Context, s *streams) error {

@@ -122,7 +122,7 @@ func (p *textPrinter) started(st messages.StartResult, d messages.Descriptor) {
 }
 
 func (p *textPrinter) result(r messages.TurnResult) {
-	p.live.flush()
+	streamed := p.live.flush()
 	head := fmt.Sprintf("== turn %d: %s", r.Turn, r.Kind)
 	switch r.Kind {
 	case messages.KindTurnComplete:
@@ -149,7 +149,9 @@ func (p *textPrinter) result(r messages.TurnResult) {
 	case messages.KindError:
 		p.indent(r.Message)
 	default:
-		p.indent(r.Text)
+		if !streamed { // the live text has shown it already: once is enough
+			p.indent(r.Text)
+		}
 	}
 	if len(r.Actions) > 0 {
 		p.printf("   actions:\n")

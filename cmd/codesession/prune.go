@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/messages"
 )
 
 // pruneCmd removes old sessions that are no longer live from the home.
@@ -85,7 +86,13 @@ func (c *pruneCmd) exec(ctx context.Context, s *streams) error {
 	if err != nil {
 		return err
 	}
-	out, err := actors.Prune(ctx, cfg.Home, time.Now().Add(-c.olderThan), c.dryRun)
+	cutoff := time.Now().Add(-c.olderThan)
+	out, err := actors.Prune(ctx, cfg.Home, cutoff, c.dryRun)
+	if c.dryRun && messages.IsCode(err, messages.CodeConflict) {
+		// a daemon holds the home: its records are current, so a dry run
+		// lists from it instead of opening the store beside it
+		out, err = c.listFromDaemon(ctx, s, cfg.Home, cutoff)
+	}
 	if c.json {
 		if out == nil {
 			out = []actors.Pruned{}
@@ -113,4 +120,31 @@ func (c *pruneCmd) exec(ctx context.Context, s *streams) error {
 		fmt.Fprintf(s.stdout, "%d session(s) %s from %s\n", len(out), verb, cfg.Home)
 	}
 	return err
+}
+
+// listFromDaemon is a dry run's list while a daemon holds home: the
+// daemon's records that prune would remove (not live, updated before
+// cutoff). Only the real prune, with the daemon stopped, removes them.
+func (c *pruneCmd) listFromDaemon(ctx context.Context, s *streams, home string, cutoff time.Time) ([]actors.Pruned, error) {
+	const cmd = "prune"
+	cf := clientFlags{home: home}
+	dc, err := cf.client(cmd, s.getenv)
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		Sessions []messages.SessionRecord `json:"sessions"`
+	}
+	if err := dc.do(ctx, "GET", "/api/code-sessions", nil, &res); err != nil {
+		return nil, remoteErr(cmd, "list", err)
+	}
+	var out []actors.Pruned
+	for _, rec := range res.Sessions {
+		if rec.Status.Live() || !rec.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		out = append(out, actors.Pruned{SessionID: rec.SessionID, Status: rec.Status, UpdatedAt: rec.UpdatedAt, Worktree: rec.Worktree})
+	}
+	fmt.Fprintf(s.stderr, "codesession prune: a daemon holds %s; listed from it (stop it to prune for real)\n", home)
+	return out, nil
 }

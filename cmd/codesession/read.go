@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,6 +19,25 @@ type readCmd struct {
 	includeDiff bool
 	timeout     time.Duration
 	json        bool
+	quiet       bool
+	// spinnerTo, when set, is where the waiting spinner draws (tests);
+	// otherwise stderr when it is a terminal
+	spinnerTo   io.Writer
+	stopSpinner func()
+}
+
+// spinnerWriter is where read's waiting spinner draws: nowhere with
+// --quiet or --json, else spinnerTo, else stderr when it is a terminal.
+func (c *readCmd) spinnerWriter(s *streams) io.Writer {
+	switch {
+	case c.quiet || c.json:
+		return nil
+	case c.spinnerTo != nil:
+		return c.spinnerTo
+	case isTerminal(s.stderr) && s.getenv("TERM") != "dumb":
+		return s.stderr
+	}
+	return nil
 }
 
 // readPoll is the longest single long poll; read loops until its --timeout.
@@ -28,6 +48,7 @@ func (c *readCmd) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&c.includeDiff, "include-diff", false, "include the turn's full unified diff")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long to wait for the result")
 	fs.BoolVar(&c.json, "json", false, "print the result as one JSON object (a messages.TurnResult)")
+	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no spinner while waiting (it shows only on a terminal anyway)")
 	c.client.add(fs)
 	return fs
 }
@@ -61,6 +82,18 @@ func (c *readCmd) exec(ctx context.Context, s *streams) error {
 	if err != nil {
 		return err
 	}
+	if w := c.spinnerWriter(s); w != nil {
+		sp := &spinner{w: w, frame: 120 * time.Millisecond, refresh: 2 * time.Second, status: func(ctx context.Context) string {
+			d, err := getSession(ctx, dc, c.sid, 0, 1)
+			if err != nil {
+				return ""
+			}
+			return fmt.Sprintf("%s %s, round %d", shortID(d.Record.SessionID), d.Record.Status, d.Record.RoundsElapsed)
+		}}
+		sp.start(ctx)
+		defer sp.stop()
+		c.stopSpinner = sp.stop
+	}
 	deadline := time.Now().Add(c.timeout)
 	for {
 		poll := min(time.Until(deadline), readPoll)
@@ -75,6 +108,9 @@ func (c *readCmd) exec(ctx context.Context, s *streams) error {
 		}
 		if err != nil {
 			return remoteErr(cmd, "read-turn", err)
+		}
+		if c.stopSpinner != nil {
+			c.stopSpinner() // the line is cleared before the result
 		}
 		if c.json {
 			return writeJSON(s.stdout, r)

@@ -58,6 +58,7 @@ func (f *runFlags) flagSet() *pflag.FlagSet {
 	fs.StringArrayVar(&f.guides, "guide", nil, "guidance for a follow-up turn, sent after each completed turn in order (repeatable)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long to wait for each read-turn result")
 	f.cfg.addConfig(fs)
+	f.cfg.addVerbose(fs)
 	return fs
 }
 
@@ -142,16 +143,14 @@ func (c *runCmd) exec(ctx context.Context, s *streams) error {
 	if err != nil {
 		return err
 	}
-	if installLogger != nil {
-		installLogger(s.stderr, cfg.LogLevel, cfg.LogFormat)
-	}
+	log := c.cfg.cliLogger(cfg, s.stderr)
 	op := c.start
 	if op.Cwd, err = workDir(cmd, op.Cwd); err != nil {
 		return err
 	}
 	cfg.WarmPool = 0 // one session per process: a warm pool would boot a CLI only to kill it
 	var live *liveText
-	var opts []actors.Option
+	opts := []actors.Option{actors.WithLogger(log)}
 	if !c.json {
 		live = newLiveText(s.stdout)
 		defer live.close()

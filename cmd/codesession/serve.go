@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/config"
 )
 
@@ -113,7 +114,7 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		return usagef(cmd, "--addr %q is not a loopback address: serve TLS (--tls-cert, --tls-key) or pass --insecure-remote", addr)
 	}
 	cfg, err := c.cfg.load(cmd, s.getenv, func(cfg *config.Config) {
-		cfg.LogLevel = cmp.Or(c.logLevel, cfg.LogLevel)
+		cfg.LogLevel = cmp.Or(c.logLevel, cfg.LogLevel, "info") // the daemon logs at info by default
 		cfg.LogFormat = cmp.Or(c.logFormat, cfg.LogFormat)
 	})
 	if err != nil {
@@ -152,6 +153,10 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		return fmt.Errorf("start the daemon: %w", err)
 	}
 	handler := d.Handler()
+	// the weekly capability pin check (data only; it never bumps a pin)
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go curation.RefreshJob(refreshCtx, cfg.Home, &curation.Refresher{Token: s.getenv("GITHUB_TOKEN")}, slog.Default())
 	if cfg.Cluster.Enabled() {
 		node, h, err := startClusterNode(cfg, d, &pub)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -27,6 +28,7 @@ type sessionDetail struct {
 	Events         []messages.PersistedEvent `json:"events"`
 	LastSeq        uint64                    `json:"lastSeq"`
 	ExternalAttach *controlplane.AttachView  `json:"externalAttach,omitempty"`
+	Manifest       *curation.Manifest        `json:"manifest,omitempty"`
 }
 
 func (c *showCmd) flagSet() *pflag.FlagSet {
@@ -116,6 +118,7 @@ func writeRecord(s *streams, d sessionDetail, now time.Time) {
 	fmt.Fprintf(w, "  rounds    %s   cost %s\n", rounds, cost(r.CostUSD))
 	fmt.Fprintf(w, "  cwd       %s\n", r.Cwd)
 	writeWorktree(w, r.Worktree)
+	writeProvision(w, r.Provision, d.Manifest)
 	fmt.Fprintf(w, "  brief     %s\n", oneLine(r.TaskBrief, 160))
 	if len(r.TaskTags) > 0 {
 		fmt.Fprintf(w, "  tags      %s\n", strings.Join(r.TaskTags, ", "))

@@ -50,7 +50,9 @@ func parseStopFlags(args []string) (*stopCmd, error) {
 	}
 	c := &stopCmd{client: f.client, json: f.json, sid: sid}
 	c.op = messages.Stop{SessionID: c.sid, Outcome: messages.Outcome(f.outcome), Note: f.note}
-	if err := c.op.Validate(); err != nil {
+	check := c.op
+	check.SessionID = placeholderSessionID // SESSION may be a prefix; sessionArg checked it
+	if err := check.Validate(); err != nil {
 		return nil, &usageError{cmd: cmd, err: err}
 	}
 	return c, nil

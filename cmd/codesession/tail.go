@@ -104,7 +104,9 @@ func (c *tailCmd) exec(ctx context.Context, s *streams) error {
 	return c.followFeed(ctx, dc, s)
 }
 
-// errReleased ends a one-session follow: nothing comes after `released`.
+// errReleased ends a one-session follow: nothing comes after a final
+// `released`. A released{shutdown} is not final (the daemon stopped with the
+// session live; it resumes after a restart), so the follow goes on.
 var errReleased = errors.New("the session was released")
 
 // printLog prints the stored events after the cursor and returns.
@@ -219,7 +221,7 @@ func (c *tailCmd) stream(ctx context.Context, dc *daemonClient, s *streams, last
 			if err := c.print(s, m, d.SessionID, &d.PersistedEvent, nil); err != nil {
 				return err
 			}
-			if c.sid != "" && d.Event.Type == messages.EvReleased {
+			if c.sid != "" && d.Event.Type == messages.EvReleased && d.Event.ReleaseReason != messages.ReleaseShutdown {
 				*lastID = m.id
 				return errReleased
 			}

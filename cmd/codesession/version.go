@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/pflag"
 )
@@ -13,29 +14,75 @@ import (
 // it the module version or VCS revision from the build info is used.
 var version = ""
 
-type versionCmd struct{}
+type versionCmd struct{ json bool }
 
 func versionCommand() command {
 	return command{
 		name:    "version",
 		summary: "print the version of codesession and of Go it was built with",
-		usage:   "version",
-		flags:   func() *pflag.FlagSet { return newFlagSet("version") },
+		usage:   "version [--json]",
+		flags:   func() *pflag.FlagSet { return (&versionCmd{}).flagSet() },
 		parse: func(args []string) (runner, error) {
-			fs := newFlagSet("version")
+			c := versionCmd{}
+			fs := c.flagSet()
 			if err := parseFlags(fs, args); err != nil {
 				return nil, err
 			}
 			if fs.NArg() > 0 {
 				return nil, usagef("version", "takes no arguments")
 			}
-			return versionCmd{}, nil
+			return c, nil
 		},
 	}
 }
 
-func (versionCmd) exec(_ context.Context, s *streams) error {
-	fmt.Fprintf(s.stdout, "codesession %s (%s %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+func (c *versionCmd) flagSet() *pflag.FlagSet {
+	fs := newFlagSet("version")
+	fs.BoolVar(&c.json, "json", false, "print the version, module, commit and Go as one JSON object")
+	return fs
+}
+
+// versionInfo is what `version --json` prints, from the build info.
+type versionInfo struct {
+	Version  string `json:"version"`
+	Module   string `json:"module"`
+	Commit   string `json:"commit,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+}
+
+func readVersionInfo() versionInfo {
+	v := versionInfo{Version: buildVersion(), Module: "github.com/codesession/codesession", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path != "" {
+			v.Module = bi.Main.Path
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	return v
+}
+
+func (c versionCmd) exec(_ context.Context, s *streams) error {
+	v := readVersionInfo()
+	if c.json {
+		return writeJSON(s.stdout, v)
+	}
+	commit := ""
+	if v.Commit != "" && !strings.Contains(v.Version, v.Commit[:min(12, len(v.Commit))]) {
+		commit = ", commit " + v.Commit[:min(12, len(v.Commit))]
+		if v.Modified {
+			commit += "+dirty"
+		}
+	}
+	fmt.Fprintf(s.stdout, "codesession %s (%s %s, module %s%s)\n", v.Version, v.Go, v.Platform, v.Module, commit)
 	return nil
 }
 

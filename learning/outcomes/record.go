@@ -29,8 +29,11 @@ type Record struct {
 	Inferred      bool                   `json:"inferred,omitempty"`
 	Interventions learning.Interventions `json:"interventions"`
 	FailureReason string                 `json:"failureReason,omitempty"`
-	DriverNote    string                 `json:"driverNote,omitempty"`
-	ReleaseReason messages.ReleaseReason `json:"releaseReason"`
+	// InferredReason says how an inferred success was inferred (a failure's
+	// is FailureReason).
+	InferredReason string                 `json:"inferredReason,omitempty"`
+	DriverNote     string                 `json:"driverNote,omitempty"`
+	ReleaseReason  messages.ReleaseReason `json:"releaseReason"`
 	// StartRevision and EndRevision are the repository's HEAD when the run
 	// started and when it was released; "" outside git (such an outcome is
 	// never independent evidence for a lesson: fail closed, seed 004).
@@ -78,8 +81,10 @@ func Build(rec messages.SessionRecord, events []messages.PersistedEvent, editToo
 		startedAt = run.StartedAt
 	}
 	capped := rec.MaxRounds > 0 && rec.RoundsElapsed >= rec.MaxRounds
-	verdict := learning.Infer(t.Facts(rel.ReleaseReason == messages.ReleaseFailed, capped,
-		learning.ReadOnlyBrief(rec.TaskBrief, rec.MaxPosture, rec.TaskTags)))
+	readOnly, readOnlyWhy := learning.BriefReadOnly(rec.TaskBrief, rec.MaxPosture, rec.TaskTags)
+	facts := t.Facts(rel.ReleaseReason == messages.ReleaseFailed, capped, readOnly)
+	facts.ReadOnlyWhy = readOnlyWhy
+	verdict := learning.Infer(facts)
 	out := Record{
 		SessionID: rec.SessionID, Run: max(1, len(rec.Runs)), BackendID: rec.BackendID,
 		Model: concreteModel(rec.Model, t.Model), Effort: rec.Effort, TaskTags: slices.Clone(rec.TaskTags),
@@ -96,6 +101,9 @@ func Build(rec messages.SessionRecord, events []messages.PersistedEvent, editToo
 	// the session stored the driver's verdict or its own inference; the
 	// inference is replayed here, so a match with no note is the inference
 	out.Inferred = out.Outcome == verdict.Outcome && rel.Note == ""
+	if out.Inferred && out.Outcome == messages.OutcomeSuccess {
+		out.InferredReason = verdict.Reason
+	}
 	if out.Outcome == messages.OutcomeFailed || out.Outcome == messages.OutcomeAborted {
 		switch {
 		case rel.ReleaseReason == messages.ReleaseFailed && rel.Text != "":

@@ -1,6 +1,7 @@
 package outcomes
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -150,7 +151,7 @@ func (r *Recorder) Released(ctx context.Context, sessionID string) (Record, bool
 	}
 	r.o.Metrics.settle(out)
 	r.o.Logger.Info("code_session_settled", "session", sessionID, "run", out.Run, "backend", out.BackendID,
-		"model", out.Model, "outcome", out.Outcome, "inferred", out.Inferred, "reason", out.FailureReason)
+		"model", out.Model, "outcome", out.Outcome, "inferred", out.Inferred, "reason", cmp.Or(out.FailureReason, out.InferredReason))
 	if r.o.OnRecord != nil {
 		r.o.OnRecord(out)
 	}

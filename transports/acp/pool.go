@@ -96,7 +96,7 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 // boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (s *session, refill func(), ok bool) {
 	p := t.Current()
-	if p == nil || p.Size() == 0 || spec.ResumeExternalID != "" {
+	if p == nil || p.Size() == 0 || spec.ResumeExternalID != "" || !spec.Provision.Empty() {
 		return nil, nil, false
 	}
 	key := t.warmKey(spec, bin)

@@ -183,7 +183,7 @@ func (s *session) boot(ctx context.Context) error {
 		s.mu.Lock()
 		s.loading = true
 		s.mu.Unlock()
-		resp, err := s.conn.LoadSession(ctx, acpsdk.LoadSessionRequest{SessionId: acpsdk.SessionId(ext), Cwd: s.ws.Given(), McpServers: []acpsdk.McpServer{}})
+		resp, err := s.conn.LoadSession(ctx, acpsdk.LoadSessionRequest{SessionId: acpsdk.SessionId(ext), Cwd: s.ws.Given(), McpServers: mcpServers(s.spec.Provision, init.AgentCapabilities.McpCapabilities.Http)})
 		s.mu.Lock()
 		s.loading = false
 		s.mu.Unlock()
@@ -193,7 +193,7 @@ func (s *session) boot(ctx context.Context) error {
 		s.sid, modes, opts = acpsdk.SessionId(ext), resp.Modes, resp.ConfigOptions
 		s.learnModels(resp.Models, opts)
 	} else {
-		resp, err := s.conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: s.ws.Given(), McpServers: []acpsdk.McpServer{}})
+		resp, err := s.conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: s.ws.Given(), McpServers: mcpServers(s.spec.Provision, init.AgentCapabilities.McpCapabilities.Http)})
 		if err != nil {
 			return fail(s.startError(ctx, "session/new", err))
 		}

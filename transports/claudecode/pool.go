@@ -104,7 +104,7 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 // is over, so the boot competes with neither the start nor that turn). ok is false when the start must boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws gate.Workspace) (s *session, refill func(), ok bool) {
 	pool := t.Current() // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
-	if pool == nil || pool.Size() == 0 || spec.ResumeExternalID != "" {
+	if pool == nil || pool.Size() == 0 || spec.ResumeExternalID != "" || !spec.Provision.Empty() {
 		return nil, func() {}, false
 	}
 	key := t.warmKey(spec, bin)

@@ -283,12 +283,32 @@ func buildArgs(spec transports.SessionSpec, ext string, resume bool) []string {
 	if spec.AppendSystemPrompt != "" {
 		args = append(args, "--append-system-prompt", spec.AppendSystemPrompt)
 	}
+	if p := spec.Provision; p != nil {
+		// the session's capability plan (actors/curation): its MCP servers
+		// and its skills as a plugin, both under the session's provision dir
+		if p.ConfigFile != "" {
+			args = append(args, "--mcp-config", p.ConfigFile)
+		}
+		if p.SkillsDir != "" {
+			args = append(args, "--plugin-dir", p.SkillsDir)
+		}
+	}
 	if resume {
 		args = append(args, "--resume", ext)
 	} else {
 		args = append(args, "--session-id", ext)
 	}
 	return args
+}
+
+// LaunchArgv is the argv a new session of spec starts with (the launch
+// manifest records it); the session id is a placeholder until Open.
+func (t *Transport) LaunchArgv(spec transports.SessionSpec) []string {
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		bin = "claude"
+	}
+	return append([]string{bin}, buildArgs(spec, "<session-id>", false)...)
 }
 
 // transcriptExists reports whether Claude Code keeps a transcript of the

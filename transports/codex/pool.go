@@ -118,8 +118,8 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) (key warmKe
 // is nil when the start could never adopt. ok is false when the start
 // must boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (s *Session, refill func(), ok bool) {
-	pool := t.Current() // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
-	if pool == nil || pool.Size() == 0 {
+	pool := t.Current()                                             // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
+	if pool == nil || pool.Size() == 0 || !spec.Provision.Empty() { // a provisioned session boots its own
 		return nil, nil, false
 	}
 	key, target, can := t.warmKey(spec, bin)
@@ -262,7 +262,16 @@ func writeConfig(home string, spec transports.SessionSpec, env []string) error {
 		return messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's CODEX_HOME "+home)
 	}
 	baseURL := subprocess.EnvValue(append(append([]string(nil), env...), spec.Env...), EnvBaseURL)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(configTOML(spec, baseURL)), 0o600); err != nil {
+	cfg := configTOML(spec, baseURL)
+	if p := spec.Provision; p != nil && p.ConfigFile != "" {
+		// the capability plan's [mcp_servers.*] tables (actors/curation)
+		extra, err := os.ReadFile(p.ConfigFile)
+		if err != nil {
+			return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot read the session's provisioned MCP servers")
+		}
+		cfg += "\n# provisioned capabilities: " + p.ConfigFile + "\n" + string(extra)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot write the session's codex config.toml")
 	}
 	return nil

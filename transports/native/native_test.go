@@ -342,12 +342,12 @@ func TestInterruptCancelsTheStream(t *testing.T) {
 		return false
 	})
 	require.True(t, ok, l.rec.Transcript())
-	start := time.Now()
+	// the turn closes within testWait only if the interrupt cut the
+	// 10-minute stream short
 	require.NoError(t, l.s.(transports.Interrupter).Interrupt(context.Background()))
 	_, ok = l.rec.Wait(testWait, func(recs []transporttest.Record) bool { return closed(inTurn(recs, 1)) != nil })
 	require.True(t, ok)
 	assert.Equal(t, messages.TurnInterrupted, closed(l.rec.Turn(1)).State)
-	assert.Less(t, time.Since(start), 10*time.Second)
 
 	evs := l.turn(2, "say hi", nil)
 	assert.Equal(t, messages.TurnCompleted, closed(evs).State)
@@ -356,7 +356,7 @@ func TestInterruptCancelsTheStream(t *testing.T) {
 func TestInterruptKillsARunningCommand(t *testing.T) {
 	t.Parallel()
 	sc := &modelmock.Scenario{Rules: []modelmock.Rule{
-		{Match: modelmock.Match{Text: "sleep"}, Steps: []modelmock.Step{{Tool: tool("bash", map[string]any{"command": "sleep 300"})}}},
+		{Match: modelmock.Match{Text: "sleep"}, Steps: []modelmock.Step{{Tool: tool("bash", map[string]any{"command": "sleep 3600"})}}},
 	}}
 	l := openLive(t, sc, transports.SessionSpec{Posture: messages.PostureFull})
 	l.rec.TurnStarting(1)
@@ -371,14 +371,14 @@ func TestInterruptKillsARunningCommand(t *testing.T) {
 	})
 	require.True(t, ok)
 	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
+	// the turn closes within testWait only if the interrupt killed the
+	// hour-long command
 	require.NoError(t, l.s.(transports.Interrupter).Interrupt(context.Background()))
 	_, ok = l.rec.Wait(testWait, func(recs []transporttest.Record) bool { return closed(inTurn(recs, 1)) != nil })
 	require.True(t, ok)
 	evs := l.rec.Turn(1)
 	assert.Equal(t, messages.TurnInterrupted, closed(evs).State)
 	assert.Contains(t, results(evs)["bash"].Output, "killed: the turn was interrupted")
-	assert.Less(t, time.Since(start), 10*time.Second)
 }
 
 func TestInterruptWhileAsking(t *testing.T) {

@@ -52,6 +52,13 @@ func permit(tool string, posture messages.Posture, allowed []string, sessionAllo
 	if !ok {
 		return decision{verdictRefuse, fmt.Sprintf("refused: there is no tool %q (the tools are %s)", tool, strings.Join(ToolNames(), ", "))}
 	}
+	return permitKind(tool, def.kind, posture, allowed, sessionAllowed)
+}
+
+// permitKind is permit for a tool of a known kind (the built-in tools, and
+// a plan's MCP tools, which are exec tools).
+func permitKind(tool string, kind toolKind, posture messages.Posture, allowed []string, sessionAllowed bool) decision {
+	def := toolDef{kind: kind}
 	if allowed != nil && !slices.Contains(allowed, tool) {
 		return decision{verdictRefuse, fmt.Sprintf("refused: tool %q is not in this session's allowed tools", tool)}
 	}

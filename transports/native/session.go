@@ -63,6 +63,10 @@ type sessionConfig struct {
 	// external, when set, are the only tools (OpenLoop, loop.go): each
 	// call runs, ungated.
 	external map[string]Tool
+	// mcp are the plan's MCP tools (nil: none); mcpWarnings say which
+	// servers did not start, emitted after EvStarted.
+	mcp         *mcpTools
+	mcpWarnings []string
 }
 
 // turnReq is one StartTurn handed to the session's goroutine.
@@ -223,6 +227,7 @@ func (s *session) Close(ctx context.Context) error {
 	if s.cfg.tools.tmp != "" {
 		_ = os.RemoveAll(s.cfg.tools.tmp)
 	}
+	s.cfg.mcp.close()
 	return nil
 }
 
@@ -247,6 +252,9 @@ func (s *session) emit(turn int, ev messages.Event) {
 func (s *session) run() {
 	defer close(s.done)
 	s.emit(0, messages.Event{Type: messages.EvStarted, ExternalSessionID: s.cfg.externalID, Model: s.cfg.model})
+	for _, w := range s.cfg.mcpWarnings {
+		s.emit(0, messages.Event{Type: messages.EvWarning, Text: w})
+	}
 	for {
 		select {
 		case <-s.stop:
@@ -334,7 +342,7 @@ func (s *session) loop(tr *turnRun) (outcome, string) {
 		s.mu.Lock()
 		posture := s.posture
 		s.mu.Unlock()
-		offer := offered(posture, s.cfg.allowed)
+		offer := append(offered(posture, s.cfg.allowed), s.cfg.mcp.offered(s.cfg.allowed, posture == messages.PosturePlan)...)
 		if s.cfg.external != nil {
 			offer = s.offeredExternal()
 		}
@@ -450,6 +458,10 @@ func (s *session) call(tr *turnRun, u block) (block, outcome) {
 	posture := s.posture
 	s.mu.Unlock()
 	d := permit(u.name, posture, s.cfg.allowed, s.sessionAllowed[u.name])
+	isMCP := s.cfg.mcp.has(u.name)
+	if isMCP {
+		d = permitKind(u.name, kindExec, posture, s.cfg.allowed, s.sessionAllowed[u.name])
+	}
 	switch d.verdict {
 	case verdictRefuse:
 		return result(toolResult{output: d.reason, isError: true}), outInvalid
@@ -472,7 +484,12 @@ func (s *session) call(tr *turnRun, u block) (block, outcome) {
 			s.sessionAllowed[u.name] = true
 		}
 	}
-	r := tools[u.name].run(tr.req.ctx, &s.cfg.tools, input)
+	var r toolResult
+	if isMCP {
+		r = s.cfg.mcp.call(tr.req.ctx, u.name, input)
+	} else {
+		r = tools[u.name].run(tr.req.ctx, &s.cfg.tools, input)
+	}
 	if out, ok := s.cancelled(tr.req.ctx); ok {
 		if out == outStopped {
 			return block{kind: blockToolResult, id: u.id, isError: true, text: "interrupted: the session was closed"}, out

@@ -242,7 +242,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
 	}
 	for _, name := range spec.AllowedTools {
-		if _, ok := tools[name]; !ok {
+		if _, ok := tools[name]; !ok && !strings.HasPrefix(name, "mcp__") {
 			return nil, messages.FieldError(messages.OpStart, "allowedTools", "the native backend has no tool %q (it has %s)", name, strings.Join(ToolNames(), ", "))
 		}
 	}
@@ -294,20 +294,23 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, err
 	}
+	mcpt, mcpWarnings := openMCP(ctx, spec.Provision, &tools)
 	s := newSession(sessionConfig{
-		prov:       prov,
-		httpc:      httpc,
-		sink:       sink,
-		externalID: "native-" + transports.RandomHex(8),
-		model:      model,
-		effort:     spec.Effort,
-		system:     systemPrompt(ws, spec.AppendSystemPrompt),
-		allowed:    allowed,
-		maxRounds:  maxRounds,
-		maxTokens:  t.maxTokens,
-		retry:      t.retry,
-		prices:     prices,
-		tools:      tools,
+		mcp:         mcpt,
+		mcpWarnings: mcpWarnings,
+		prov:        prov,
+		httpc:       httpc,
+		sink:        sink,
+		externalID:  "native-" + transports.RandomHex(8),
+		model:       model,
+		effort:      spec.Effort,
+		system:      systemPrompt(ws, spec.AppendSystemPrompt),
+		allowed:     allowed,
+		maxRounds:   maxRounds,
+		maxTokens:   t.maxTokens,
+		retry:       t.retry,
+		prices:      prices,
+		tools:       tools,
 	}, posture)
 	go s.run()
 	return s, nil

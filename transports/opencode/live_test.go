@@ -14,6 +14,7 @@ import (
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // TestLivePosture: plan sets opencode's "mode" option to plan and refuses
@@ -28,9 +29,7 @@ func TestLivePosture(t *testing.T) {
 // subdirectory of a git checkout, whose model writes a relative path,
 // must write it in the session's directory and nowhere else.
 func TestLiveEditsSessionCwd(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	subprocesstest.Git(t)
 	parent := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", parent).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 	"github.com/codesession/codesession/transports/warmpool"
 )
 
@@ -109,7 +110,7 @@ func TestSettlingUnreadableOrStopped(t *testing.T) {
 // makes it take longer) and its count grows by more than 10.
 func TestCPUTicksCountsTheCPUUsed(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc here")
+		subprocesstest.Missing(t, "no /proc here: %v", err)
 	}
 	before, err := warmpool.CPUTicks(os.Getpid())
 	require.NoError(t, err)
@@ -131,7 +132,7 @@ func TestCPUTicksCountsTheCPUUsed(t *testing.T) {
 // A real process that sleeps settles; one that is gone counts as settled.
 func TestWatchSettlingOnARealProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc here")
+		subprocesstest.Missing(t, "no /proc here: %v", err)
 	}
 	cmd := exec.Command("sleep", "60")
 	require.NoError(t, cmd.Start())

@@ -169,9 +169,7 @@ func (dm *daemon) events(sid string) []messages.PersistedEvent {
 // commit, so the turn diff comes from git.
 func gitRepo(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	subprocesstest.Git(t)
 	dir := t.TempDir()
 	for _, args := range [][]string{{"init", "-q"}, {"config", "user.email", "t@example.com"}, {"config", "user.name", "t"},
 		{"commit", "-q", "--allow-empty", "-m", "empty"}} {

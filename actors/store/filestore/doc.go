@@ -37,7 +37,11 @@
 // committed record from memory. A checkpoint (when the WAL passes
 // WithCheckpointBytes, at Open and at Close) makes the session files
 // touched since the last one durable (one syncfs on Linux, else an fsync
-// per file), then truncates the WAL. Open replays the WAL:
+// per file), then truncates the WAL. A failed checkpoint keeps the WAL
+// and is retried once the log has grown by the checkpoint size again; the
+// retry first writes the session files again from the WAL, since a failed
+// fsync can drop the pages it was to write and a second fsync then
+// succeeds without them. Open replays the WAL:
 // each session's events.jsonl is rewritten from the first seq the WAL holds
 // and its meta.json from its last record, so both are exact after any crash.
 // Sequence numbers are the caller's; Append accepts only a gapless batch
@@ -73,6 +77,10 @@
 // filestore_test.go runs the storetest conformance suite against it and adds
 // what only a disk has: reopening, torn tails (with FuzzTornTail), bad
 // records, temp-file leftovers and the handle LRU under ten thousand
-// sessions. BenchmarkAppend compares Append with a plain file written with the
-// same batching and fsyncs.
+// sessions. crash_test.go fails each fsync through the tests' seam
+// (WithSyncFault: every fsync the store makes is named by a syncPoint),
+// lets it land or lose its pages, then rebuilds the home from what had
+// reached the disk (disk_test.go models it) and reopens it.
+// BenchmarkAppend compares Append with a plain file written with the same
+// batching and fsyncs.
 package filestore

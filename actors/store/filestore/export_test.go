@@ -4,6 +4,10 @@ package filestore
 // (the fuzz test, ten thousand sessions).
 func WithoutSync() Option { return func(s *Store) { s.noSync = true } }
 
+// WithoutSyncFS makes checkpoints fsync file by file, as on systems
+// without syncfs(2), so that path is tested on Linux too.
+func WithoutSyncFS() Option { return func(s *Store) { s.noSyncFS = true } }
+
 // OpenHandles reports how many append handles are open.
 func (st *Store) OpenHandles() int {
 	st.mu.Lock()
@@ -15,7 +19,37 @@ func (st *Store) OpenHandles() int {
 // result fails the whole group as a disk would (ENOSPC, EROFS).
 func WithWALFault(fn func() error) Option { return func(s *Store) { s.walFault = fn } }
 
+// SyncPoint names one fsync the store is about to make (see syncPoint).
+type SyncPoint = syncPoint
+
+// The kinds of fsync a SyncPoint names.
+const (
+	SyncWALCommit = atWALCommit
+	SyncWALCut    = atWALCut
+	SyncWALZeros  = atWALZeros
+	SyncWALReset  = atWALReset
+	SyncWALDir    = atWALDir
+	SyncFS        = atSyncFS
+	SyncLog       = atLog
+	SyncMeta      = atMeta
+	SyncDir       = atDir
+	SyncRepair    = atRepair
+)
+
+// WithSyncFault consults fn before every fsync the store makes (the
+// write-ahead log's commits, cuts, zeros and resets; checkpoints' syncfs or
+// per-file fsyncs; meta.json replacements; torn-tail cuts). A non-nil
+// result fails that fsync as the disk would, and the fsync is not made.
+func WithSyncFault(fn func(SyncPoint) error) Option { return func(s *Store) { s.syncFault = fn } }
+
 // WithWALResetFault consults fn in place of the sync that follows a
 // checkpoint's truncate of the WAL: a non-nil result fails the checkpoint
 // there, with the log already empty.
-func WithWALResetFault(fn func() error) Option { return func(s *Store) { s.walResetFault = fn } }
+func WithWALResetFault(fn func() error) Option {
+	return WithSyncFault(func(p SyncPoint) error {
+		if p.Kind == SyncWALReset {
+			return fn()
+		}
+		return nil
+	})
+}

@@ -63,10 +63,15 @@ type Store struct {
 	walPath         string
 	log             *slog.Logger
 	maxOpen         int
-	noSync          bool         // tests only: skip fsyncs
-	walFault        func() error // tests only: fail WAL writes
-	walResetFault   func() error // tests only: fail the sync after a checkpoint's truncate
+	noSync          bool                  // tests only: skip fsyncs
+	walFault        func() error          // tests only: fail WAL writes
+	syncFault       func(syncPoint) error // tests only: fail fsyncs
+	noSyncFS        bool                  // tests only: checkpoint file by file
 	checkpointBytes int64
+	// resync is set by a failed checkpoint (only checkpoints touch it, and
+	// they never run concurrently): the next one writes the session files
+	// again from the WAL before it syncs them (rewriteFromWAL).
+	resync bool
 
 	wal        *wal
 	metaWrites atomic.Int64
@@ -101,11 +106,26 @@ type session struct {
 	size    int64      // bytes of good lines in events.jsonl
 	fileSeq uint64     // seq of the file's last line
 	lastSeq uint64     // highest committed seq (fileSeq plus what is behind)
-	index   []int64    // seq -> offset, every indexEvery lines
-	corrupt error      // a corrupt middle line: reads fail, appends are refused
+	// committed is the last seq the WAL committed (lastSeq once applied);
+	// tail the last seq queued (committed or not): a batch must start
+	// after it. A failed commit moves tail back to committed and epoch on,
+	// which makes every batch queued after the failed one stale.
+	committed uint64
+	tail      uint64
+	epoch     uint64
+	index     []int64 // seq -> offset, every indexEvery lines
+	corrupt   error   // a corrupt middle line: reads fail, appends are refused
 	// behind holds committed lines the file write failed for; they are
 	// written before anything else touches the file.
 	behind []byte
+	// walBase is where events.jsonl ended when the WAL was last emptied
+	// (or when it was first loaded since): every line after it is in the
+	// WAL, in order. based says it was set.
+	walBase int64
+	based   bool
+	// cut is a torn tail cut off events.jsonl whose fsync failed: the next
+	// load syncs the file before it reports the repair, whatever it finds.
+	cut *store.Repair
 
 	rec          *messages.SessionRecord // the latest committed record
 	recJSON      []byte                  // its encoding, as meta.json holds it
@@ -158,6 +178,14 @@ func Open(home string, opts ...Option) (*Store, error) {
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot open the write-ahead log")
 	}
 	st.wal = w
+	w.syncFault = st.syncFault
+	// the directories MkdirAll may just have made and the log's entry in
+	// its own: without these a crash can lose the whole log where there is
+	// no syncfs (the checkpoint below covers them where there is)
+	if err := errors.Join(st.syncDirAs(atDir, home), st.syncDirAs(atWALDir, wdir)); err != nil {
+		_ = w.f.Close()
+		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot sync the store's directories")
+	}
 	if torn > 0 {
 		st.log.Warn("store: the write-ahead log ends in a torn frame (a crash mid-write); it was never acknowledged", "bytes", torn)
 	}
@@ -170,7 +198,7 @@ func Open(home string, opts ...Option) (*Store, error) {
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot checkpoint after replaying the write-ahead log")
 	}
 	w.fault = st.walFault
-	w.resetSyncFault = st.walResetFault
+	w.checkpointEvery = st.checkpointBytes
 	w.checkpointAt = st.checkpointBytes
 	w.checkpoint = st.checkpoint
 	w.onCommit = func(int, int) { st.walCommits.Add(1) }
@@ -269,6 +297,7 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 		// the checkpointed part of the log is damaged: keep it as it is
 		s.loaded, s.exists = true, true
 		s.size, s.fileSeq, s.lastSeq, s.index = sc.size, sc.lastSeq, sc.lastSeq, sc.index
+		s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
 		s.corrupt = corruptLog(s.id, sc.badLine, fmt.Errorf("events before seq %d (checkpointed) are damaged: %v", first, sc.badReason))
 		st.log.Error("store: an event log is corrupt before the part the write-ahead log holds", "session", s.id, "line", sc.badLine)
 		return 0, nil
@@ -285,10 +314,12 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 	}
 	n := bytes.Count(buf, []byte{'\n'})
 	s.loaded, s.exists = true, true
+	s.walBase, s.based = sc.size, true
 	s.index = indexLines(sc.index, buf, sc.size, first)
 	s.size = sc.size + int64(len(buf))
 	s.fileSeq = first - 1 + uint64(n)
 	s.lastSeq = s.fileSeq
+	s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
 	s.logUnsynced = true
 	return n, nil
 }
@@ -296,60 +327,145 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 // checkpoint makes every session file touched since the last checkpoint
 // durable (fsync of events.jsonl, meta.json written or synced, directories
 // synced), then empties the WAL. On a failure the WAL keeps everything.
+//
+// A failed checkpoint keeps every session it covered dirty, and the next
+// one first writes their files again from the WAL: a failed fsync can drop
+// the dirty pages it was to write (Linux marks them clean after a
+// writeback error), and a second fsync of the same file then succeeds
+// without them. Only the WAL still holds those lines, until it is emptied.
 func (st *Store) checkpoint() error {
 	st.mu.Lock()
 	dirty := st.dirty
 	st.dirty = map[*session]struct{}{}
 	st.mu.Unlock()
-	var failed []*session
-	var firstErr error
-	if !st.noSync {
-		// one syncfs for every file when the system has it
-		if ok, err := st.checkpointSyncFS(dirty); ok {
-			if err != nil {
-				st.mu.Lock()
-				for s := range dirty {
-					st.dirty[s] = struct{}{}
-				}
-				st.mu.Unlock()
-				st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
-				return err
-			}
-			return st.wal.reset()
-		}
+	var err error
+	if st.resync {
+		err = st.rewriteFromWAL(dirty)
 	}
-	for s := range dirty {
-		if err := st.checkpointSession(s); err != nil {
-			failed = append(failed, s)
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
+	if err == nil {
+		err = st.syncDirty(dirty)
 	}
-	if firstErr == nil {
-		if err := st.syncDir(st.dir); err != nil {
-			firstErr = err
-			for s := range dirty {
-				failed = append(failed, s)
-			}
-		}
-	}
-	if firstErr != nil {
+	if err != nil {
 		st.mu.Lock()
-		for _, s := range failed {
+		for s := range dirty {
 			st.dirty[s] = struct{}{}
 		}
 		st.mu.Unlock()
-		st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", firstErr)
+		st.resync = true
+		st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
+		return err
+	}
+	st.resync = false
+	err = st.wal.reset()
+	if st.wal.size == 0 {
+		// emptied (even if its sync failed): the lines so far are durable
+		// in the session files, and the WAL holds what follows
+		for s := range dirty {
+			s.mu.Lock()
+			s.walBase, s.based = s.size, true
+			s.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// syncDirty makes the files of the sessions in dirty durable: one syncfs
+// where the system has it, else an fsync per file and directory.
+func (st *Store) syncDirty(dirty map[*session]struct{}) error {
+	if !st.noSync && haveSyncFS && !st.noSyncFS {
+		return st.checkpointSyncFS(dirty)
+	}
+	var firstErr error
+	for s := range dirty {
+		if err := st.checkpointSession(s); err != nil && firstErr == nil {
+			firstErr = err // the others are still synced: less to redo
+		}
+	}
+	if firstErr != nil {
 		return firstErr
 	}
-	return st.wal.reset()
+	return st.syncDir(st.dir)
+}
+
+// rewriteFromWAL writes again, at the same offsets, every line the WAL
+// holds into its session's events.jsonl, and marks the records it holds to
+// be written again, so the fsyncs that follow have all of it to write
+// whatever a failed fsync dropped. The lines are the bytes the files
+// already hold (a reader sees no change); sessions it touches join dirty.
+func (st *Store) rewriteFromWAL(dirty map[*session]struct{}) error {
+	frames, _, err := readFrames(io.NewSectionReader(st.wal.f, 0, st.wal.size))
+	if err != nil {
+		return err
+	}
+	type pending struct {
+		lines []byte
+		rec   bool
+	}
+	order := []string{}
+	bySid := map[string]*pending{}
+	for _, f := range frames {
+		p := bySid[f.sid]
+		if p == nil {
+			p = &pending{}
+			bySid[f.sid] = p
+			order = append(order, f.sid)
+		}
+		if f.kind == frameRecord {
+			p.rec = true
+		} else {
+			p.lines = append(p.lines, f.body...)
+		}
+	}
+	for _, sid := range order {
+		st.mu.Lock()
+		s := st.sessions[sid]
+		st.mu.Unlock()
+		if s == nil {
+			continue // not written since Open's replay, which wrote it
+		}
+		if err := st.rewriteSession(s, bySid[sid].lines, bySid[sid].rec); err != nil {
+			return err
+		}
+		dirty[s] = struct{}{}
+	}
+	return nil
+}
+
+func (st *Store) rewriteSession(s *session, lines []byte, rec bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec && s.recJSON != nil {
+		s.metaDirty = true
+	}
+	if len(lines) == 0 || s.corrupt != nil {
+		return nil
+	}
+	if err := st.flushBehind(s); err != nil {
+		return err
+	}
+	if !s.based || s.walBase+int64(len(lines)) != s.size {
+		return fmt.Errorf("session %s: the write-ahead log's %d bytes of events do not end its log file at %d (from %d)",
+			s.id, len(lines), s.size, s.walBase)
+	}
+	f, err := os.OpenFile(s.logPath(), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(lines, s.walBase)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	s.logUnsynced = true
+	return nil
 }
 
 // checkpointSyncFS writes what the session files lack (lines held back,
 // records newer than meta.json) without fsyncs, then makes all of it durable
-// with one syncfs. ok is false where syncfs does not exist.
-func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) (ok bool, err error) {
+// with one syncfs.
+func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) error {
 	for s := range dirty {
 		s.mu.Lock()
 		err := st.flushBehind(s)
@@ -358,19 +474,18 @@ func (st *Store) checkpointSyncFS(dirty map[*session]struct{}) (ok bool, err err
 		}
 		s.mu.Unlock()
 		if err != nil {
-			return true, err
+			return err
 		}
 	}
-	ok, err = syncFS(st.dir)
-	if !ok || err != nil {
-		return ok, err
+	if err := st.fsync(atSyncFS, st.dir, func() error { return syncFS(st.dir) }); err != nil {
+		return err
 	}
 	for s := range dirty {
 		s.mu.Lock()
 		s.metaDirty, s.metaUnsynced, s.logUnsynced = false, false, false
 		s.mu.Unlock()
 	}
-	return true, nil
+	return nil
 }
 
 func (st *Store) checkpointSession(s *session) error {
@@ -380,7 +495,7 @@ func (st *Store) checkpointSession(s *session) error {
 		return err
 	}
 	if s.logUnsynced {
-		if err := st.syncPath(s.logPath()); err != nil {
+		if err := st.syncPath(atLog, s.logPath()); err != nil {
 			return err
 		}
 		s.logUnsynced = false
@@ -392,7 +507,7 @@ func (st *Store) checkpointSession(s *session) error {
 		}
 		s.metaDirty, s.metaUnsynced = false, false
 	case s.metaUnsynced:
-		if err := st.syncPath(s.metaPath()); err != nil {
+		if err := st.syncPath(atMeta, s.metaPath()); err != nil {
 			return err
 		}
 		s.metaUnsynced = false
@@ -400,22 +515,36 @@ func (st *Store) checkpointSession(s *session) error {
 	return st.syncDir(s.dir)
 }
 
-func (st *Store) syncPath(path string) error {
+func (st *Store) syncPath(kind, path string) error {
+	return st.fsync(kind, path, func() error {
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// fsync runs do, an fsync of path, unless the store skips fsyncs; the
+// tests' fault seam is consulted first, and a non-nil result stands for
+// the fsync's failure.
+func (st *Store) fsync(kind, path string, do func() error) error {
+	if st.syncFault != nil {
+		if err := st.syncFault(syncPoint{Kind: kind, Path: path}); err != nil {
+			return err
+		}
+	}
 	if st.noSync {
 		return nil
 	}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return do()
 }
 
 // enter admits a write: it fails once Close has begun; leave ends it.
@@ -437,22 +566,27 @@ func (st *Store) markDirty(s *session) {
 	st.mu.Unlock()
 }
 
-// commit puts one frame through the WAL; a failure is unavailable (the
-// disk refused: full, read-only, failing), and the frame is not in the log.
-func (st *Store) commit(op, sid string, kind byte, body []byte) error {
-	return st.commitFrames(op, sid, encodeFrame(kind, sid, body))
+// commit puts one frame through the WAL and waits: apply runs once it is
+// durable, in commit order with every other request. A failure is
+// unavailable (the disk refused: full, read-only, failing), and the frame
+// is not in the log.
+func (st *Store) commit(op, sid string, kind byte, body []byte, apply func()) error {
+	req := &walReq{frame: encodeFrame(kind, sid, body), done: make(chan error, 1), apply: apply}
+	if err := st.wal.enqueue(req); err != nil {
+		return walError(op, sid, err)
+	}
+	return walError(op, sid, <-req.done)
 }
 
-// commitFrames commits encoded frames as one WAL request: they are written
-// and synced together.
-func (st *Store) commitFrames(op, sid string, frames []byte) error {
-	if err := st.wal.commit(frames); err != nil {
-		if errors.Is(err, errWALClosed) {
-			return store.ErrClosed(op)
-		}
+func walError(op, sid string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errWALClosed):
+		return store.ErrClosed(op)
+	default:
 		return unavailable(op, err, "the write-ahead log refused the write for session %s", sid)
 	}
-	return nil
 }
 
 // unavailable wraps a failure of the disk: retryable, with the cause named
@@ -517,18 +651,13 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 	if err := os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return unavailable(op, err, "cannot create the directory of session %s", s.id)
 	}
-	if err := st.commit(op, s.id, frameRecord, data); err != nil {
-		return err
-	}
-	st.applyRecord(s, rec, data, true)
-	return nil
+	return st.commit(op, s.id, frameRecord, data, func() { st.applyRecord(s, rec, data, true) })
 }
 
 // applyRecord caches a committed record and writes meta.json when its
 // liveness changes (create, release, resume); other changes wait for the
 // next checkpoint. The record is durable in the WAL either way.
 func (st *Store) applyRecord(s *session, rec messages.SessionRecord, data []byte, create bool) {
-	defer st.wal.applying.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev := s.rec
@@ -580,11 +709,7 @@ func (st *Store) PutMeta(ctx context.Context, rec messages.SessionRecord) error 
 			return ioError(op, err, "cannot stat the record of session %s", s.id)
 		}
 	}
-	if err := st.commit(op, s.id, frameRecord, data); err != nil {
-		return err
-	}
-	st.applyRecord(s, rec, data, false)
-	return nil
+	return st.commit(op, s.id, frameRecord, data, func() { st.applyRecord(s, rec, data, false) })
 }
 
 // writeMetaFile replaces meta.json: temp file, rename; with sync, the temp
@@ -606,7 +731,7 @@ func (st *Store) writeMetaFile(s *session, data []byte, sync bool) error {
 		return err
 	}
 	if sync {
-		if err := st.syncFile(tmp); err != nil {
+		if err := st.syncFile(atMeta, tmp); err != nil {
 			return err
 		}
 	}
@@ -721,13 +846,12 @@ func (st *Store) Append(ctx context.Context, sessionID string, events []messages
 	if len(events) == 0 {
 		return st.checkOpen(op)
 	}
-	return st.appendWith(op, sessionID, events, nil)
+	return st.startAppend(op, sessionID, events, nil)()
 }
 
 // applyEvents writes a committed batch to the session (its last seq, its
-// events.jsonl); one of the WAL's pending applies is done.
+// events.jsonl).
 func (st *Store) applyEvents(s *session, events []messages.PersistedEvent, lines []byte) {
-	defer st.wal.applying.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastSeq = events[len(events)-1].Seq
@@ -753,72 +877,151 @@ func (st *Store) AppendRecord(ctx context.Context, sessionID string, events []me
 	if len(events) == 0 {
 		return st.PutMeta(ctx, rec)
 	}
-	return st.appendWith(op, sessionID, events, &rec)
+	return st.startAppend(op, sessionID, events, &rec)()
 }
 
-// appendWith commits a checked batch to the WAL, with rec (when not nil)
-// in the same request and after it, then writes it to the session's
-// events.jsonl without an fsync and applies rec.
-func (st *Store) appendWith(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) error {
+// StartAppend is store.Pipeliner: it checks the batch (and rec, when not
+// nil) as AppendRecord does, queues it on the WAL and returns; wait
+// reports the outcome (nil: durable and applied). A batch may start right
+// after one of the session still queued: they commit in the order they
+// were started, and when one fails every later one of the session queued
+// before the failure is known fails too, so a gap is never written.
+func (st *Store) StartAppend(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error) {
+	const op = store.OpAppend
+	fail := func(err error) func() error { return func() error { return err } }
+	if err := store.CheckContext(ctx, op); err != nil {
+		return fail(err)
+	}
+	if err := store.CheckSessionID(op, sessionID); err != nil {
+		return fail(err)
+	}
+	if rec != nil {
+		if err := store.CheckRecordOf(op, sessionID, rec); err != nil {
+			return fail(err)
+		}
+	}
+	if len(events) == 0 {
+		if rec != nil {
+			return fail(st.PutMeta(ctx, *rec))
+		}
+		return fail(st.checkOpen(op))
+	}
+	return st.startAppend(op, sessionID, events, rec)
+}
+
+// startAppend queues a checked batch on the WAL, with rec (when not nil)
+// in the same request and after it, and returns the wait for it. The
+// session's opMu is held only while the batch is checked against the
+// session's tail (the last seq queued) and queued, never across the
+// commit: a session's next batch can join the WAL's next group while this
+// one is being synced. Once durable the applier writes the lines to the
+// session's events.jsonl without an fsync and applies rec, in commit
+// order.
+func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error) {
+	fail := func(err error) func() error { return func() error { return err } }
 	var data []byte
 	if rec != nil {
 		var err error
 		if data, err = encodeRecord(op, *rec); err != nil {
-			return err
+			return fail(err)
 		}
 	}
 	buf, err := encodeBatch(op, events)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer putBuffer(buf)
 	if err := st.enter(op); err != nil {
-		return err
+		putBuffer(buf)
+		return fail(err)
 	}
 	defer st.leave()
 	s, err := st.session(op, sessionID, false)
 	if err != nil {
-		return err
+		putBuffer(buf)
+		return fail(err)
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	s.mu.Lock()
+	has := s.rec != nil
+	s.mu.Unlock()
+	if rec != nil && !has {
+		if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
+			putBuffer(buf)
+			return fail(messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id))
+		} else if err != nil {
+			putBuffer(buf)
+			return fail(ioError(op, err, "cannot stat the record of session %s", s.id))
+		}
+	}
+	frames := encodeFrame(frameEvents, s.id, buf.Bytes())
+	if rec != nil {
+		// the events frame first: a torn tail can only cut the record
+		frames = append(frames, encodeFrame(frameRecord, s.id, data)...)
+	}
+	last := events[len(events)-1].Seq
+	// check and reserve in one step: a failure of an earlier batch (which
+	// moves the tail back and the epoch on) is either seen here or makes
+	// this batch stale before it is written
 	s.mu.Lock()
 	err = st.loadLocked(op, s)
 	if err == nil && s.corrupt != nil {
 		err = withOp(s.corrupt, op)
 	}
 	if err == nil {
-		err = store.CheckBatch(op, s.id, s.lastSeq, events)
+		err = store.CheckBatch(op, s.id, s.tail, events)
 	}
-	has := s.rec != nil
+	epoch := s.epoch
+	prevTail := s.tail
+	if err == nil {
+		s.tail = last
+	}
 	s.mu.Unlock()
 	if err != nil {
-		return err
+		putBuffer(buf)
+		return fail(err)
 	}
-	frames := encodeFrame(frameEvents, s.id, buf.Bytes())
-	if rec != nil {
-		if !has {
-			if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
-				return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
-			} else if err != nil {
-				return ioError(op, err, "cannot stat the record of session %s", s.id)
+	lines := buf.Bytes()
+	req := &walReq{frame: frames, done: make(chan error, 1),
+		stale: func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.epoch != epoch
+		},
+		settle: func(ok bool) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			switch {
+			case ok:
+				s.committed = last
+			case s.epoch == epoch:
+				// the first failure: what was queued after it is stale
+				s.epoch++
+				s.tail = s.committed
 			}
+		},
+		apply: func() {
+			st.applyEvents(s, events, lines)
+			if rec != nil {
+				st.applyRecord(s, *rec, data, false)
+			}
+		},
+	}
+	if err := st.wal.enqueue(req); err != nil {
+		s.mu.Lock()
+		if s.epoch == epoch && s.tail == last {
+			s.tail = prevTail
 		}
-		// the events frame first: a torn tail can only cut the record
-		frames = append(frames, encodeFrame(frameRecord, s.id, data)...)
+		s.mu.Unlock()
+		putBuffer(buf)
+		return fail(walError(op, s.id, err))
 	}
-	if err := st.commitFrames(op, s.id, frames); err != nil {
-		return err
+	return func() error {
+		err := <-req.done
+		req.done <- err // a second wait gets the same answer
+		putBuffer(buf)
+		return walError(op, s.id, err)
 	}
-	if rec != nil {
-		// the WAL counts one pending apply per request; this one has two
-		st.wal.applying.Add(1)
-	}
-	st.applyEvents(s, events, buf.Bytes())
-	if rec != nil {
-		st.applyRecord(s, *rec, data, false)
-	}
-	return nil
 }
 
 func withOp(err error, op string) error {
@@ -1087,6 +1290,10 @@ func (st *Store) loadLocked(op string, s *session) error {
 			}
 		}
 		s.loaded, s.exists, s.size, s.fileSeq, s.lastSeq, s.index = true, false, 0, 0, 0, nil
+		s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
+		if !s.based {
+			s.walBase, s.based = 0, true
+		}
 		return nil
 	}
 	if err != nil {
@@ -1102,18 +1309,26 @@ func (st *Store) loadLocked(op string, s *session) error {
 		return ioError(op, err, "cannot read the event log of session %s", s.id)
 	}
 	s.corrupt = nil
+	cut := s.cut
 	if sc.badLine != 0 && sc.intactAft {
 		s.corrupt = corruptLog(s.id, sc.badLine, sc.badReason)
 		st.log.Error("store: an event log has a corrupt line before intact ones; it is kept as it is and not appended to",
 			"session", s.id, "line", sc.badLine, "reason", sc.badReason)
-	} else if sc.size < sc.end {
+	} else if sc.size < sc.end || cut != nil {
 		if err := f.Truncate(sc.size); err != nil {
 			return ioError(op, err, "cannot cut the torn tail of session %s", s.id)
 		}
-		if err := st.syncFile(f); err != nil {
+		r := store.Repair{SessionID: s.id, Offset: sc.size, Bytes: sc.end - sc.size}
+		if cut != nil {
+			r = *cut // the file was cut already; its cut was not durable
+		}
+		if err := st.syncFile(atRepair, f); err != nil {
+			// cut in the page cache but maybe not on disk: a crash can
+			// bring the tail back, so the cut is not done until synced
+			s.cut = &r
 			return ioError(op, err, "cannot sync the event log of session %s", s.id)
 		}
-		r := store.Repair{SessionID: s.id, Offset: sc.size, Bytes: sc.end - sc.size}
+		s.cut = nil
 		st.mu.Lock()
 		st.repairs = append(st.repairs, r)
 		st.mu.Unlock()
@@ -1122,6 +1337,10 @@ func (st *Store) loadLocked(op string, s *session) error {
 	}
 	s.loaded, s.exists = true, true
 	s.size, s.fileSeq, s.lastSeq, s.index = sc.size, sc.lastSeq, sc.lastSeq, sc.index
+	s.committed, s.tail = max(s.committed, s.lastSeq), max(s.tail, s.lastSeq)
+	if !s.based {
+		s.walBase, s.based = sc.size, true
+	}
 	return nil
 }
 
@@ -1196,26 +1415,24 @@ func (st *Store) checkOpen(op string) error {
 	return nil
 }
 
-func (st *Store) syncFile(f *os.File) error {
-	if st.noSync {
-		return nil
-	}
-	return f.Sync()
+func (st *Store) syncFile(kind string, f *os.File) error {
+	return st.fsync(kind, f.Name(), f.Sync)
 }
 
-func (st *Store) syncDir(dir string) error {
-	if st.noSync {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
+func (st *Store) syncDir(dir string) error { return st.syncDirAs(atDir, dir) }
+
+func (st *Store) syncDirAs(kind, dir string) error {
+	return st.fsync(kind, dir, func() error {
+		d, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
 		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	})
 }
 
 // ioError wraps a filesystem failure; the path stays in the cause, out of the
@@ -1261,3 +1478,5 @@ func MetaPath(home, sessionID string) string {
 func EventsPath(home, sessionID string) string {
 	return filepath.Join(home, sessionsDir, sessionID, logName)
 }
+
+var _ store.Pipeliner = (*Store)(nil)

@@ -102,10 +102,21 @@ func readFrames(r io.Reader) (frames []frame, good int64, err error) {
 	}
 }
 
-// walReq is one frame waiting for its group commit.
+// walReq is one request waiting for its group commit: its frames, and
+// what the store does around the commit.
 type walReq struct {
 	frame []byte
 	done  chan error
+	// stale, when set, is asked by the loop before the group is written:
+	// true drops the request with errStale (an earlier request it depends
+	// on failed after it was queued).
+	stale func() bool
+	// settle, when set, is told the outcome by the loop, in queue order,
+	// before the next group is written.
+	settle func(ok bool)
+	// apply, when set, applies a committed request to the session files;
+	// the applier runs it, in commit order, before answering done.
+	apply func()
 }
 
 // wal is the group-committing writer: callers queue frames and wait; one
@@ -119,13 +130,17 @@ type wal struct {
 	noSync bool
 	// fault, when set (tests), is consulted before each group's write.
 	fault func() error
-	// resetSyncFault, when set (tests), stands for the sync of a reset
-	// (after its truncate): a non-nil result fails it.
-	resetSyncFault func() error
-	// checkpointAt is the size past which afterCommit is asked to checkpoint.
-	checkpointAt int64
-	checkpoint   func() error
-	onCommit     func(frames, bytes int)
+	// syncFault, when set (tests), is consulted before each fsync of the
+	// log: a non-nil result fails that fsync, which is then not made.
+	syncFault func(syncPoint) error
+	// checkpointEvery is how much the log grows between checkpoints;
+	// checkpointAt the size past which the loop checkpoints: it moves
+	// checkpointEvery past the end after a failed checkpoint, and back to
+	// checkpointEvery once one succeeds.
+	checkpointEvery int64
+	checkpointAt    int64
+	checkpoint      func() error
+	onCommit        func(frames, bytes int)
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -133,9 +148,13 @@ type wal struct {
 	closing bool
 	broken  error // the file could not be cut back after a failed write
 	stopped chan struct{}
-	// applying counts committed appends whose session files are not yet
+	// applying counts committed requests whose session files are not yet
 	// written; a checkpoint waits for them.
 	applying sync.WaitGroup
+	// committed carries committed groups from the loop to the applier,
+	// which applies them in order and answers their callers, while the
+	// loop writes and syncs the next group.
+	committed chan []*walReq
 }
 
 func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
@@ -188,59 +207,101 @@ func tornBytes(f *os.File, good int64) (int64, error) {
 	return torn, nil
 }
 
-func (w *wal) start() { go w.loop() }
+func (w *wal) start() {
+	w.committed = make(chan []*walReq, 64)
+	applied := make(chan struct{})
+	go w.applier(applied)
+	go w.loop(applied)
+}
 
-// commit queues a frame and waits for its group's fsync. It is never
-// cancelled by a timer: once queued, a frame's fate is decided by the disk.
-func (w *wal) commit(frame []byte) error {
-	req := &walReq{frame: frame, done: make(chan error, 1)}
+// enqueue queues a request and returns at once; req.done answers it. Once
+// queued, a request is never cancelled by a timer: its fate is decided by
+// the disk.
+func (w *wal) enqueue(req *walReq) error {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.closing {
-		w.mu.Unlock()
 		return errWALClosed
 	}
 	w.queue = append(w.queue, req)
 	w.cond.Signal()
-	w.mu.Unlock()
-	return <-req.done
+	return nil
 }
 
-var errWALClosed = errors.New("the write-ahead log is closed")
+var (
+	errWALClosed = errors.New("the write-ahead log is closed")
+	errStale     = errors.New("an earlier write of the session failed after this one was queued")
+)
 
-func (w *wal) loop() {
+// applier applies committed groups in commit order and answers them.
+func (w *wal) applier(done chan<- struct{}) {
+	defer close(done)
+	for batch := range w.committed {
+		for _, r := range batch {
+			if r.apply != nil {
+				r.apply()
+			}
+			w.applying.Done()
+			r.done <- nil
+		}
+	}
+}
+
+func (w *wal) loop(applied <-chan struct{}) {
 	defer close(w.stopped)
+	defer func() { close(w.committed); <-applied }()
 	var buf []byte
 	for {
 		w.mu.Lock()
 		for len(w.queue) == 0 && !w.closing {
 			w.cond.Wait()
 		}
-		batch := w.queue
+		queued := w.queue
 		w.queue = nil
 		closing := w.closing
 		w.mu.Unlock()
-		if len(batch) == 0 && closing {
+		if len(queued) == 0 && closing {
 			return
+		}
+		batch := queued[:0]
+		for _, r := range queued {
+			if r.stale != nil && r.stale() {
+				r.done <- errStale
+				continue
+			}
+			batch = append(batch, r)
+		}
+		if len(batch) == 0 {
+			continue
 		}
 		buf = buf[:0]
 		for _, r := range batch {
 			buf = append(buf, r.frame...)
 		}
 		err := w.write(buf)
+		for _, r := range batch {
+			if r.settle != nil {
+				r.settle(err == nil)
+			}
+		}
 		if err == nil {
 			w.applying.Add(len(batch))
 			if w.onCommit != nil {
 				w.onCommit(len(batch), len(buf))
 			}
-		}
-		for _, r := range batch {
-			r.done <- err
+			w.committed <- batch
+		} else {
+			for _, r := range batch {
+				r.done <- err
+			}
 		}
 		if err == nil && w.checkpoint != nil && w.checkpointAt > 0 && w.size >= w.checkpointAt {
 			w.applying.Wait()
 			if cerr := w.checkpoint(); cerr != nil {
 				// the WAL keeps everything; the next checkpoint tries again
-				w.checkpointAt = w.size + w.checkpointAt
+				w.checkpointAt = w.size + w.checkpointEvery
+			} else {
+				w.checkpointAt = w.checkpointEvery
 			}
 		}
 		if err == nil {
@@ -259,8 +320,8 @@ func (w *wal) zeroAhead() {
 		return
 	}
 	ahead := int64(walAhead)
-	if w.checkpointAt > 0 {
-		ahead = min(ahead, w.checkpointAt)
+	if w.checkpointEvery > 0 {
+		ahead = min(ahead, w.checkpointEvery)
 	}
 	from := max(w.zeroed, w.size)
 	if from-w.size >= ahead/2 {
@@ -271,7 +332,7 @@ func (w *wal) zeroAhead() {
 		_ = w.f.Truncate(from)
 		return
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := w.sync(atWALZeros, false); err != nil {
 		_ = w.f.Truncate(from)
 		return
 	}
@@ -294,12 +355,9 @@ func (w *wal) write(buf []byte) error {
 	if err == nil {
 		_, err = w.f.WriteAt(buf, w.size)
 	}
-	if err == nil && !w.noSync {
-		if end <= w.zeroed {
-			err = datasync(w.f) // on zeros already on disk: no metadata changed
-		} else {
-			err = w.f.Sync()
-		}
+	if err == nil {
+		// on zeros already on disk no metadata changes: fdatasync
+		err = w.sync(atWALCommit, end <= w.zeroed)
 	}
 	if err != nil {
 		if cerr := w.cutBack(); cerr != nil {
@@ -314,8 +372,8 @@ func (w *wal) write(buf []byte) error {
 func (w *wal) cutBack() error {
 	w.zeroed = w.size // the zeros ahead go with the failed write
 	err := w.f.Truncate(w.size)
-	if err == nil && !w.noSync {
-		err = w.f.Sync()
+	if err == nil {
+		err = w.sync(atWALCut, false)
 	}
 	if err != nil {
 		return fmt.Errorf("cannot cut a failed write off the write-ahead log: %w", err)
@@ -333,13 +391,24 @@ func (w *wal) reset() error {
 	// the file is empty now, whether or not the sync below succeeds: the
 	// next frames go at its start, never after a hole a replay stops at
 	w.size, w.zeroed = 0, 0
-	if w.resetSyncFault != nil {
-		return w.resetSyncFault()
+	return w.sync(atWALReset, false)
+}
+
+// sync makes the log durable: its data alone (fdatasync) when data is
+// set, else with its metadata. The tests' fault seam comes first.
+func (w *wal) sync(kind string, data bool) error {
+	if w.syncFault != nil {
+		if err := w.syncFault(syncPoint{Kind: kind, Path: w.f.Name()}); err != nil {
+			return err
+		}
 	}
-	if !w.noSync {
-		return w.f.Sync()
+	if w.noSync {
+		return nil
 	}
-	return nil
+	if data {
+		return datasync(w.f)
+	}
+	return w.f.Sync()
 }
 
 // stop answers what is queued, then stops the loop.

@@ -383,6 +383,9 @@ func TestCheckpointWhoseSyncFailsLosesNothing(t *testing.T) {
 	var failed atomic.Int32
 	var syncedLog atomic.Int64 // the session log's size at the failed checkpoint: durable
 	st, err := filestore.Open(home, filestore.WithCheckpointBytes(4<<10), filestore.WithWALResetFault(func() error {
+		if rec.SessionID == "" {
+			return nil // Open's own checkpoint
+		}
 		if failed.Add(1) > 1 {
 			return nil
 		}

@@ -34,3 +34,25 @@ func Find(t testing.TB, envVar, install string, commands ...string) string {
 	t.Skipf("%s is not installed: set %s or put it on PATH to run the live tests (%s)", commands[0], envVar, install)
 	return ""
 }
+
+// Missing reports that something a test needs is not on this machine (a
+// program, /proc, a tmpfs it can mount): it skips t, or fails it under
+// CI=true, where .ci/run provides every one of them and a skip would hide
+// a test that never ran.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true but "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// Git returns the path of git, or reports it Missing.
+func Git(t testing.TB) string {
+	t.Helper()
+	b, err := exec.LookPath("git")
+	if err != nil {
+		Missing(t, "git is not installed (the test needs real repositories)")
+	}
+	return b
+}

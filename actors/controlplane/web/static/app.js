@@ -6,6 +6,7 @@ import { EventStream } from './sse.js';
 import { h, clear, age, cost, pretty } from './dom.js';
 import { Feed, Pending, displayStatus } from './feed.js';
 import { delegationsView } from './delegations.js';
+import { provisionFacts, approvalsView } from './approvals.js';
 
 const POSTURES = ['plan', 'default', 'acceptEdits', 'full'];
 const EFFORTS = ['low', 'medium', 'high', 'max'];
@@ -64,7 +65,8 @@ function listView() {
         ...['all', 'live', 'waiting', 'running', 'idle', 'ended', 'failed', 'orphaned'].map((s) => h('option', { value: s }, s)))),
       h('label', {}, 'backend ', backendSel),
       h('input', { type: 'search', id: 'filter-q', placeholder: 'filter by brief or id', oninput: (e) => { filters.q = e.target.value.toLowerCase(); render(); } }),
-      h('a', { href: '#/new', class: 'button' }, 'New session')),
+      h('a', { href: '#/new', class: 'button' }, 'New session'),
+      h('a', { href: '#/approvals', id: 'approvals-link' }, 'Approvals')),
     msg,
     h('table', { class: 'sessions' },
       h('thead', {}, h('tr', {}, ...['session', 'status', 'backend', 'model', 'posture', 'rounds', 'cost', 'age'].map((c) => h('th', {}, c)))),
@@ -231,7 +233,8 @@ function sessionView(sid) {
         h('dt', {}, 'cost'), h('dd', {}, cost(rec.costUsd)),
         h('dt', {}, 'cwd'), h('dd', {}, h('code', {}, rec.cwd || '')),
         h('dt', {}, 'age'), h('dd', {}, age(rec.createdAt)),
-        rec.outcome ? [h('dt', {}, 'verdict'), h('dd', {}, rec.outcome, rec.outcomeNote ? ` — ${rec.outcomeNote}` : '')] : null));
+        rec.outcome ? [h('dt', {}, 'verdict'), h('dd', {}, rec.outcome, rec.outcomeNote ? ` — ${rec.outcomeNote}` : '')] : null,
+        provisionFacts(rec.provision)));
   }
 
   function renderPending() {
@@ -439,6 +442,7 @@ function route() {
   if ((m = hash.match(/^#\/s\/([A-Za-z0-9._-]+)$/))) current = sessionView(m[1]);
   else if (hash === '#/new') current = newView();
   else if (hash === '#/d') current = delegationsView(view, state);
+  else if (hash === '#/approvals') current = approvalsView(view, state);
   else current = listView();
 }
 
