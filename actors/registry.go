@@ -254,6 +254,15 @@ func (r *registry) start(c *actor.Context, m regStart) {
 		m.reply <- session.Result[messages.StartResult]{Err: messages.Errorf(messages.CodeNotLive, messages.OpStart, "the runtime is shutting down")}
 		return
 	}
+	if cons := r.constraints[m.scope]; cons.AdoptRecordID != "" {
+		// a resumed delegation's first start adopts its record (one-shot)
+		sid := cons.AdoptRecordID
+		cons.AdoptRecordID = ""
+		r.constraints[m.scope] = cons
+		r.resume(c, regResume{scope: m.scope, reply: m.reply,
+			op: messages.Resume{SessionID: sid, Brief: m.op.Brief, MaxPosture: m.op.MaxPosture, Takeover: true}})
+		return
+	}
 	spec, t, err := resolveStart(m.op, r.constraints[m.scope], r.cfg, r.backends)
 	if err != nil {
 		r.metrics.startRejected.Inc()

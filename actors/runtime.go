@@ -18,6 +18,7 @@ import (
 
 	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/actors/diffcapture"
+	"github.com/codesession/codesession/actors/driver"
 	"github.com/codesession/codesession/actors/session"
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/actors/store/filestore"
@@ -60,6 +61,7 @@ type options struct {
 	injectRegistry func(msg any)
 	injectSession  func(sessionID, actor string, msg any)
 	diffDeadline   time.Duration // tests: session.Options.DiffDeadline
+	driverLoop     *native.Transport
 	curator        *curation.Curator
 	noCuration     bool
 }
@@ -125,6 +127,12 @@ type Runtime struct {
 	// registryFailed holds the registry's panic, once it has panicked
 	registryFailed *atomic.Pointer[string]
 
+	// delegations (delegate.go); nil delegator when unavailable
+	delegator       *driver.Delegator
+	driverMetrics   *driver.Metrics
+	delegationMu    sync.Mutex
+	delegationHooks []func(driver.Record)
+
 	closeOnce sync.Once
 	closeDone chan struct{} // closed when the shutdown has finished
 	closeErr  error
@@ -168,6 +176,10 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	} else if n > 0 {
 		log.Info("marked orphaned sessions", "count", n)
 	}
+	loop := o.driverLoop
+	if loop == nil {
+		loop = driverLoopOf(o.backends)
+	}
 	var kit *proc.Kit
 	o.backends, kit = containBackends(cfg, id, o.backends, alive, log)
 	for _, rp := range o.store.Repairs() {
@@ -183,6 +195,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		o.metrics.MustRegister(warmPoolCollector{backends: o.backends})
 	}
 	rt := &Runtime{id: id, lease: ls, cfg: cfg, engine: engine, store: o.store, backends: o.backends, metrics: m, log: log, kit: kit}
+	rt.driverMetrics = driver.NewMetrics(o.metrics)
 	rt.learn = o.learning
 	if !o.noCuration && cfg.Home != "" {
 		rt.curator = cmp.Or(o.curator, curation.NewCurator(cfg.Home, log, cfg.Capabilities.Fetch, cfg.Capabilities.GitHubAPI))
@@ -256,6 +269,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 			}
 			failRegistryMessage(u.Message, cause)
 		}}, actor.WithID("registry"))
+	rt.openDelegator(loop)
 	return rt, nil
 }
 
@@ -646,6 +660,15 @@ func (r *Runtime) Close(ctx context.Context) error {
 
 func (r *Runtime) shutdown() {
 	defer close(r.closeDone)
+	if r.delegator != nil {
+		// drivers settle first: their sessions are released (sweep) and
+		// their records written while the registry still runs
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Supervision.ShutdownTimeout.D()+time.Minute)
+		if err := r.delegator.Close(ctx); err != nil {
+			r.log.Warn("drivers still settling at shutdown", "err", err)
+		}
+		cancel()
+	}
 	ch := make(chan session.Result[int], 1)
 	r.engine.Send(r.registry, regRelease{all: true, reason: messages.ReleaseShutdown, reply: ch})
 	res := <-ch

@@ -441,10 +441,18 @@ type ScopeConstraints struct {
 	Backend      string   `json:"backend,omitempty" msgpack:"backend,omitempty"`
 	MaxRounds    int      `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
 	AllowedTools []string `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
+	// AdoptRecordID is a one-shot pin set by the runtime for a resumed
+	// delegation (seed 000 §5, record adoption): the scope's next start
+	// adopts this record (same id, gapless seq, rounds continuing, one new
+	// run) instead of minting a session, and the pin is cleared.
+	AdoptRecordID string `json:"adoptRecordId,omitempty" msgpack:"adoptRecordId,omitempty"`
 }
 
 func (c *ScopeConstraints) Validate() error {
 	const op = "set-scope-constraints"
+	if c.AdoptRecordID != "" && !ValidSessionID(c.AdoptRecordID) {
+		return FieldError(op, "adoptRecordId", "not a session id")
+	}
 	if c.MaxPosture != "" && !c.MaxPosture.Valid() {
 		return FieldError(op, "maxPosture", "unknown posture %q", c.MaxPosture)
 	}

@@ -159,6 +159,11 @@ func asError(err error, e **Error) bool {
 
 func TestToolDescriptionNamesEveryOp(t *testing.T) {
 	d := ToolDescription()
+	for _, step := range []string{"list-backends first", "briefingNotes", "taskTags", "honest verdict", "untrusted data"} {
+		if !strings.Contains(d, step) {
+			t.Errorf("the description leaves out the driver's flow: %q", step)
+		}
+	}
 	for _, o := range ToolOps() {
 		if !strings.Contains(d, "- "+o.Name+": ") {
 			t.Errorf("the description leaves out %s", o.Name)

@@ -195,9 +195,6 @@ func (b *Bridge) listen(sid string, ev messages.PersistedEvent, foreign bool) {
 	if ev.Seq > b.seen[sid] {
 		b.seen[sid] = ev.Seq
 	}
-	if !foreign {
-		b.m.event(sid, ev)
-	}
 	if ev.Event.Type == messages.EvText && ev.Event.Delta {
 		p := b.text[sid]
 		if p == nil {
@@ -338,7 +335,6 @@ func (b *Bridge) refresh(st store.Store, sid string, pc *pendingChanged) {
 	}
 	r := rec
 	b.publishLocked(item{topic: TopicChanged, sid: sid, rec: &r, seq: b.pub[sid]})
-	b.m.record(rec)
 	if pc.settle && !rec.Status.Live() && b.changed[sid] == nil && b.text[sid] == nil {
 		// settled and durable: a later subscriber finds it all in the store
 		delete(b.seen, sid)

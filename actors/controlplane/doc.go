@@ -53,9 +53,8 @@
 // event each (the store keeps every delta, and a replay sends them).
 //
 // Metrics go into an injected registry: the runtime's code_session_*
-// families, this package's SSE and HTTP families, and the frozen
-// code_specialist_* families (dispatched, settled{state}, duration_ms,
-// rounds, by backend) fed from the events the bridge sees.
+// families (with the frozen code_specialist_* ones, which count driver
+// delegations: actors/driver) and this package's SSE and HTTP families.
 //
 // # Lifecycle
 //

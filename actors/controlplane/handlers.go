@@ -253,8 +253,17 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	res, err := s.rt.Answer(ctx, s.scopeOf(r), messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID,
-		Decision: req.Decision, Reason: req.Reason, Note: req.Note})
+	op := messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID, Decision: req.Decision, Reason: req.Reason, Note: req.Note}
+	if s.scopeOf(r) == s.scopes.def {
+		// a driven session's question its driver handed to the human
+		if res, handled, err := s.rt.AnswerDelegated(ctx, op); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			return writeData(w, res)
+		}
+	}
+	res, err := s.rt.Answer(ctx, s.scopeOf(r), op)
 	if err != nil {
 		return s.sessionErr(r.Context(), sid, err)
 	}
@@ -375,6 +384,16 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
+	if scope == s.scopes.def {
+		// a session a driver drove is resumed by a fresh driver that
+		// adopts it (delegations.go)
+		if view, handled, err := s.resumeDelegated(ctx, sid, req.Brief); handled {
+			if err != nil {
+				return err
+			}
+			return writeData(w, view)
+		}
+	}
 	res, err := s.rt.Resume(ctx, scope, messages.Resume{SessionID: sid, Brief: req.Brief, Takeover: true, MaxPosture: req.MaxPosture})
 	if err != nil {
 		return err

@@ -24,7 +24,11 @@ const routeHealthz = "GET /healthz"
 //	POST /api/code-sessions/{id}/posture            {posture}
 //	POST /api/code-sessions/{id}/interrupt          {}
 //	POST /api/code-sessions/{id}/stop               {outcome?, note?}
-//	POST /api/code-sessions/{id}/resume             {brief?}
+//	POST /api/code-sessions/{id}/resume             {brief?} (a driven session: a fresh driver adopts it)
+//	POST /api/delegations                           dispatch a driver {brief, agent?, cwd?, backend?, maxPosture?, ...}
+//	GET  /api/delegations                           delegation records, newest first
+//	GET  /api/delegations/{id}                      the record and its driven sessions' records
+//	POST /api/delegations/{id}/cancel               end it (its sessions are released)
 //	GET  /api/events?sessionId=&topics=&afterSeq=   SSE (Last-Event-ID resumes)
 //	GET  /api/approvals                             capability approvals, pending first (admin tokens)
 //	POST /api/approvals                             {id, decision: approve|deny} (admin tokens)
@@ -54,6 +58,10 @@ func (s *Server) routes() http.Handler {
 	s.handle(mux, "POST /api/code-sessions/{id}/interrupt", false, s.interrupt)
 	s.handle(mux, "POST /api/code-sessions/{id}/stop", false, s.stop)
 	s.handle(mux, "POST /api/code-sessions/{id}/resume", false, s.resume)
+	s.handle(mux, "POST /api/delegations", false, s.delegate)
+	s.handle(mux, "GET /api/delegations", false, s.listDelegations)
+	s.handle(mux, "GET /api/delegations/{id}", false, s.getDelegation)
+	s.handle(mux, "POST /api/delegations/{id}/cancel", false, s.cancelDelegation)
 	s.handle(mux, "GET /api/events", false, s.events)
 	s.handle(mux, "GET /api/approvals", false, s.listApprovals)
 	s.handle(mux, "POST /api/approvals", false, s.decideApproval)

@@ -16,6 +16,10 @@
 // host cancelling the call (notifications/cancelled) cancels the call's
 // context, which withdraws the read and leaves the session running.
 //
+// When a client disconnects (stdio closed, its HTTP session ended), the
+// sessions it started are released (release.go), as a driver's are when
+// it settles.
+//
 // Concurrency: the server and the handler are safe for concurrent use;
 // HTTPHandler.Close ends every request in flight (the daemon's shutdown).
 // Testing: mcpserver_test.go connects the SDK's client over in-memory
@@ -44,6 +48,9 @@ type Options struct {
 	// Version is reported in the handshake.
 	Version string
 	Logger  *slog.Logger
+	// OnDisconnect is told the sessions an MCP client started when it
+	// disconnects (release.go); nil stops each through the dispatcher.
+	OnDisconnect func(ctx context.Context, sessionIDs []string)
 }
 
 // New builds an MCP server with the one tool over d.
@@ -72,12 +79,12 @@ func New(d *optool.Dispatcher, o Options) (*mcp.Server, error) {
 		Description: messages.ToolDescription(),
 		InputSchema: schema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive, OpenWorldHint: &openWorld},
-	}, toolHandler(d, log))
+	}, toolHandler(d, log, newReleaser(d, log, o.OnDisconnect)))
 	return srv, nil
 }
 
 // toolHandler turns every outcome of a call into a tool result.
-func toolHandler(d *optool.Dispatcher, log *slog.Logger) mcp.ToolHandler {
+func toolHandler(d *optool.Dispatcher, log *slog.Logger, rel *releaser) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var progress optool.ProgressFunc
 		tok := req.Params.GetProgressToken()
@@ -96,6 +103,9 @@ func toolHandler(d *optool.Dispatcher, log *slog.Logger) mcp.ToolHandler {
 		res, err := d.Call(ctx, req.Params.Arguments, progress)
 		if err != nil {
 			return errorResult(log, err), nil
+		}
+		if st, ok := res.(messages.StartResult); ok {
+			rel.add(req.Session, st.SessionID)
 		}
 		b, merr := json.Marshal(res)
 		if merr != nil {

@@ -103,7 +103,7 @@ type runner interface {
 func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
-		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(),
+		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(), delegateCommand(), delegationsCommand(),
 		backendsCommand(), outcomesCommand(), lessonsCommand(), approvalsCommand(), capabilitiesCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
 		scopeCommand(), pruneCommand(), configCommand(), completionCommand(), versionCommand(), helpCommand()}
 }

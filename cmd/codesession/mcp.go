@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -127,7 +128,15 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 		}
 		ops := daemonOps{dc: dc}
 		opts.Ops, opts.Watch = ops, ops.watch
-		return c.serve(ctx, s, opts, log)
+		// the daemon's scope is shared: at disconnect, stop what this
+		// client started
+		return c.serve(ctx, s, opts, log, func(ctx context.Context, d *optool.Dispatcher, ids []string) {
+			for _, sid := range ids {
+				if _, err := d.Dispatch(ctx, messages.ToolCall{Op: messages.OpStop, Args: &messages.Stop{SessionID: sid}}, nil); err != nil {
+					log.Warn("mcp: releasing a session at disconnect failed", "session", sid, "err", err)
+				}
+			}
+		})
 	}
 	rt, err := actors.New(cfg, actors.WithLogger(log))
 	if err != nil {
@@ -145,21 +154,40 @@ func (c *mcpCmd) exec(ctx context.Context, s *streams) (err error) {
 		return err
 	}
 	opts.Ops, opts.Watch = rt, optool.StoreWatch(rt.Store())
-	return c.serve(ctx, s, opts, log)
+	// the scope is this process's own: at disconnect every session it owns
+	// is released{sweep}, as a settled driver's
+	return c.serve(ctx, s, opts, log, func(ctx context.Context, _ *optool.Dispatcher, _ []string) {
+		if n, err := rt.ReleaseScope(ctx, c.scope); err != nil {
+			log.Warn("mcp: releasing the scope at disconnect failed", "err", err)
+		} else if n > 0 {
+			log.Info("mcp: client disconnected; released its sessions", "count", n)
+		}
+	})
 }
 
-func (c *mcpCmd) serve(ctx context.Context, s *streams, opts optool.Options, log *slog.Logger) error {
+// serve runs the MCP server on stdin/stdout until the client disconnects
+// (or ctx ends), then releases what the client started (release), before
+// the command returns.
+func (c *mcpCmd) serve(ctx context.Context, s *streams, opts optool.Options, log *slog.Logger, release func(context.Context, *optool.Dispatcher, []string)) error {
+	tracker := &startTracker{Ops: opts.Ops}
+	opts.Ops = tracker
 	d, err := optool.New(opts)
 	if err != nil {
 		return usagef("mcp", "%v", err)
 	}
-	srv, err := mcpserver.New(d, mcpserver.Options{Version: buildVersion(), Logger: log})
+	srv, err := mcpserver.New(d, mcpserver.Options{Version: buildVersion(), Logger: log,
+		// released below, once Run has returned, before the command does
+		OnDisconnect: func(context.Context, []string) {}})
 	if err != nil {
 		return err
 	}
 	t := &mcp.IOTransport{Reader: io.NopCloser(s.stdin), Writer: nopWriteCloser{s.stdout}}
-	if err := srv.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("mcp: %w", err)
+	runErr := srv.Run(ctx, t)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	release(rctx, d, tracker.ids())
+	if runErr != nil && ctx.Err() == nil && !errors.Is(runErr, io.EOF) {
+		return fmt.Errorf("mcp: %w", runErr)
 	}
 	return nil
 }
@@ -167,3 +195,26 @@ func (c *mcpCmd) serve(ctx context.Context, s *streams, opts optool.Options, log
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// startTracker keeps the ids of the sessions its starts opened.
+type startTracker struct {
+	optool.Ops
+	mu      sync.Mutex
+	started []string
+}
+
+func (t *startTracker) Start(ctx context.Context, scope string, op messages.Start) (messages.StartResult, error) {
+	res, err := t.Ops.Start(ctx, scope, op)
+	if err == nil {
+		t.mu.Lock()
+		t.started = append(t.started, res.SessionID)
+		t.mu.Unlock()
+	}
+	return res, err
+}
+
+func (t *startTracker) ids() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.started...)
+}

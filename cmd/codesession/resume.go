@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/codesession/codesession/actors/controlplane"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -69,12 +70,22 @@ func (c *resumeCmd) exec(ctx context.Context, s *streams) error {
 	if c.maxPosture != "" {
 		body["maxPosture"] = c.maxPosture
 	}
-	var st messages.StartResult
-	if err := dc.do(ctx, "POST", "/api/code-sessions/"+c.sid+"/resume", body, &st); err != nil {
+	var view controlplane.ResumeView
+	if err := dc.do(ctx, "POST", "/api/code-sessions/"+c.sid+"/resume", body, &view); err != nil {
 		return remoteErr(cmd, "resume", err)
 	}
+	st := view.StartResult
 	if c.json {
+		if view.Delegation != nil {
+			return writeJSON(s.stdout, view)
+		}
 		return writeJSON(s.stdout, st)
+	}
+	if d := view.Delegation; d != nil {
+		// a driver drove it: a fresh driver adopts it (same id, a new run)
+		fmt.Fprintf(s.stdout, "session %s is resumed by delegation %s (%s), which adopts it\n", st.SessionID, d.ID, d.Agent)
+		fmt.Fprintf(s.stdout, "next: codesession delegations %s\n", d.ID)
+		return nil
 	}
 	fmt.Fprintf(s.stdout, "session %s resumed on %s (posture %s, ceiling %s)\n", st.SessionID, st.Backend, st.Posture, st.MaxPosture)
 	fmt.Fprintf(s.stdout, "next: codesession read %s\n", st.SessionID)

@@ -111,7 +111,6 @@ func (r *Recorder) Started(ctx context.Context, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	r.o.Metrics.dispatch(rec.BackendID)
 	run := max(1, len(rec.Runs))
 	if r.revs.Has(fmt.Sprintf("%s#%d", sessionID, run)) {
 		return nil

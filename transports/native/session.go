@@ -60,6 +60,9 @@ type sessionConfig struct {
 	retry      RetryPolicy
 	prices     map[string]Price
 	tools      toolEnv
+	// external, when set, are the only tools (OpenLoop, loop.go): each
+	// call runs, ungated.
+	external map[string]Tool
 	// mcp are the plan's MCP tools (nil: none); mcpWarnings say which
 	// servers did not start, emitted after EvStarted.
 	mcp         *mcpTools
@@ -339,8 +342,12 @@ func (s *session) loop(tr *turnRun) (outcome, string) {
 		s.mu.Lock()
 		posture := s.posture
 		s.mu.Unlock()
+		offer := append(offered(posture, s.cfg.allowed), s.cfg.mcp.offered(s.cfg.allowed, posture == messages.PosturePlan)...)
+		if s.cfg.external != nil {
+			offer = s.offeredExternal()
+		}
 		req := request{model: s.cfg.model, system: s.cfg.system, messages: s.history,
-			tools: append(offered(posture, s.cfg.allowed), s.cfg.mcp.offered(s.cfg.allowed, posture == messages.PosturePlan)...), effort: s.cfg.effort, maxTokens: s.cfg.maxTokens}
+			tools: offer, effort: s.cfg.effort, maxTokens: s.cfg.maxTokens}
 		resp, err := retrying(ctx, s.cfg.retry, func(ctx context.Context) (response, bool, error) {
 			streamed := false
 			r, err := s.cfg.prov.stream(ctx, req, func(d delta) {
@@ -443,6 +450,9 @@ func (s *session) call(tr *turnRun, u block) (block, outcome) {
 		s.emit(turn, messages.Event{Type: messages.EvToolResult, ToolUseID: u.id, Output: out,
 			IsError: r.isError, Truncated: truncated, OriginalBytes: original})
 		return block{kind: blockToolResult, id: u.id, text: out, isError: r.isError}
+	}
+	if s.cfg.external != nil {
+		return s.callExternal(tr, u, input, result)
 	}
 	s.mu.Lock()
 	posture := s.posture

@@ -5,6 +5,7 @@ import { api, describe } from './api.js';
 import { EventStream } from './sse.js';
 import { h, clear, age, cost, pretty } from './dom.js';
 import { Feed, Pending, displayStatus } from './feed.js';
+import { delegationsView } from './delegations.js';
 import { provisionFacts, approvalsView } from './approvals.js';
 
 const POSTURES = ['plan', 'default', 'acceptEdits', 'full'];
@@ -487,6 +488,7 @@ function route() {
   let m;
   if ((m = hash.match(/^#\/s\/([A-Za-z0-9._-]+)$/))) current = sessionView(m[1]);
   else if (hash === '#/new') current = newView();
+  else if (hash === '#/d') current = delegationsView(view, state);
   else if (hash === '#/approvals') current = approvalsView(view, state);
   else current = listView();
 }

@@ -1,0 +1,92 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/driver"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/modelmock"
+)
+
+func opCall(in map[string]any) *modelmock.ToolCall {
+	b, _ := json.Marshal(in)
+	return &modelmock.ToolCall{Name: messages.ToolName, Input: b}
+}
+
+// driverScript: list-backends, start a script session, read its turn,
+// stop it with a verdict, report.
+func driverScript() *modelmock.Scenario {
+	const sid = `(cs_[0-9a-f]{64})`
+	return &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{Text: "DRIVE"}, Steps: []modelmock.Step{{Tool: opCall(map[string]any{"op": "list-backends"})}}},
+		{Match: modelmock.Match{ToolResultRegex: `^\{"ok":true,"alreadyStopped"`}, Steps: []modelmock.Step{{Text: "REPORT: done"}}},
+		{Match: modelmock.Match{ToolResultRegex: `^\{"kind":"turn_complete","sessionId":"` + sid}, Steps: []modelmock.Step{
+			{Tool: opCall(map[string]any{"op": "stop", "sessionId": "{{1}}", "outcome": "success"})}}},
+		{Match: modelmock.Match{ToolResultRegex: `^\{"sessionId":"` + sid}, Steps: []modelmock.Step{
+			{Tool: opCall(map[string]any{"op": "read-turn", "sessionId": "{{1}}"})}}},
+		{Match: modelmock.Match{ToolResultRegex: `^\{"backends"`}, Steps: []modelmock.Step{
+			{Tool: opCall(map[string]any{"op": "start", "backend": "script", "brief": "say hello"})}}},
+	}, ToolResultDefault: &modelmock.Step{Text: "REFUSED: {{result}}"}}
+}
+
+func TestDelegationsOverHTTP(t *testing.T) {
+	mock, err := modelmock.Start(t, driverScript())
+	require.NoError(t, err)
+	f := newFixture(t, func(o *DaemonOptions) {
+		o.Config.Env = map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-test"}
+	})
+	assert.Equal(t, messages.CodeInvalid, f.call("POST", "/api/delegations", map[string]any{"brief": "x", "cwd": "relative"}).code())
+	assert.Equal(t, messages.CodeCeilingExceeded, f.call("POST", "/api/delegations", map[string]any{"brief": "DRIVE", "maxPosture": "full"}).code(),
+		"an override cannot widen the persona's ceiling")
+
+	var rec driver.Record
+	f.ok("POST", "/api/delegations", map[string]any{"brief": "DRIVE the script", "cwd": f.cwd, "backend": "script"}, &rec)
+	require.True(t, driver.ValidID(rec.ID))
+	var view DelegationView
+	waitFor(t, "the delegation to settle", func() bool {
+		f.ok("GET", "/api/delegations/"+rec.ID, nil, &view)
+		return view.Delegation.State == driver.StateDone
+	})
+	require.Len(t, view.Sessions, 1, "the record links to the session it drove")
+	sid := view.Sessions[0].SessionID
+	assert.Equal(t, messages.StatusEnded, view.Sessions[0].Status)
+	assert.Equal(t, messages.OutcomeSuccess, view.Delegation.Verdicts[sid])
+
+	var list DelegationsView
+	f.ok("GET", "/api/delegations", nil, &list)
+	require.Len(t, list.Delegations, 1)
+	assert.Equal(t, []string{sid}, list.Delegations[0].Sessions)
+	assert.Equal(t, messages.CodeNotFound, f.call("GET", "/api/delegations/dl_000000000000000000000000", nil).code())
+
+	// the driven session resumes through a fresh driver that adopts it
+	var rv ResumeView
+	f.ok("POST", "/api/code-sessions/"+sid+"/resume", map[string]any{"brief": "DRIVE it again"}, &rv)
+	require.NotNil(t, rv.Delegation)
+	assert.Equal(t, sid, rv.SessionID)
+	assert.Equal(t, sid, rv.Delegation.ResumeOf)
+	waitFor(t, "the resumed delegation to settle", func() bool {
+		f.ok("GET", "/api/delegations/"+rv.Delegation.ID, nil, &view)
+		return view.Delegation.State == driver.StateDone
+	})
+	assert.Equal(t, []string{sid}, view.Delegation.Sessions, "same session id")
+	require.Len(t, view.Sessions, 1)
+	assert.Len(t, view.Sessions[0].Runs, 2, "one new run")
+	for i, ev := range f.storeEvents(sid) {
+		require.Equal(t, uint64(i+1), ev.Seq, "one gapless log")
+	}
+	m := f.metrics()
+	assert.Contains(t, m, `code_specialist_dispatched_total{backend="script"} 2`)
+	assert.Contains(t, m, `code_specialist_settled_total{backend="script",state="done"} 2`)
+
+	// a running delegation is cancelled over HTTP
+	var cancelled driver.Record
+	r := f.call("POST", "/api/delegations/"+rec.ID+"/cancel", "")
+	require.Equal(t, http.StatusOK, r.status)
+	require.NoError(t, json.Unmarshal(r.Data, &cancelled))
+	assert.Equal(t, driver.StateDone, cancelled.State, "a settled delegation is left as it is")
+}
