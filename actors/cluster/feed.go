@@ -104,17 +104,17 @@ func (g *Gateway) serveRemoteEvents(w http.ResponseWriter, r *http.Request, sid 
 	for {
 		select {
 		case ev := <-sub.ch:
-			if ev.Seq <= st.last {
+			switch controlplane.LiveStep(st.last, true, ev.Seq, ev.Seq) {
+			case controlplane.LiveDrop:
 				continue // replayed or filled already
-			}
-			if ev.Seq > st.last+1 {
+			case controlplane.LiveFill:
 				if err := st.fill(ctx, ev.Seq-1); err != nil { // a lost or dropped feed message
 					st.abandon(ctx, err)
 					return nil
 				}
-			}
-			if ev.Seq <= st.last {
-				continue
+				if ev.Seq <= st.last {
+					continue
+				}
 			}
 			if err := st.event(ev); err != nil {
 				return nil

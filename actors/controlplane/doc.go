@@ -42,7 +42,7 @@
 // replays the store after its cursor, so nothing published meanwhile is
 // lost; live items at or below the cursor are dropped, and a live item
 // whose first seq is past cursor+1 makes the stream read the missing
-// events from the store first (liveStep decides). Streams never poll the
+// events from the store first (LiveStep decides). Streams never poll the
 // store: the runtime hands the listener each event once it is durable, in
 // seq order per session, so a stream is woken by an event that, with
 // every event before it, is already on disk. A live event is encoded once

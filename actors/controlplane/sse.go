@@ -88,7 +88,7 @@ func parseTopics(v string) (topicSet, error) {
 //  1. the subscription is registered first, so every event published from
 //     then on is queued;
 //  2. the store is replayed after the cursor;
-//  3. each queued event goes through liveStep: one at or below the
+//  3. each queued event goes through LiveStep: one at or below the
 //     stream's cursor is dropped (replayed already); one whose first seq
 //     is past cursor+1 means events never reached this stream (published
 //     before it subscribed, or never published live): they are read from
@@ -307,47 +307,48 @@ func (st *stream) fill(ctx context.Context, sid string, upTo uint64) error {
 	return nil
 }
 
-// liveAction is what a stream does with a queued event.
-type liveAction uint8
+// LiveAction is what a stream does with a queued event.
+type LiveAction uint8
 
 const (
-	liveInvalid liveAction = iota
-	// liveSend: the event comes next after the stream's cursor.
-	liveSend
-	// liveDrop: the event is at or below the stream's cursor: the stream
+	liveInvalid LiveAction = iota
+	// LiveSend: the event comes next after the stream's cursor.
+	LiveSend
+	// LiveDrop: the event is at or below the stream's cursor: the stream
 	// sent it already (replayed, or filled from the store).
-	liveDrop
-	// liveFill: events between the cursor and the item's first seq never
+	LiveDrop
+	// LiveFill: events between the cursor and the item's first seq never
 	// reached the stream: read them from the store, then send the event.
-	liveFill
+	LiveFill
 )
 
-func (a liveAction) String() string {
+func (a LiveAction) String() string {
 	switch a {
-	case liveSend:
+	case LiveSend:
 		return "send"
-	case liveDrop:
+	case LiveDrop:
 		return "drop"
-	case liveFill:
+	case LiveFill:
 		return "fill"
 	}
 	return "invalid"
 }
 
-// liveStep decides what a stream does with a queued event item standing
+// LiveStep decides what a stream (this package's, and the cluster's feed of
+// another node's session) does with a queued event item standing
 // for seqs from..seq (from < seq for coalesced text: the first delta it
 // replaced), given the stream's cursor for the session (last, when known:
 // the all-sessions feed starts a session's cursor at its first event).
-func liveStep(last uint64, known bool, from, seq uint64) liveAction {
+func LiveStep(last uint64, known bool, from, seq uint64) LiveAction {
 	switch {
 	case !known:
-		return liveSend
+		return LiveSend
 	case seq <= last:
-		return liveDrop
+		return LiveDrop
 	case from > last+1:
-		return liveFill
+		return LiveFill
 	default:
-		return liveSend
+		return LiveSend
 	}
 }
 
@@ -357,10 +358,10 @@ func (st *stream) live(ctx context.Context, it item) error {
 	switch it.topic {
 	case TopicEvent:
 		last, known := st.last[it.sid]
-		switch liveStep(last, known, it.from, it.ev.Seq) {
-		case liveDrop:
+		switch LiveStep(last, known, it.from, it.ev.Seq) {
+		case LiveDrop:
 			return nil
-		case liveFill:
+		case LiveFill:
 			if err := st.fill(ctx, it.sid, it.from-1); err != nil {
 				return err
 			}

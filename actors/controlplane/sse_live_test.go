@@ -22,26 +22,26 @@ func TestLiveStep(t *testing.T) {
 		last      uint64
 		known     bool
 		from, seq uint64
-		want      liveAction
+		want      LiveAction
 	}{
-		{"first event of a session the all-sessions feed has not seen", 0, false, 7, 7, liveSend},
-		{"unknown session, coalesced text", 0, false, 3, 9, liveSend},
-		{"the next event", 4, true, 5, 5, liveSend},
-		{"the first event after an empty replay", 0, true, 1, 1, liveSend},
-		{"the event at the cursor: replayed already", 5, true, 5, 5, liveDrop},
-		{"an event below the cursor", 5, true, 2, 2, liveDrop},
-		{"the event at cursor 0 of a fresh stream", 0, true, 0, 0, liveDrop},
-		{"coalesced text ending at the cursor", 9, true, 6, 9, liveDrop},
-		{"coalesced text straddling the cursor", 7, true, 6, 9, liveSend},
-		{"coalesced text starting right after the cursor", 5, true, 6, 9, liveSend},
-		{"one event skipped", 4, true, 6, 6, liveFill},
-		{"many events skipped", 2, true, 40, 40, liveFill},
-		{"coalesced text after a gap", 2, true, 5, 9, liveFill},
-		{"a gap from a fresh cursor", 0, true, 2, 2, liveFill},
+		{"first event of a session the all-sessions feed has not seen", 0, false, 7, 7, LiveSend},
+		{"unknown session, coalesced text", 0, false, 3, 9, LiveSend},
+		{"the next event", 4, true, 5, 5, LiveSend},
+		{"the first event after an empty replay", 0, true, 1, 1, LiveSend},
+		{"the event at the cursor: replayed already", 5, true, 5, 5, LiveDrop},
+		{"an event below the cursor", 5, true, 2, 2, LiveDrop},
+		{"the event at cursor 0 of a fresh stream", 0, true, 0, 0, LiveDrop},
+		{"coalesced text ending at the cursor", 9, true, 6, 9, LiveDrop},
+		{"coalesced text straddling the cursor", 7, true, 6, 9, LiveSend},
+		{"coalesced text starting right after the cursor", 5, true, 6, 9, LiveSend},
+		{"one event skipped", 4, true, 6, 6, LiveFill},
+		{"many events skipped", 2, true, 40, 40, LiveFill},
+		{"coalesced text after a gap", 2, true, 5, 9, LiveFill},
+		{"a gap from a fresh cursor", 0, true, 2, 2, LiveFill},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, liveStep(c.last, c.known, c.from, c.seq), "last=%d known=%v from=%d seq=%d", c.last, c.known, c.from, c.seq)
+			assert.Equal(t, c.want, LiveStep(c.last, c.known, c.from, c.seq), "last=%d known=%v from=%d seq=%d", c.last, c.known, c.from, c.seq)
 		})
 	}
 	assert.Equal(t, "invalid", liveInvalid.String())
