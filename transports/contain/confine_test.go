@@ -3,6 +3,7 @@ package contain_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -65,4 +66,44 @@ func TestSessionConfinement(t *testing.T) {
 	_, err = contain.Wrap(off, contain.Options{Unconfined: true}).Open(context.Background(), transports.SessionSpec{Cwd: ws}, func(int, messages.Event) {})
 	require.NoError(t, err)
 	assert.Nil(t, off.opened.Confine)
+}
+
+// A session in a linked worktree, or in a subdirectory of a repository, can
+// still run its own git: the repository's git directories outside the
+// working directory are writable, and nothing more.
+func TestConfinementLetsTheAgentsGitWrite(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("git is not installed")
+	}
+	repo := t.TempDir()
+	git := func(dir string, args ...string) {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	git(repo, "init", "-q")
+	git(repo, "commit", "-q", "--allow-empty", "-m", "first")
+	wt := filepath.Join(t.TempDir(), "wt")
+	git(repo, "worktree", "add", "-q", wt)
+	sub := filepath.Join(repo, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+
+	open := func(cwd string) []string {
+		b := &stateful{}
+		_, err := contain.Wrap(b, contain.Options{}).Open(context.Background(), transports.SessionSpec{Cwd: cwd, Home: t.TempDir()}, func(int, messages.Event) {})
+		require.NoError(t, err)
+		return b.opened.Confine.WritableDirs
+	}
+	assert.Contains(t, open(sub), filepath.Join(repo, ".git"), "a subdirectory's repository")
+	w := open(wt)
+	assert.Contains(t, w, filepath.Join(repo, ".git"), "the worktree's common directory")
+	assert.Contains(t, w, filepath.Join(repo, ".git", "worktrees", "wt"), "the worktree's own git directory")
+	assert.NotContains(t, open(repo), filepath.Join(repo, ".git"), "inside the working directory already")
+	plain := t.TempDir()
+	for _, d := range open(plain) {
+		assert.NotEqual(t, ".git", filepath.Base(d), "no repository, no git directory")
+	}
 }

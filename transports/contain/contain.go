@@ -179,6 +179,10 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 	c := &proc.Confinement{OwnTmp: true}
 	if spec.Cwd != "" {
 		c.WritableDirs = append(c.WritableDirs, spec.Cwd)
+		// the agent's own git (add, commit) writes the repository's git
+		// directory, which lies outside the working directory when that is
+		// a subdirectory or a worktree (isolate: worktree)
+		c.WritableDirs = append(c.WritableDirs, gitDirsOutside(spec.Cwd)...)
 	}
 	if spec.Home != "" {
 		c.WritableDirs = append(c.WritableDirs, spec.Home) // the session's own
@@ -201,6 +205,57 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(spec.Home)...), w.o.ReadDenied...)
 	}
 	return c
+}
+
+// gitDirsOutside is the git directory of the repository around cwd and,
+// for a linked worktree, the common directory it shares with the main
+// checkout, where either lies outside cwd. It reads files only (.git, a
+// worktree's "gitdir:" line, its commondir), never runs git, and answers
+// nothing when cwd is in no repository.
+func gitDirsOutside(cwd string) []string {
+	inside := func(p string) bool {
+		rel, err := filepath.Rel(cwd, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
+		dotgit := filepath.Join(dir, ".git")
+		fi, err := os.Lstat(dotgit)
+		if err == nil {
+			var dirs []string
+			switch {
+			case fi.IsDir():
+				dirs = []string{dotgit}
+			case fi.Mode().IsRegular():
+				b, err := os.ReadFile(dotgit)
+				gd, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+				if err != nil || !ok || len(b) > 4096 {
+					return nil
+				}
+				gd = strings.TrimSpace(gd)
+				if !filepath.IsAbs(gd) {
+					gd = filepath.Join(dir, gd)
+				}
+				dirs = []string{filepath.Clean(gd)}
+				if cb, err := os.ReadFile(filepath.Join(gd, "commondir")); err == nil && len(cb) < 4096 {
+					common := strings.TrimSpace(string(cb))
+					if !filepath.IsAbs(common) {
+						common = filepath.Join(gd, common)
+					}
+					dirs = append(dirs, filepath.Clean(common))
+				}
+			}
+			var out []string
+			for _, d := range dirs {
+				if !inside(d) {
+					out = append(out, d)
+				}
+			}
+			return out
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return nil
+		}
+	}
 }
 
 // Probe is the backend's.
