@@ -78,7 +78,7 @@ func TestTransportPanicIsRestartedWithoutLosingQueuedMessages(t *testing.T) {
 	defer rt.Close(context.Background())
 	ctx := ctxT(t)
 
-	st, err := rt.Start(ctx, "s", messages.Start{Brief: "one", Cwd: t.TempDir()})
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "fix one", Cwd: t.TempDir()})
 	require.NoError(t, err)
 	r := readKind(t, rt, "s", st.SessionID)
 	require.Equal(t, messages.KindTurnComplete, r.Kind)
@@ -112,7 +112,7 @@ func TestTransportPanicIsRestartedWithoutLosingQueuedMessages(t *testing.T) {
 
 	stop, err := rt.Stop(ctx, "s", messages.Stop{SessionID: st.SessionID})
 	require.NoError(t, err)
-	// the echo backend changed nothing for a brief that did not only ask:
+	// the echo backend changed nothing for a brief that asked for a fix:
 	// the inferred verdict is honest (learning.Infer), the session ended cleanly
 	assert.Equal(t, messages.OutcomeFailed, stop.Outcome)
 }

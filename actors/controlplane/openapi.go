@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/codesession/codesession/actors/driver"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -48,6 +49,10 @@ var routeDocs = map[string]routeDoc{
 	"POST /api/code-sessions/{id}/resume":    {summary: "resume an ended, failed or orphaned session", request: typeOf[resumeRequest](), response: typeOf[messages.StartResult]()},
 	"GET /api/approvals":                     {summary: "capability approvals, pending first (admin tokens)", response: typeOf[approvalsView]()},
 	"POST /api/approvals":                    {summary: "approve or deny a capability approval (admin tokens)", request: typeOf[messages.ApprovalDecision](), response: typeOf[messages.Approval]()},
+	"POST /api/delegations":                  {summary: "dispatch a driver persona on a brief (default token)", request: typeOf[delegateRequest](), response: typeOf[driver.Record]()},
+	"GET /api/delegations":                   {summary: "delegation records, newest first (default token)", response: typeOf[DelegationsView]()},
+	"GET /api/delegations/{id}":              {summary: "a delegation and its driven sessions' records (default token)", response: typeOf[DelegationView]()},
+	"POST /api/delegations/{id}/cancel":      {summary: "end a delegation; its sessions are released (default token)", response: typeOf[driver.Record]()},
 	"GET /api/events":                        {summary: "the live feed (SSE; ?sessionId=&topics=&afterSeq=, Last-Event-ID resumes)", media: "text/event-stream"},
 	"GET /api/scope":                         {summary: "the token's scope and its constraints", response: typeOf[scopeView]()},
 	"PUT /api/scope":                         {summary: "set the scope's constraints (admin tokens)", request: typeOf[scopeRequest](), response: typeOf[scopeView]()},

@@ -107,3 +107,19 @@ func TestConfinementLetsTheAgentsGitWrite(t *testing.T) {
 		assert.NotEqual(t, ".git", filepath.Base(d), "no repository, no git directory")
 	}
 }
+
+// A HOME set in the session's environment (config env, --env) is the HOME
+// the process sees: its state folders and the HOME itself are writable
+// there, and its credentials are denied there.
+func TestConfinementFollowsAHomeFromTheEnvironment(t *testing.T) {
+	b := &stateful{}
+	ws, home := t.TempDir(), t.TempDir()
+	_, err := contain.Wrap(b, contain.Options{}).Open(context.Background(),
+		transports.SessionSpec{Cwd: ws, Env: []string{"HOME=/elsewhere", "HOME=" + home}}, func(int, messages.Event) {})
+	require.NoError(t, err)
+	c := b.opened.Confine
+	assert.Contains(t, c.WritableDirs, home)
+	assert.Contains(t, c.WritableDirs, filepath.Join(home, ".state"))
+	assert.DirExists(t, filepath.Join(home, ".state"))
+	assert.Contains(t, c.ReadDenied, filepath.Join(home, ".ssh"))
+}

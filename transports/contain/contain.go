@@ -24,6 +24,7 @@
 package contain
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -172,10 +173,17 @@ func (w *transport) Descriptor() transports.Descriptor {
 // credential folders of either HOME or under ReadDenied.
 func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 	daemonHome, _ := os.UserHomeDir()
-	home := spec.Home
-	if home == "" {
-		home = daemonHome
+	// the HOME the process will see: the session's, else one the session's
+	// environment sets (config env, --env), else the daemon user's
+	sessionHome := spec.Home
+	if sessionHome == "" {
+		for _, kv := range spec.Env {
+			if v, ok := strings.CutPrefix(kv, "HOME="); ok && v != "" {
+				sessionHome = v // the last one wins, as in the process's env
+			}
+		}
 	}
+	home := cmp.Or(sessionHome, daemonHome)
 	c := &proc.Confinement{OwnTmp: true}
 	if spec.Cwd != "" {
 		c.WritableDirs = append(c.WritableDirs, spec.Cwd)
@@ -184,8 +192,8 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 		// a subdirectory or a worktree (isolate: worktree)
 		c.WritableDirs = append(c.WritableDirs, gitDirsOutside(spec.Cwd)...)
 	}
-	if spec.Home != "" {
-		c.WritableDirs = append(c.WritableDirs, spec.Home) // the session's own
+	if sessionHome != "" {
+		c.WritableDirs = append(c.WritableDirs, sessionHome) // the session's own
 	}
 	if d := w.inner.Descriptor().Containment; d != nil {
 		for _, p := range d.StateDirs {
@@ -202,7 +210,7 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 		}
 	}
 	if d := w.inner.Descriptor().Containment; d == nil || !d.ListsHome {
-		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(spec.Home)...), w.o.ReadDenied...)
+		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(sessionHome)...), w.o.ReadDenied...)
 	}
 	return c
 }

@@ -560,6 +560,9 @@ func TestStartFormOffersTheWorktreeToggle(t *testing.T) {
 	run(t, ctx, "log in", chromedp.Navigate(dm.url("/")), chromedp.WaitVisible(chromedp.CSS("#login-form")),
 		chromedp.SendKeys(chromedp.CSS("#token"), testToken), chromedp.Submit(chromedp.CSS("#login-form")),
 		chromedp.WaitVisible(chromedp.CSS("#nav-new")))
+	// the page that answers the login may still be loading and render its
+	// nav anew: click only once the list view has settled
+	until(t, ctx, "the list loads", `window.codesession?.view === 'list' && window.codesession.ready`)
 	run(t, ctx, "open the start form", chromedp.Click(chromedp.CSS("#nav-new")), chromedp.WaitVisible(chromedp.CSS("#new-form")))
 	until(t, ctx, "the backends load", `window.codesession.view === 'new' && window.codesession.ready`)
 	assert.NotContains(t, text(t, ctx, `document.querySelector('#new-form').innerText`), "not offered")
