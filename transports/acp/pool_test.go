@@ -64,9 +64,16 @@ func TestWarmKeyCoversWhatMakesProcessesDifferent(t *testing.T) {
 	if tr.warmKey(base, "/bin/other") == k0 {
 		t.Error("a different binary left the key unchanged")
 	}
+	// only what the environment builder passes on makes processes differ:
+	// an allowlisted variable does, any other daemon variable never reaches
+	// the agent
 	t.Setenv("FROM_DAEMON", "1")
+	if key(func(*transports.SessionSpec) {}) != k0 {
+		t.Error("a daemon variable the agent never sees changed the key")
+	}
+	t.Setenv("TZ", "Pacific/Apia")
 	if key(func(*transports.SessionSpec) {}) == k0 {
-		t.Error("a change in the daemon's environment left the key unchanged")
+		t.Error("a change in the daemon's environment that the agent sees left the key unchanged")
 	}
 }
 
