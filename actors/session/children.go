@@ -696,6 +696,14 @@ func newPersister(s store.Store, sid string, parent *actor.PID, onAppend func(ti
 }
 
 func (p *persister) Receive(c *actor.Context) {
+	if _, ok := c.Message().(actor.Stopped); ok && p.last != nil {
+		// a stopped persister answers for its pipelined appends first: a
+		// record write still in flight must land before whoever stopped the
+		// session writes the record after it (Close orphaning the sessions
+		// of a failed registry), never after it
+		<-p.last
+		return
+	}
 	m, ok := c.Message().(persistReq)
 	if !ok {
 		return
