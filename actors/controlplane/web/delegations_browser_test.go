@@ -35,6 +35,9 @@ func TestConsoleDelegationsLinkToTheirSessions(t *testing.T) {
 	run(t, ctx, "log in", chromedp.Navigate(dm.url("/")), chromedp.WaitVisible(chromedp.CSS("#login-form")),
 		chromedp.SendKeys(chromedp.CSS("#token"), testToken), chromedp.Submit(chromedp.CSS("#login-form")),
 		chromedp.WaitVisible(chromedp.CSS("#nav-delegations")))
+	// the page that answers the login may still be loading and render its
+	// nav anew: click only once the list view has settled
+	until(t, ctx, "the list loads", `window.codesession?.view === 'list' && window.codesession.ready`)
 	run(t, ctx, "open the delegations", chromedp.Click(chromedp.CSS("#nav-delegations")),
 		chromedp.WaitVisible(chromedp.CSS(`#delegations-body tr[data-delegation="`+id+`"] a[data-sid="`+st.SessionID+`"]`)))
 	assert.Equal(t, "done", text(t, ctx, `document.querySelector('#delegations-body tr[data-delegation="`+id+`"]').dataset.state`))
