@@ -14,6 +14,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/proc/confinetest"
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
@@ -249,4 +250,21 @@ func PostureRun(t *testing.T, b Backend, planMode, workMode string) {
 	if !l.Mock.Saw("posture test: no denied.txt") {
 		t.Error("the deny's reason never reached the agent")
 	}
+}
+
+// Contained is confinetest's live check for an ACP backend at posture full:
+// the model asks shellTool (the CLI's shell, taking "command") for each
+// command; readsOpen for a CLI that lists HOME (its reads stay open).
+func Contained(t *testing.T, b Backend, shellTool string, readsOpen bool) {
+	call := Call(shellTool, map[string]any{"command": "{{1}}", "description": "run it"})
+	mock, err := modelmock.Start(t, &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{Regex: "RUN-SHELL (.*)"}, Steps: []modelmock.Step{{Tool: &call}, {Text: "shell done"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := b.Spec(t, mock)
+	spec.Posture = messages.PostureFull
+	confinetest.Run(t, confinetest.Case{Transport: b.New(Options(acp.WithBinary(b.Bin))...), Mock: mock, Spec: spec,
+		ShellPrompt: func(cmd string) string { return "RUN-SHELL " + cmd }, Answer: true, ReadsOpen: readsOpen})
 }
