@@ -75,6 +75,7 @@ type nativeLevel struct {
 	modelBusy  time.Duration
 	modelCalls int64
 	storeBusy  time.Duration
+	walCommits int64 // the store's WAL group commits (one fsync each); -1: no WAL
 	bare       summary
 	bareSum    time.Duration
 	bareSpan   time.Duration
@@ -112,6 +113,10 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 		res.vs(pre+"runtime per turn (turn - model server)", ms((lv.turnSum-lv.modelBusy)/time.Duration(max(lv.turns, 1))), UnitMs,
 			"bare client per turn (calls - model server)", ms(lv.bareSum/time.Duration(max(lv.bareTurns, 1))))
 		res.row(pre+"store writes per turn (appends and records, fsync'd)", ms(lv.storeBusy/time.Duration(max(lv.turns, 1))), UnitMs)
+		if lv.walCommits >= 0 {
+			// includes each session's start and stop: a floor of what a turn waits for is one of them
+			res.row(pre+"WAL group commits (fsyncs) per turn", float64(lv.walCommits)/float64(max(lv.turns, 1)), UnitCount)
+		}
 	}
 	res.note("store writes happen on each session's persist actor alongside the agent loop; a turn's result is delivered once its events are durable, so they are part of the runtime's share")
 	res.note("a turn runs from the op that starts it (start or guide) to read-turn returning its result: the agent loop, tool execution, events persisted, the result made durable")
@@ -189,6 +194,10 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds
 	calls := clock.calls.Load()
 	lv.modelCalls = calls
 	lv.storeBusy = time.Duration(b.store.busy.Load())
+	lv.walCommits = -1
+	if wc, ok := b.store.Store.(interface{ WALCommits() int64 }); ok {
+		lv.walCommits = wc.WALCommits()
+	}
 	if err := b.close(); err != nil {
 		res.check(fmt.Sprintf("c=%d: runtime closed", c), false, "%v", err)
 	}

@@ -454,9 +454,15 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 		liveCount = len(ids)
 	}
 	p.printf("%d sessions live, each waiting on its first clarification; heap %.0f MiB, %d goroutines", liveCount, float64(live.heap)/(1<<20), live.goroutines)
+	// from here every session is live and only turns run: the events
+	// persisted from the release on are the load phase's (the whole run
+	// also holds the starts, each a durable record create)
+	eventsAtRelease, appendsAtRelease := brt.store.events.Load(), brt.store.appends.Load()
+	tRelease := time.Now()
 	close(d.bar.release)
 	wg.Wait()
 	elapsed := time.Since(t0)
+	loadElapsed := time.Since(tRelease)
 	peakThreads := threads.end()
 	p.printf("all sessions stopped after %.1fs", elapsed.Seconds())
 	appends, events, metas := brt.store.appends.Load(), brt.store.events.Load(), brt.store.metas.Load()
@@ -469,6 +475,17 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	metaFiles := int64(-1)
 	if mc, ok := brt.store.Store.(interface{ MetaFileWrites() int64 }); ok {
 		metaFiles = mc.MetaFileWrites()
+	}
+	// WAL group commits (one write and one fsync each), when the store has a WAL
+	walCommits := int64(-1)
+	if wc, ok := brt.store.Store.(interface{ WALCommits() int64 }); ok {
+		walCommits = wc.WALCommits()
+	}
+	checkpoints, checkpointSpent := int64(-1), time.Duration(0)
+	if lc, ok := brt.store.Store.(interface {
+		LoopCheckpoints() (int64, time.Duration)
+	}); ok {
+		checkpoints, checkpointSpent = lc.LoopCheckpoints()
 	}
 
 	var started []string
@@ -514,8 +531,16 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	}
 	res.latencyRows("stop", d.lat[opStop].summary(), "raw request+durable append+replace+poison", raw.stop)
 	res.vs("events persisted", rate(int(events), elapsed), UnitPerSec, "plain-file appends, same batching", rawEvents)
+	res.vs("events persisted, turns phase", rate(int(events-eventsAtRelease), loadElapsed), UnitPerSec, "plain-file appends, same batching", rawEvents)
 	res.row("events per append (group commit)", float64(events)/math.Max(float64(appends), 1), UnitCount)
 	res.row("record changes (store PutMeta/Create)", rate(int(metas), elapsed), UnitPerSec)
+	if walCommits > 0 {
+		res.row("appends per WAL group commit (one fsync)", float64(appends)/float64(walCommits), UnitCount)
+	}
+	if checkpoints >= 0 {
+		res.row("WAL checkpoints mid-run", float64(checkpoints), UnitCount)
+		res.row("WAL loop time in those checkpoints", ms(checkpointSpent), UnitMs)
+	}
 	if metaFiles >= 0 && len(started) > 0 {
 		res.row("meta.json writes per session", float64(metaFiles)/float64(len(started)), UnitCount)
 	}
@@ -527,6 +552,7 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("latencies are under full load: %d drivers issue their ops at once, so queueing behind the other sessions is part of every figure; read-turn includes the turn itself (up to its result being durable)", n)
 	res.note("the memory figures are taken with every session live and waiting on its first clarification, after a GC; both sides include one parked driver goroutine per session")
 	res.note("events persisted: %d events in %d appends over %.1fs (the whole run); %s read back", events, appends, elapsed.Seconds(), FormatValue(float64(stats.bytes), UnitBytes))
+	res.note("events persisted, turns phase: %d events in %d appends over %.1fs, from every session live (the barrier's release) to the last stop", events-eventsAtRelease, appends-appendsAtRelease, loadElapsed.Seconds())
 	return res, nil
 }
 

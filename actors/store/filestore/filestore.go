@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/messages"
@@ -81,6 +82,10 @@ type Store struct {
 	wal        *wal
 	metaWrites atomic.Int64
 	walCommits atomic.Int64
+	// checkpoints the WAL loop ran mid-load, and the time the loop spent
+	// in them (no group commit is made meanwhile)
+	loopCheckpoints     atomic.Int64
+	loopCheckpointNanos atomic.Int64
 
 	closeMu sync.Mutex // serializes Close
 
@@ -210,7 +215,12 @@ func Open(home string, opts ...Option) (*Store, error) {
 	w.checkpointAt = st.checkpointBytes
 	w.checkpoint = func() error {
 		st.carry = true
-		defer func() { st.carry = false }()
+		t0 := time.Now()
+		defer func() {
+			st.carry = false
+			st.loopCheckpoints.Add(1)
+			st.loopCheckpointNanos.Add(int64(time.Since(t0)))
+		}()
 		return st.checkpoint()
 	}
 	w.onCommit = func(int, int) { st.walCommits.Add(1) }
@@ -226,6 +236,13 @@ func (st *Store) MetaFileWrites() int64 { return st.metaWrites.Load() }
 // WALCommits reports how many group commits (one write, one fsync each) the
 // write-ahead log made since Open.
 func (st *Store) WALCommits() int64 { return st.walCommits.Load() }
+
+// LoopCheckpoints reports how many checkpoints the write-ahead log's loop
+// ran since Open (mid-load, on its size threshold) and how long the loop
+// spent in them: time in which no group commit was made.
+func (st *Store) LoopCheckpoints() (n int64, spent time.Duration) {
+	return st.loopCheckpoints.Load(), time.Duration(st.loopCheckpointNanos.Load())
+}
 
 // replay writes what the WAL holds into the session files: a record frame
 // becomes meta.json; event frames are rewritten from their first seq on, so
