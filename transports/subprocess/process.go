@@ -180,6 +180,9 @@ func (p *Process) waitLoop(onExit func(string, bool)) {
 	close(p.exited)
 }
 
+// Pid is the CLI's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Write queues b (one whole line, newline included) for stdin.
 func (p *Process) Write(b []byte) { p.writes.Push(b) }
 
