@@ -109,7 +109,7 @@ func Start(sp Spawn) (*Process, error) {
 	errW.Close()
 	tailBytes := sp.TailBytes
 	if tailBytes <= 0 {
-		tailBytes = 16 << 10
+		tailBytes = DefaultTailBytes
 	}
 	p := &Process{cmd: cmd, handle: h, Pgid: h.Pgid, stdin: stdin, stdout: outR, stderr: errR,
 		writes: NewQueue[[]byte](), tail: NewTail(tailBytes),
