@@ -557,24 +557,14 @@ func (s *session) Close(ctx context.Context) error {
 			go s.stopProc(p)
 		}
 	})
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		s.ownGroupOnce.Do(s.ownGroup.Close)
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	return subprocess.AwaitClose(ctx, &s.wg, func() { s.ownGroupOnce.Do(s.ownGroup.Close) }, func() {
 		s.mu.Lock()
 		p := s.proc
 		s.mu.Unlock()
 		if p != nil {
 			p.Kill()
 		}
-		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the droid session did not stop in time; its process group was killed")
-	}
+	}, "droid")
 }
 
 // stopProc ends a process: stdin closed, then SIGTERM after a short grace

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/proc"
 )
@@ -214,4 +215,26 @@ func (p *Process) Escalate(steps []Step, sending func(st Step, waited time.Durat
 func (p *Process) Stop(ctx context.Context, steps ...Step) {
 	p.writes.Push(nil)
 	Stop(ctx, p.Pgid, p.exited, steps...)
+}
+
+// AwaitClose is the end of a session's Close: it waits for wg (every
+// goroutine of the session), then runs then; when ctx ends first it runs
+// kill (the process group's SIGKILL) and returns a timeout error that
+// names the CLI.
+func AwaitClose(ctx context.Context, wg *sync.WaitGroup, then, kill func(), cli string) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		if then != nil {
+			then()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		kill()
+		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the "+cli+" session did not stop in time; its process group was killed")
+	}
 }

@@ -96,3 +96,22 @@ func TestProcessEscalateMarksTheExitInterrupted(t *testing.T) {
 	assert.True(t, l.interrupted, "an exit after an escalation's signal is the interrupt's")
 	assert.Contains(t, l.status, "terminated")
 }
+
+func TestAwaitClose(t *testing.T) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	ran, killed := false, false
+	go wg.Done()
+	require.NoError(t, AwaitClose(context.Background(), &wg, func() { ran = true }, func() { killed = true }, "x"))
+	assert.True(t, ran, "then runs once the goroutines are done")
+	assert.False(t, killed)
+
+	var stuck sync.WaitGroup
+	stuck.Add(1)
+	defer stuck.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := AwaitClose(ctx, &stuck, nil, func() { killed = true }, "droid")
+	assert.True(t, killed, "an ended ctx kills the group")
+	assert.ErrorContains(t, err, "the droid session did not stop in time")
+}
