@@ -308,7 +308,7 @@ func TestLiveExitMidTurnIsFatalWithStderrTail(t *testing.T) {
 	waitFor(t, 60*time.Second, func() bool { return len(l.mock.MainRequests()) == 1 })
 	s := l.sess.(*session)
 	s.mu.Lock()
-	pid := s.proc.cmd.Process.Pid
+	pid := s.proc.Pid()
 	s.mu.Unlock()
 	require.NoError(t, exec.Command("kill", "-9", fmt.Sprint(pid)).Run())
 	end := l.rec.turnEnd(t, 1)

@@ -156,7 +156,7 @@ func (t *Transport) bootWarm(ctx context.Context, kit *prockit.Kit, spec transpo
 		return nil, err
 	}
 	s.mu.Lock()
-	pid := s.proc.cmd.Process.Pid
+	pid := s.proc.Pid()
 	s.mu.Unlock()
 	return &warmProc{s: s, group: g, model: spec.Model, posture: spec.Posture, version: version, settling: warmpool.WatchSettling(pid)}, nil
 }

@@ -61,7 +61,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	recB := newRecorder()
 	b := open(specB, recB)
 	b.mu.Lock()
-	pgid := b.proc.pgid
+	pgid := b.proc.Pgid
 	b.mu.Unlock()
 	assert.Contains(t, pooled, pgid, "the start adopted the pooled process")
 	startedA, _ := recA.wait(t, time.Minute, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })

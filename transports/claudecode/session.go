@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,24 +89,11 @@ type session struct {
 	firstEndOnce sync.Once
 }
 
-// proc is one claude process.
+// proc is one claude process and what the session knows of its end.
 type proc struct {
-	gen    int
-	cmd    *exec.Cmd
-	handle *prockit.Handle
-	pgid   int
-	stdin  io.WriteCloser
-	stdout *os.File
-	stderr *os.File
-	writes *subprocess.Queue[[]byte] // a nil entry closes stdin
-	tail   *subprocess.Tail
-
-	readerDone chan struct{}
-	stderrDone chan struct{}
-	exited     chan struct{} // closed once the exit is handled
-
-	interruptKill atomic.Bool
-	// set under session.mu before exited closes
+	*subprocess.Process
+	gen int
+	// set under session.mu before Exited closes
 	status     string
 	unreported bool // it exited before the session was started
 }
@@ -178,7 +163,7 @@ func (s *session) boot(ctx context.Context, resume bool) (version string, err er
 		s.mu.Lock()
 		status := p.status
 		s.mu.Unlock()
-		tail := p.tail.Text(1500)
+		tail := p.Tail().Text(1500)
 		e := &messages.Error{Code: messages.CodeInternal, Op: messages.OpStart, Err: err}
 		switch {
 		case exited:
@@ -221,7 +206,7 @@ func (s *session) begin(version, note string) {
 			Text: fmt.Sprintf("claude %s is running; this transport was verified with %s", version, PinnedVersion)}})
 	}
 	if p.unreported {
-		s.apply(s.core.exited(exitOwn, p.status, p.tail.Text(1500)), time.Time{})
+		s.apply(s.core.exited(exitOwn, p.status, p.Tail().Text(1500)), time.Time{})
 	}
 }
 
@@ -229,80 +214,31 @@ func (s *session) begin(version, note string) {
 func (s *session) env() []string { return buildEnv(os.Environ(), s.spec, s.t.env) }
 
 // spawn starts a process (s.mu held). resume picks --resume over
-// --session-id.
+// --session-id. Its lines and its exit come back through feed and exited,
+// under s.mu, so they wait until p is s.proc.
 func (s *session) spawn(resume bool) (*proc, error) {
-	cmd := exec.Command(s.bin, buildArgs(s.spec, s.ext, resume)...)
-	cmd.Dir = s.spec.Cwd
-	cmd.Env = s.env()
-	stdin, err := cmd.StdinPipe()
+	p := &proc{gen: s.gen + 1}
+	sp, err := subprocess.Start(subprocess.Spawn{Bin: s.bin, Args: buildArgs(s.spec, s.ext, resume), Dir: s.spec.Cwd, Env: s.env(),
+		Procs: s.spec.Procs, Confine: s.spec.Confine, LineCap: s.t.lineCap, WG: &s.wg,
+		OnLine: func(line []byte, over int, readAt time.Time) { s.feed(p, line, over, readAt) },
+		OnExit: func(status string, interrupted bool) { s.exited(p, status, interrupted) }})
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		stdin.Close()
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		stdin.Close()
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	// its own process group under proc's watchdog (and the session's
-	// cgroup), so signals reach the CLI's tools too and nothing of it
-	// outlives the runtime, SIGKILL included
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
-	if err != nil {
-		stdin.Close()
-		for _, f := range []*os.File{outR, outW, errR, errW} {
-			f.Close()
-		}
-		return nil, err
-	}
-	outW.Close()
-	errW.Close()
-	s.gen++
-	p := &proc{gen: s.gen, cmd: cmd, handle: h, pgid: h.Pgid, stdin: stdin, stdout: outR, stderr: errR,
-		writes: subprocess.NewQueue[[]byte](), tail: subprocess.NewTail(16 << 10),
-		readerDone: make(chan struct{}), stderrDone: make(chan struct{}), exited: make(chan struct{})}
+	p.Process = sp
+	s.gen = p.gen
 	s.proc = p
-	s.wg.Add(4)
-	go s.readLoop(p)
-	go s.stderrLoop(p)
-	go s.writeLoop(p)
-	go s.waitLoop(p)
 	return p, nil
 }
 
-// readLoop reads stdout lines and feeds them to the core.
-func (s *session) readLoop(p *proc) {
-	defer s.wg.Done()
-	defer close(p.readerDone)
-	lr := transports.NewLineReader(p.stdout, s.t.lineCap)
-	for {
-		line, over, err := lr.Next()
-		readAt := time.Now()
-		if err != nil {
-			return
-		}
-		if over > 0 {
-			s.feed(p, nil, nil, over, readAt)
-			continue
-		}
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		l, perr := ParseLine(line)
-		s.feed(p, l, perr, 0, readAt)
+// feed hands one stdout line (or a parse error, or a dropped line's size)
+// to the core, or a control response to its waiter.
+func (s *session) feed(p *proc, line []byte, over int, readAt time.Time) {
+	var l Line
+	var perr error
+	if over == 0 {
+		l, perr = ParseLine(line)
 	}
-}
-
-// feed hands one line (or a parse error, or a dropped line's size) to the
-// core, or a control response to its waiter.
-func (s *session) feed(p *proc, l Line, perr error, over int, readAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p != s.proc || s.closed.Load() {
@@ -327,48 +263,15 @@ func (s *session) feed(p *proc, l Line, perr error, over int, readAt time.Time) 
 	s.apply(eff, readAt)
 }
 
-func (s *session) stderrLoop(p *proc) {
-	defer s.wg.Done()
-	defer close(p.stderrDone)
-	_, _ = io.Copy(p.tail, p.stderr)
-}
-
-func (s *session) writeLoop(p *proc) {
-	defer s.wg.Done()
-	subprocess.Pump(p.writes, p.stdin) // a failed write: waitLoop reports the exit
-}
-
-// waitLoop waits for the process, lets the readers drain, cleans up the
-// process group and reports the exit to the core.
-func (s *session) waitLoop(p *proc) {
-	defer s.wg.Done()
-	err := p.cmd.Wait()
-	defer p.handle.Release()
-	status := "exit status 0"
-	if err != nil {
-		status = err.Error()
-	}
-	drain := time.NewTimer(2 * time.Second)
-	select {
-	case <-p.readerDone:
-	case <-drain.C: // a child still holds stdout
-	}
-	drain.Stop()
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // whatever is left of the group
-	_ = p.stdout.Close()
-	<-p.readerDone
-	select {
-	case <-p.stderrDone:
-	case <-time.After(time.Second):
-	}
-	_ = p.stderr.Close()
-	<-p.stderrDone
-	p.writes.Close()
+// exited reports the end of p: its pending control requests fail and the
+// core learns how it ended (or, before the session started, begin does).
+func (s *session) exited(p *proc, status string, interrupted bool) {
 	how := exitOwn
-	if p.interruptKill.Load() {
+	if interrupted {
 		how = exitInterrupt
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	p.status = status
 	for id, pc := range s.pending {
 		if pc.gen == p.gen {
@@ -381,17 +284,15 @@ func (s *session) waitLoop(p *proc) {
 	case !s.started:
 		p.unreported = true
 	default:
-		s.apply(s.core.exited(how, status, p.tail.Text(1500)), time.Time{})
+		s.apply(s.core.exited(how, status, p.Tail().Text(1500)), time.Time{})
 	}
-	s.mu.Unlock()
-	close(p.exited)
 }
 
 // apply carries out the core's effects (s.mu held).
 func (s *session) apply(eff effects, readAt time.Time) {
 	if p := s.proc; p != nil {
 		for _, w := range eff.writes {
-			p.writes.Push(w)
+			p.Write(w)
 		}
 	}
 	for _, te := range eff.events {
@@ -568,10 +469,9 @@ func (s *session) escalate(p *proc, done chan struct{}) {
 	defer s.wg.Done()
 	d := s.t.deadlines
 	steps := []subprocess.Step{{Wait: d.Grace, Signal: syscall.SIGINT}, {Wait: d.AfterINT, Signal: syscall.SIGTERM}, {Wait: d.AfterTERM, Signal: syscall.SIGKILL}}
-	subprocess.Escalate(p.pgid, steps, func(st subprocess.Step, waited time.Duration) {
-		p.interruptKill.Store(true)
+	p.Escalate(steps, func(st subprocess.Step, waited time.Duration) {
 		s.warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to claude's process group", waited, subprocess.SignalName(st.Signal)))
-	}, done, p.exited, s.stop)
+	}, done, s.stop)
 }
 
 // SetPosture switches the permission mode (set_permission_mode).
@@ -643,7 +543,7 @@ func (s *session) controlWithin(ctx context.Context, op string, req map[string]a
 	id := fmt.Sprintf("req_%d_%s", s.nextID, s.nonce)
 	ch := make(chan ctlResult, 1)
 	s.pending[id] = pendingCtl{ch: ch, gen: p.gen}
-	p.writes.Push(controlRequestLine(id, req))
+	p.Write(controlRequestLine(id, req))
 	s.mu.Unlock()
 
 	timer := time.NewTimer(limit)
@@ -713,42 +613,20 @@ func (s *session) Close(ctx context.Context) error {
 			go s.stopProc(p)
 		}
 	})
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		s.ownGroupOnce.Do(s.ownGroup.Close)
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	return subprocess.AwaitClose(ctx, &s.wg, func() { s.ownGroupOnce.Do(s.ownGroup.Close) }, func() {
 		s.mu.Lock()
 		p := s.proc
 		s.mu.Unlock()
 		if p != nil {
-			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+			p.Kill()
 		}
-		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the claude session did not stop in time; its process group was killed")
-	}
+	}, "claude")
 }
 
-// stopProc ends a process: stdin closed, then SIGTERM, then SIGKILL.
+// stopProc ends a process: stdin closed, then SIGTERM after 3 s, then
+// SIGKILL after 2 s more.
 func (s *session) stopProc(p *proc) {
 	defer s.wg.Done()
-	p.writes.Push(nil)
-	for _, st := range []struct {
-		wait time.Duration
-		sig  syscall.Signal
-	}{{3 * time.Second, syscall.SIGTERM}, {2 * time.Second, syscall.SIGKILL}} {
-		t := time.NewTimer(st.wait)
-		select {
-		case <-p.exited:
-			t.Stop()
-			return
-		case <-t.C:
-			_ = syscall.Kill(-p.pgid, st.sig)
-		}
-	}
-	<-p.exited
+	p.Stop(context.Background(),
+		subprocess.Step{Wait: 3 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGKILL})
 }

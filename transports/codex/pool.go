@@ -149,22 +149,13 @@ func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, 
 
 // RefillDelay bounds how long the pool waits for a session's first turn to
 // end before it boots the session's replacement anyway.
-const RefillDelay = 30 * time.Second
+const RefillDelay = warmpool.RefillDelay
 
 // refillAfterFirstTurn refills the pool once s's first turn has ended (or
 // s closed, or RefillDelay passed): on two cores a boot beside the first
 // turn slows that turn down, which is what the pool is there to avoid.
 func refillAfterFirstTurn(s *Session, refill func()) {
-	go func() {
-		t := time.NewTimer(RefillDelay)
-		defer t.Stop()
-		select {
-		case <-s.firstEnd:
-		case <-s.stopEm:
-		case <-t.C:
-		}
-		refill()
-	}()
+	warmpool.RefillAfter(s.firstEnd, s.stopEm, refill)
 }
 
 // bootWarm starts and initializes an app-server for the pool, under a

@@ -113,22 +113,13 @@ func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, 
 
 // RefillDelay bounds how long the pool waits for a session's first turn to
 // end before it boots the session's replacement anyway.
-const RefillDelay = 30 * time.Second
+const RefillDelay = warmpool.RefillDelay
 
 // refillAfterFirstTurn refills the pool once s's first turn has ended (or
 // s closed, or RefillDelay passed): a boot is seconds of CPU, which on two
 // cores would slow the very turn the pool just sped up.
 func refillAfterFirstTurn(s *session, refill func()) {
-	go func() {
-		t := time.NewTimer(RefillDelay)
-		defer t.Stop()
-		select {
-		case <-s.firstEnd:
-		case <-s.stop:
-		case <-t.C:
-		}
-		refill()
-	}()
+	warmpool.RefillAfter(s.firstEnd, s.stop, refill)
 }
 
 // bootWarm starts and initializes a process for the pool, under a group of

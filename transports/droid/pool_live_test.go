@@ -93,7 +93,7 @@ func (r *poolRig) waitIdle(spec transports.SessionSpec, n int, why string) {
 func pgidOf(s *session) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.proc.pgid
+	return s.proc.Pgid
 }
 
 // A start adopts the pooled process booted after the previous start's

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,23 +72,11 @@ type session struct {
 	firstEndOnce sync.Once
 }
 
+// proc is one droid process and what the session knows of its end.
 type proc struct {
+	*subprocess.Process
 	gen    int
-	cmd    *exec.Cmd
-	handle *prockit.Handle
-	pgid   int
-	stdin  io.WriteCloser
-	stdout *os.File
-	stderr *os.File
-	writes *subprocess.Queue[[]byte] // a nil entry closes stdin
-	tail   *subprocess.Tail
-
-	readerDone chan struct{}
-	stderrDone chan struct{}
-	exited     chan struct{}
-
-	interruptKill atomic.Bool
-	status        string // set under session.mu before exited closes
+	status string // set under session.mu before Exited closes
 }
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin, ext string, ws *gate.Workspace) *session {
@@ -194,14 +179,14 @@ func (s *session) applySettings(hctx context.Context, p *proc, op string, extra 
 func (s *session) startErr(p *proc, op, method string, err error) error {
 	if errors.Is(err, errExited) {
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 		case <-time.After(5 * time.Second):
 		}
 	}
 	s.mu.Lock()
 	status := p.status
 	s.mu.Unlock()
-	tail := firstNonEmpty(p.tail.Text(1500), "no output on stderr")
+	tail := firstNonEmpty(p.Tail().Text(1500), "no output on stderr")
 	e := &messages.Error{Code: messages.CodeInternal, Op: op, Err: err}
 	switch {
 	case errors.Is(err, errExited):
@@ -244,78 +229,32 @@ func (s *session) checkSettings(p messages.Posture) {
 
 func (s *session) env() []string { return buildEnv(os.Environ(), s.spec, s.t.env) }
 
-// spawn starts a process (s.mu held).
+// spawn starts a process (s.mu held): its lines and its exit come back
+// through feed and exited, under s.mu, so they wait until p is s.proc.
 func (s *session) spawn() (*proc, error) {
-	cmd := exec.Command(s.bin, buildArgs()...)
-	cmd.Dir = s.spec.Cwd
-	cmd.Env = s.env()
-	stdin, err := cmd.StdinPipe()
+	p := &proc{gen: s.gen + 1}
+	sp, err := subprocess.Start(subprocess.Spawn{Bin: s.bin, Args: buildArgs(), Dir: s.spec.Cwd, Env: s.env(),
+		Procs: s.spec.Procs, Confine: s.spec.Confine, LineCap: s.t.lineCap, WG: &s.wg,
+		OnLine: func(line []byte, over int, _ time.Time) { s.feed(p, line, over) },
+		OnExit: func(status string, interrupted bool) { s.exited(p, status, interrupted) }})
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		stdin.Close()
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		stdin.Close()
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	// its own process group under proc's watchdog (and the session's
-	// cgroup, and a boot-sweep record), so signals reach droid's tools too
-	// and nothing of it outlives the runtime, SIGKILL included
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
-	if err != nil {
-		stdin.Close()
-		for _, f := range []*os.File{outR, outW, errR, errW} {
-			f.Close()
-		}
-		return nil, err
-	}
-	outW.Close()
-	errW.Close()
-	s.gen++
-	p := &proc{gen: s.gen, cmd: cmd, handle: h, pgid: h.Pgid, stdin: stdin, stdout: outR, stderr: errR,
-		writes: subprocess.NewQueue[[]byte](), tail: subprocess.NewTail(16 << 10),
-		readerDone: make(chan struct{}), stderrDone: make(chan struct{}), exited: make(chan struct{})}
+	p.Process = sp
+	s.gen = p.gen
 	s.proc = p
 	s.core.respawned()
-	s.wg.Add(4)
-	go s.readLoop(p)
-	go s.stderrLoop(p)
-	go s.writeLoop(p)
-	go s.waitLoop(p)
 	return p, nil
 }
 
-func (s *session) readLoop(p *proc) {
-	defer s.wg.Done()
-	defer close(p.readerDone)
-	lr := transports.NewLineReader(p.stdout, s.t.lineCap)
-	for {
-		line, over, err := lr.Next()
-		if err != nil {
-			return
-		}
-		if over > 0 {
-			s.feed(p, nil, nil, over)
-			continue
-		}
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		l, perr := ParseLine(line)
-		s.feed(p, l, perr, 0)
+// feed hands one stdout line (or a dropped line's size) to the core, or a
+// response to its waiter.
+func (s *session) feed(p *proc, line []byte, over int) {
+	var l Line
+	var perr error
+	if over == 0 {
+		l, perr = ParseLine(line)
 	}
-}
-
-// feed hands one line to the core, or a response to its waiter.
-func (s *session) feed(p *proc, l Line, perr error, over int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p != s.proc || s.closed.Load() {
@@ -340,67 +279,32 @@ func (s *session) feed(p *proc, l Line, perr error, over int) {
 	s.apply(eff)
 }
 
-func (s *session) stderrLoop(p *proc) {
-	defer s.wg.Done()
-	defer close(p.stderrDone)
-	_, _ = io.Copy(p.tail, p.stderr)
-}
-
-func (s *session) writeLoop(p *proc) {
-	defer s.wg.Done()
-	subprocess.Pump(p.writes, p.stdin) // a failed write: waitLoop reports the exit
-}
-
-// waitLoop waits for the process, lets the readers drain, kills what is
-// left of its group and reports the exit.
-func (s *session) waitLoop(p *proc) {
-	defer s.wg.Done()
-	err := p.cmd.Wait()
-	defer p.handle.Release()
-	status := "exit status 0"
-	if err != nil {
-		status = err.Error()
-	}
-	drain := time.NewTimer(2 * time.Second)
-	select {
-	case <-p.readerDone:
-	case <-drain.C: // a child still holds stdout
-	}
-	drain.Stop()
-	subprocess.Signal(p.pgid, syscall.SIGKILL)
-	_ = p.stdout.Close()
-	<-p.readerDone
-	select {
-	case <-p.stderrDone:
-	case <-time.After(time.Second):
-	}
-	_ = p.stderr.Close()
-	<-p.stderrDone
-	p.writes.Close()
+// exited reports the end of p: its pending calls fail and the core learns
+// how it ended.
+func (s *session) exited(p *proc, status string, interrupted bool) {
 	how := exitOwn
-	if p.interruptKill.Load() {
+	if interrupted {
 		how = exitInterrupt
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	p.status = status
 	for id, ch := range s.pending {
 		delete(s.pending, id)
 		ch <- callResult{exited: true}
 	}
 	if p == s.proc && !s.closed.Load() && s.started {
-		s.apply(s.core.exited(how, status, p.tail.Text(1500)))
+		s.apply(s.core.exited(how, status, p.Tail().Text(1500)))
 	} else if p == s.proc {
 		s.core.dead = true
 	}
-	s.mu.Unlock()
-	close(p.exited)
 }
 
 // apply carries out the core's effects (s.mu held).
 func (s *session) apply(eff effects) {
 	if p := s.proc; p != nil {
 		for _, w := range eff.writes {
-			p.writes.Push(w)
+			p.Write(w)
 		}
 	}
 	for _, te := range eff.events {
@@ -535,10 +439,9 @@ func (s *session) escalate(p *proc, done chan struct{}) {
 	defer s.wg.Done()
 	d := s.t.deadlines
 	steps := []subprocess.Step{{Wait: d.Grace, Signal: syscall.SIGINT}, {Wait: d.AfterINT, Signal: syscall.SIGTERM}, {Wait: d.AfterTERM, Signal: syscall.SIGKILL}}
-	subprocess.Escalate(p.pgid, steps, func(st subprocess.Step, waited time.Duration) {
-		p.interruptKill.Store(true)
+	p.Escalate(steps, func(st subprocess.Step, waited time.Duration) {
 		s.warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to droid's process group", waited, subprocess.SignalName(st.Signal)))
-	}, done, p.exited, s.stop)
+	}, done, s.stop)
 }
 
 // SetPosture changes droid's autonomy level with
@@ -587,7 +490,7 @@ func (s *session) call(ctx context.Context, op, method string, params any) (Resp
 	id := s.core.nextID()
 	ch := make(chan callResult, 1)
 	s.pending[id] = ch
-	p.writes.Push(requestLine(id, method, params))
+	p.Write(requestLine(id, method, params))
 	s.mu.Unlock()
 
 	timer := time.NewTimer(s.t.controlTimeout)
@@ -654,24 +557,14 @@ func (s *session) Close(ctx context.Context) error {
 			go s.stopProc(p)
 		}
 	})
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		s.ownGroupOnce.Do(s.ownGroup.Close)
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	return subprocess.AwaitClose(ctx, &s.wg, func() { s.ownGroupOnce.Do(s.ownGroup.Close) }, func() {
 		s.mu.Lock()
 		p := s.proc
 		s.mu.Unlock()
 		if p != nil {
-			subprocess.Signal(p.pgid, syscall.SIGKILL)
+			p.Kill()
 		}
-		return messages.Wrap(messages.CodeTimeout, "close", ctx.Err(), "the droid session did not stop in time; its process group was killed")
-	}
+	}, "droid")
 }
 
 // stopProc ends a process: stdin closed, then SIGTERM after a short grace
@@ -680,7 +573,6 @@ func (s *session) Close(ctx context.Context) error {
 // then SIGKILL.
 func (s *session) stopProc(p *proc) {
 	defer s.wg.Done()
-	p.writes.Push(nil)
-	subprocess.Stop(context.Background(), p.pgid, p.exited,
+	p.Stop(context.Background(),
 		subprocess.Step{Wait: 500 * time.Millisecond, Signal: syscall.SIGTERM}, subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGKILL})
 }

@@ -1,6 +1,8 @@
 // Package subprocess is what the backends that drive an agent CLI as a
 // child process share around starting it (transports/proc contains it; this
-// package is the everyday rest): finding the executable (CLI.Find: an
+// package is the everyday rest): running a line-protocol CLI with its
+// pipes, capped stdout lines, stderr tail, stdin queue and exit report
+// (Start, Process: claude-code and droid run on it), finding the executable (CLI.Find: an
 // explicit path, the backend's CODESESSION_<X>_BIN, else PATH), asking it
 // for its version (VersionProbe), building its environment (Environ,
 // EnvValue), keeping the end of its stderr for the error that reports its
