@@ -11,8 +11,8 @@ import (
 
 	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/actors/diffcapture"
-	"github.com/codesession/codesession/actors/session"
 	"github.com/codesession/codesession/actors/driver"
+	"github.com/codesession/codesession/actors/session"
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/actors/supervise"
 	"github.com/codesession/codesession/config"
