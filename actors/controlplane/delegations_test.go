@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +14,7 @@ import (
 	"github.com/codesession/codesession/actors/driver"
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/script"
 )
@@ -154,4 +156,49 @@ func TestDelegationsHonourScopedTokens(t *testing.T) {
 	assert.Equal(t, messages.CodeNotFound, b.call("POST", "/api/delegations/"+rec.ID+"/cancel", "").code())
 	assert.Equal(t, http.StatusOK, a.call("GET", "/api/code-sessions/"+sid, nil).status, "the driver's session is its dispatcher's to see")
 	assert.Equal(t, messages.CodeNotFound, b.call("GET", "/api/code-sessions/"+sid, nil).code())
+}
+
+// TestDriversQuestionIsOnTheFeed: a driven session's clarification its
+// driver hands to the human (askHuman) is a code_session_question on the
+// feed (waiting, with the delegation and the clarification), durable on
+// the record before the frame; the human's answer over HTTP lets the
+// driver go on, and the feed says the question is answered.
+func TestDriversQuestionIsOnTheFeed(t *testing.T) {
+	mock, err := modelmock.Start(t, driverScript())
+	require.NoError(t, err)
+	asking := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{
+		script.Tool("Bash", map[string]any{"command": "make test"}, "ok").Asking(), script.Text("tests pass")}}}
+	f := newFixture(t, func(o *DaemonOptions) {
+		o.Config.Env = map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-test"}
+		o.Backends = transports.NewRegistry(script.New(script.WithScenario(asking)))
+	})
+	feed := f.sse("topics="+TopicQuestion, "")
+	require.Equal(t, http.StatusOK, feed.status)
+	var rec driver.Record
+	f.ok("POST", "/api/delegations", map[string]any{"brief": "DRIVE the script", "cwd": f.cwd, "askHuman": true}, &rec)
+
+	question := func(state string) QuestionData {
+		evs := feed.until(t, func(e sseEvent) bool { return e.event == TopicQuestion && strings.Contains(e.data, `"state":"`+state+`"`) })
+		var q QuestionData
+		require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-1].data), &q))
+		return q
+	}
+	q := question(QuestionWaiting)
+	assert.Equal(t, rec.ID, q.DelegationID)
+	assert.Equal(t, "Bash", q.ToolName)
+	require.NotEmpty(t, q.ClarificationID)
+	var view DelegationView
+	f.ok("GET", "/api/delegations/"+rec.ID, nil, &view)
+	require.NotNil(t, view.Delegation.Question, "the record has the question the frame announced")
+	assert.Equal(t, q.ClarificationID, view.Delegation.Question.ClarificationID)
+	assert.Equal(t, driver.StateRunning, view.Delegation.State, "the driver waits")
+
+	f.ok("POST", "/api/code-sessions/"+q.SessionID+"/answer", map[string]any{"clarificationId": q.ClarificationID, "decision": "allow_once"}, nil)
+	a := question(QuestionAnswered)
+	assert.Equal(t, q.ClarificationID, a.ClarificationID)
+	waitFor(t, "the delegation to settle", func() bool {
+		f.ok("GET", "/api/delegations/"+rec.ID, nil, &view)
+		return view.Delegation.State == driver.StateDone
+	})
+	assert.Equal(t, messages.OutcomeSuccess, view.Delegation.Verdicts[q.SessionID])
 }
