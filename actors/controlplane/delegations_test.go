@@ -178,7 +178,9 @@ func TestDriversQuestionIsOnTheFeed(t *testing.T) {
 	f.ok("POST", "/api/delegations", map[string]any{"brief": "DRIVE the script", "cwd": f.cwd, "askHuman": true}, &rec)
 
 	question := func(state string) QuestionData {
-		evs := feed.until(t, func(e sseEvent) bool { return e.event == TopicQuestion && strings.Contains(e.data, `"state":"`+state+`"`) })
+		evs := feed.until(t, func(e sseEvent) bool {
+			return e.event == TopicQuestion && strings.Contains(e.data, `"state":"`+state+`"`)
+		})
 		var q QuestionData
 		require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-1].data), &q))
 		return q
