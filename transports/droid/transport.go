@@ -1,6 +1,7 @@
 package droid
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"time"
@@ -151,6 +152,14 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	bin, err := t.Binary(spec.Env)
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
+	}
+	if p := spec.Provision; p != nil && p.Home != "" {
+		// the plan's HOME (its .factory/mcp.json and skills), with the
+		// user's own ~/.factory linked in (actors/curation laid it out)
+		if err := transports.OverlayHome(p.Home, cmp.Or(spec.Home, os.Getenv("HOME")), ".factory"); err != nil {
+			return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot lay out the session's provisioned HOME")
+		}
+		spec.Home = p.Home
 	}
 	if spec.Home != "" {
 		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
