@@ -352,8 +352,11 @@ func TestPlanPerBackend(t *testing.T) {
 		require.Contains(t, s, `[mcp_servers."postgres"]`)
 		require.Contains(t, s, `env_vars = ["DATABASE_URL"]`)
 		require.Contains(t, s, `bearer_token_env_var = "GITHUB_MCP_TOKEN"`)
-		require.FileExists(t, filepath.Join(r.Dir, "skills", "lsp-analysis", "SKILL.md"))
-		require.Contains(t, r.Plan.Instructions, filepath.Join(r.Dir, "skills"))
+		// codex finds skills natively in $CODEX_HOME/skills (its transport
+		// links the plan's there): no instruction points at them
+		require.Equal(t, filepath.Join(r.Dir, "codex", "skills"), r.Plan.SkillsDir)
+		require.FileExists(t, filepath.Join(r.Plan.SkillsDir, "lsp-analysis", "SKILL.md"))
+		require.NotContains(t, r.Plan.Instructions, "Skills for this project are in")
 	})
 	for _, b := range []string{"opencode", "gemini", "copilot"} {
 		t.Run(b, func(t *testing.T) {

@@ -39,7 +39,7 @@ type backendWay struct {
 
 var backendWays = map[string]backendWay{
 	"claude-code": {mcpConfig: "claude", mcpSpec: true, remoteMCP: true, skillsAsPI: true},
-	"codex":       {mcpConfig: "codex", mcpSpec: true, remoteMCP: true},
+	"codex":       {mcpConfig: "codex", mcpSpec: true, remoteMCP: true, skillsIn: "codex/skills"}, // $CODEX_HOME/skills, linked by the transport
 	"droid":       {mcpConfig: "droid", mcpSpec: true, remoteMCP: true, home: droidHome, skillsIn: droidHome + "/.factory/skills"},
 	"opencode":    {mcpSpec: true, remoteMCP: true},
 	"gemini":      {mcpSpec: true, remoteMCP: true},
