@@ -37,6 +37,14 @@ type backendWay struct {
 	skillsIn string
 }
 
+// Skills go where each CLI finds them natively: claude-code's plugin dir,
+// codex's $CODEX_HOME/skills (the session's own CODEX_HOME), droid's
+// $HOME/.factory/skills (a per-session HOME). The ACP agents (opencode,
+// gemini, copilot) get them as files the instructions point at: ACP's
+// session/new has no skills field, and their native skill folders are in
+// the repository (never written to) or in the user's HOME, which they run
+// with — a per-session HOME for them would need their login and config
+// overlaid as droid's is, which is not done yet.
 var backendWays = map[string]backendWay{
 	"claude-code": {mcpConfig: "claude", mcpSpec: true, remoteMCP: true, skillsAsPI: true},
 	"codex":       {mcpConfig: "codex", mcpSpec: true, remoteMCP: true, skillsIn: "codex/skills"}, // $CODEX_HOME/skills, linked by the transport
