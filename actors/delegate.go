@@ -158,9 +158,17 @@ func (r *Runtime) ResumeDelegated(ctx context.Context, sid, brief string) (drive
 	if brief == "" {
 		brief = "Resume this coding task and carry it to an honest verdict. The task: " + rec.TaskBrief
 	}
+	// the fresh driver is its first one's dispatcher's (a scoped token's
+	// resumed delegation stays in its scope)
+	owner := ""
+	if dl, ok := DrivenBy(rec); ok {
+		if prev, err := d.Get(dl); err == nil {
+			owner = prev.Owner
+		}
+	}
 	// the record's ceiling is clamped to the driver's scope by the adopt
 	// (with a warning event), never raised
-	return d.Delegate(ctx, driver.Request{Brief: brief, Cwd: rec.Cwd, ResumeOf: sid,
+	return d.Delegate(ctx, driver.Request{Brief: brief, Cwd: rec.Cwd, ResumeOf: sid, Owner: owner,
 		Overrides: driver.Overrides{Backend: rec.BackendID, Supervised: rec.BackendID == native.ID}})
 }
 

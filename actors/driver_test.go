@@ -425,7 +425,7 @@ func TestQuestionsTheDriverDoesNotAnswerReachTheHuman(t *testing.T) {
 }
 
 // A driver whose process died while it ran is marked killed at the next
-// boot (its sessions are orphaned by the store's own sweep).
+// boot (its sessions are released by the boot sweep: driver_kill_test.go).
 func TestADeadProcessesDelegationIsMarkedKilledAtBoot(t *testing.T) {
 	cfg := testConfig(t)
 	recs, err := driver.OpenRecords(cfg.Home)

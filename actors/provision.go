@@ -3,13 +3,16 @@ package actors
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // WithCurator sets the capability curator (seed 000 §9); the default is
@@ -94,9 +97,16 @@ func (r *Runtime) writeManifest(ctx context.Context, sid string, op messages.Sta
 		if rec.BackendID == cmp.Or(op.Backend, r.cfg.DefaultBackend) {
 			spec.Provision = res.Plan
 		}
-		if l, ok := t.(Launcher); ok {
+		if l, ok := launcherOf(t); ok {
 			m.Argv = l.LaunchArgv(spec.WithProvision())
 		}
+	}
+	if m.Argv == nil {
+		// a backend that says none (the ACP agents): the argv its process
+		// started with, from the session's process record (proc.Kit), when
+		// it is there by now; a backend without a process of its own
+		// (native, script) has none
+		m.Argv = recordedArgv(r.cfg.Home, sid)
 	}
 	if res.Plan != nil {
 		files = slices.Clone(res.Plan.Files)
@@ -104,6 +114,46 @@ func (r *Runtime) writeManifest(ctx context.Context, sid string, op messages.Sta
 	if _, err := curation.WriteManifest(curation.ProvisionDir(r.cfg.Home, sid), m, files); err != nil {
 		r.log.Warn("curation: launch manifest not written", "session", sid, "err", err)
 	}
+}
+
+// launcherOf finds the Launcher under the runtime's wrappers (containment).
+func launcherOf(t transports.Transport) (Launcher, bool) {
+	for range 8 {
+		if l, ok := t.(Launcher); ok {
+			return l, true
+		}
+		u, ok := t.(interface{ Unwrap() transports.Transport })
+		if !ok {
+			return nil, false
+		}
+		t = u.Unwrap()
+	}
+	return nil, false
+}
+
+// recordedArgv is the argv of session sid's process as its process record
+// under <home>/run/procs says (nil when it has none: no process, a warm
+// process not yet recorded under the session, no kit).
+func recordedArgv(home, sid string) []string {
+	dir := filepath.Join(home, "run", "procs")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || len(b) > 1<<20 {
+			continue
+		}
+		var rec proc.Record
+		if json.Unmarshal(b, &rec) == nil && rec.SessionID == sid && len(rec.Argv) > 0 {
+			return rec.Argv
+		}
+	}
+	return nil
 }
 
 func ownerOf(rec messages.SessionRecord) string {

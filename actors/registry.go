@@ -11,6 +11,7 @@ import (
 
 	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/actors/diffcapture"
+	"github.com/codesession/codesession/actors/driver"
 	"github.com/codesession/codesession/actors/session"
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/actors/supervise"
@@ -597,9 +598,13 @@ func markFailed(ctx context.Context, st store.Store, sid string, now time.Time, 
 }
 
 // sweepOrphans marks every record still running or idle as orphaned, with
-// an event: their owning process died before releasing them. Failures are
-// logged and never block boot.
-func sweepOrphans(ctx context.Context, st store.Store, now time.Time, alive func(runtimeID string) bool, log *slog.Logger) (int, error) {
+// an event: their owning process died before releasing them. A session a
+// driver opened (its run's owner is a delegation's scope) is released
+// instead (released{sweep}, outcome aborted, its provisioned files
+// removed): its driver died with the process, and no driven agent outlives
+// its driver, not even as a resumable orphan. Failures are logged and never
+// block boot.
+func sweepOrphans(ctx context.Context, st store.Store, home string, now time.Time, alive func(runtimeID string) bool, log *slog.Logger) (int, error) {
 	recs, err := st.List(ctx)
 	if err != nil {
 		return 0, err
@@ -609,7 +614,8 @@ func sweepOrphans(ctx context.Context, st store.Store, now time.Time, alive func
 		if !rec.Status.Live() {
 			continue
 		}
-		if run := rec.LatestRun(); run != nil && alive(run.Runtime) {
+		run := rec.LatestRun()
+		if run != nil && alive(run.Runtime) {
 			continue // another live process drives it
 		}
 		last, err := st.LastSeq(ctx, rec.SessionID)
@@ -619,14 +625,31 @@ func sweepOrphans(ctx context.Context, st store.Store, now time.Time, alive func
 		}
 		ev := messages.PersistedEvent{Seq: last + 1, At: now, Event: messages.Event{Type: messages.EvOrphaned,
 			Text: fmt.Sprintf("the process that owned this session (status %s) ended without releasing it", rec.Status)}}
+		status := messages.StatusOrphaned
+		dl, driven := "", false
+		if run != nil {
+			dl, driven = driver.IDOfScope(run.OwnerScopeID)
+		}
+		if driven {
+			ev.Event = messages.Event{Type: messages.EvReleased, ReleaseReason: messages.ReleaseSweep, Outcome: messages.OutcomeAborted,
+				Text: fmt.Sprintf("released at the next start: its driver (delegation %s) died with its process while this session was %s; no driven agent outlives its driver", dl, rec.Status)}
+			status = messages.StatusEnded
+		}
 		if err := st.Append(ctx, rec.SessionID, []messages.PersistedEvent{ev}); err != nil {
 			log.Warn("orphan sweep: cannot append", "session", rec.SessionID, "err", err)
 			continue
 		}
-		rec.Status, rec.UpdatedAt = messages.StatusOrphaned, now
+		rec.Status, rec.UpdatedAt = status, now
+		if driven {
+			rec.Outcome = messages.OutcomeAborted
+		}
 		if err := st.PutMeta(ctx, rec); err != nil {
 			log.Warn("orphan sweep: cannot write record", "session", rec.SessionID, "err", err)
 			continue
+		}
+		if driven {
+			releaseProvision(home, rec.SessionID)
+			log.Info("released a dead driver's session", "session", rec.SessionID, "delegation", dl)
 		}
 		n++
 	}

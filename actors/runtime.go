@@ -171,7 +171,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	alive := func(rid string) bool { return rid == id || leaseHeld(cfg.Home, rid) }
-	if n, err := sweepOrphans(ctx, o.store, o.now(), alive, log); err != nil {
+	if n, err := sweepOrphans(ctx, o.store, cfg.Home, o.now(), alive, log); err != nil {
 		log.Warn("orphan sweep failed", "err", err)
 	} else if n > 0 {
 		log.Info("marked orphaned sessions", "count", n)
@@ -680,7 +680,7 @@ func (r *Runtime) shutdown() {
 		// boot would do
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		alive := func(rid string) bool { return rid != r.id && leaseHeld(r.cfg.Home, rid) }
-		if _, serr := sweepOrphans(ctx, r.store, time.Now(), alive, r.log); serr != nil {
+		if _, serr := sweepOrphans(ctx, r.store, r.cfg.Home, time.Now(), alive, r.log); serr != nil {
 			r.log.Warn("orphaning the sessions of a failed registry", "err", serr)
 		}
 		cancel()

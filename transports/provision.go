@@ -1,5 +1,10 @@
 package transports
 
+import (
+	"os"
+	"path/filepath"
+)
+
 // Provision is a session's provisioning plan: the capabilities capability
 // curation (actors/curation) decided this session gets, already laid out
 // as files under the session's provision directory. A transport only reads
@@ -23,6 +28,11 @@ type Provision struct {
 	// for claude-code it is a plugin directory (--plugin-dir), the skills
 	// under its skills/.
 	SkillsDir string
+	// Home, when set, is a per-session HOME the plan laid out (droid's:
+	// .factory/mcp.json and .factory/skills): the backend runs with it as
+	// HOME, the user's own entries of its dot-directory linked in
+	// (OverlayHome).
+	Home string
 	// Files are every file the plan wrote, relative to Dir.
 	Files []string
 	// PassEnv names the daemon variables holding the tokens the servers
@@ -52,7 +62,7 @@ func (s SessionSpec) WithProvision() SessionSpec {
 
 // Empty reports whether the plan provisions nothing.
 func (p *Provision) Empty() bool {
-	return p == nil || (len(p.MCPServers) == 0 && p.Instructions == "" && p.ConfigFile == "" && p.SkillsDir == "")
+	return p == nil || (len(p.MCPServers) == 0 && p.Instructions == "" && p.ConfigFile == "" && p.SkillsDir == "" && p.Home == "")
 }
 
 // MCPServer is one MCP server of a plan: a local command (stdio) or a
@@ -71,3 +81,38 @@ type MCPServer struct {
 
 // Remote reports whether the server is reached over HTTP.
 func (m MCPServer) Remote() bool { return m.URL != "" }
+
+// OverlayHome links every entry of userHome/dot that the plan's
+// home/dot does not have (droid's settings.json with its BYOK models, its
+// login, its sessions directory) into home/dot, so a backend run with the
+// plan's HOME keeps the user's own configuration and its sessions stay in
+// the user's home (a resume after the plan is removed finds them). The
+// sessions directory is made in userHome when missing, so it is linked
+// too. It is idempotent.
+func OverlayHome(home, userHome, dot string) error {
+	dst := filepath.Join(home, dot)
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	if userHome == "" {
+		return nil
+	}
+	src := filepath.Join(userHome, dot)
+	if err := os.MkdirAll(filepath.Join(src, "sessions"), 0o700); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		to := filepath.Join(dst, e.Name())
+		if _, err := os.Lstat(to); err == nil {
+			continue // the plan's own (mcp.json, skills) or linked already
+		}
+		if err := os.Symlink(filepath.Join(src, e.Name()), to); err != nil {
+			return err
+		}
+	}
+	return nil
+}

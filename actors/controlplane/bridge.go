@@ -83,12 +83,14 @@ type item struct {
 	frame *eventFrame
 	rec   *messages.SessionRecord // TopicChanged
 	seq   uint64                  // TopicChanged: the session's last published seq
+	// question is a TopicQuestion item's (question.go)
+	question *QuestionData
 }
 
-type topicSet struct{ event, changed bool }
+type topicSet struct{ event, changed, question bool }
 
 func (t topicSet) has(topic string) bool {
-	return (topic == TopicEvent && t.event) || (topic == TopicChanged && t.changed)
+	return (topic == TopicEvent && t.event) || (topic == TopicChanged && t.changed) || (topic == TopicQuestion && t.question)
 }
 
 // subscription is one SSE stream's queue. The bridge is its only sender

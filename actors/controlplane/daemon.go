@@ -113,6 +113,7 @@ func NewDaemon(o DaemonOptions) (*Daemon, error) {
 		return nil, err
 	}
 	bridge.Attach(rt.Store())
+	rt.OnDelegationChange(newQuestionFeed(bridge).changed) // before any delegation: none runs yet
 	// abandon undoes a start that failed after the runtime was up
 	abandon := func(err error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -11,9 +11,11 @@ import (
 )
 
 // The delegation routes (seed 000 §2): a driver persona dispatched by the
-// daemon, and the records of those dispatched. They serve the default
-// token's scope only: a driver's sessions live under a scope of its own,
-// which only the daemon's operator sees.
+// daemon, and the records of those dispatched. A token sees and starts
+// only its own scope's delegations (the default token also those with no
+// recorded owner), and a delegation it starts is held to its scope's
+// constraints and backends, narrow-only; the sessions a driver drove are
+// visible to the token that dispatched it.
 //
 //	POST /api/delegations                   {brief, agent?, cwd?, backend?, maxPosture?, maxRounds?, allowedTools?, supervised?, askHuman?}
 //
@@ -48,18 +50,46 @@ type DelegationsView struct {
 	Delegations []driver.Record `json:"delegations"`
 }
 
-func (s *Server) checkDelegationScope(r *http.Request, op string) error {
-	if s.scopeOf(r) != s.scopes.def {
-		return messages.Errorf(messages.CodeUnauthorized, op, "delegations are the default token's")
+// delegationOwner is the scope that dispatched delegation id ("" when it
+// has none recorded, or no record).
+func (s *Server) delegationOwner(id string) string {
+	rec, err := s.rt.Delegation(id)
+	if err != nil {
+		return ""
 	}
-	return nil
+	return rec.Owner
+}
+
+// delegationVisible reports whether scope's token may see rec: its own,
+// and for the default token those with no recorded owner or an owner that
+// is no configured scope.
+func (s *Server) delegationVisible(scope string, rec driver.Record) bool {
+	if rec.Owner == scope {
+		return true
+	}
+	if scope != s.scopes.def {
+		return false
+	}
+	s.scopes.mu.RLock()
+	defer s.scopes.mu.RUnlock()
+	return s.scopes.byName[rec.Owner] == nil
+}
+
+// scopedDelegation reads delegation id if scope's token may see it; one
+// it may not is not_found (its existence is not the token's to know).
+func (s *Server) scopedDelegation(r *http.Request, id string) (driver.Record, error) {
+	rec, err := s.rt.Delegation(id)
+	if err != nil {
+		return rec, err
+	}
+	if !s.delegationVisible(s.scopeOf(r), rec) {
+		return driver.Record{}, messages.Errorf(messages.CodeNotFound, "delegation", "no delegation %s", id)
+	}
+	return rec, nil
 }
 
 func (s *Server) delegate(w http.ResponseWriter, r *http.Request) error {
 	const op = "delegate"
-	if err := s.checkDelegationScope(r, op); err != nil {
-		return err
-	}
 	var req delegateRequest
 	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
 		return err
@@ -69,8 +99,10 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	rec, err := s.rt.Delegate(ctx, driver.Request{Agent: req.Agent, Brief: req.Brief, Cwd: req.Cwd, Overrides: driver.Overrides{
-		Backend: req.Backend, MaxPosture: req.MaxPosture, MaxRounds: req.MaxRounds, AllowedTools: req.AllowedTools, Supervised: req.Supervised, AskHuman: req.AskHuman}})
+	scope := s.scopes.get(s.scopeOf(r))
+	rec, err := s.rt.Delegate(ctx, driver.Request{Agent: req.Agent, Brief: req.Brief, Cwd: req.Cwd,
+		Owner: scope.name, Within: &driver.Within{Constraints: scope.cons, Backends: scope.backends}, Overrides: driver.Overrides{
+			Backend: req.Backend, MaxPosture: req.MaxPosture, MaxRounds: req.MaxRounds, AllowedTools: req.AllowedTools, Supervised: req.Supervised, AskHuman: req.AskHuman}})
 	if err != nil {
 		return err
 	}
@@ -78,24 +110,22 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request) error {
-	if err := s.checkDelegationScope(r, "delegations"); err != nil {
-		return err
-	}
-	list, err := s.rt.Delegations()
+	all, err := s.rt.Delegations()
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []driver.Record{}
+	scope := s.scopeOf(r)
+	list := []driver.Record{}
+	for _, rec := range all {
+		if s.delegationVisible(scope, rec) {
+			list = append(list, rec)
+		}
 	}
 	return writeData(w, DelegationsView{Delegations: list})
 }
 
 func (s *Server) getDelegation(w http.ResponseWriter, r *http.Request) error {
-	if err := s.checkDelegationScope(r, "delegation"); err != nil {
-		return err
-	}
-	rec, err := s.rt.Delegation(r.PathValue("id"))
+	rec, err := s.scopedDelegation(r, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -109,7 +139,7 @@ func (s *Server) getDelegation(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) cancelDelegation(w http.ResponseWriter, r *http.Request) error {
-	if err := s.checkDelegationScope(r, "delegation"); err != nil {
+	if _, err := s.scopedDelegation(r, r.PathValue("id")); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)

@@ -3,14 +3,20 @@ package controlplane
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors/driver"
+	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/script"
 )
 
 func opCall(in map[string]any) *modelmock.ToolCall {
@@ -89,4 +95,112 @@ func TestDelegationsOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 	require.NoError(t, json.Unmarshal(r.Data, &cancelled))
 	assert.Equal(t, driver.StateDone, cancelled.State, "a settled delegation is left as it is")
+}
+
+// TestDelegationsHonourScopedTokens: a scoped token starts delegations
+// held to its scope (its ceiling clamps an omitted one and refuses an
+// explicit one above it; its backends bound the pin) and sees only its
+// own scope's delegations and their sessions; another token's are
+// not_found to it.
+func TestDelegationsHonourScopedTokens(t *testing.T) {
+	mock, err := modelmock.Start(t, driverScript())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	tokenFile := func(name, tok string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(tok+"\n"), 0o600))
+		return p
+	}
+	const aTok, bTok = "scope-a-token-0123456789", "scope-b-token-0123456789"
+	f := newFixture(t, func(o *DaemonOptions) {
+		o.Config.Env = map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-test"}
+		o.Config.Daemon.Scopes = []config.Scope{
+			{Name: "a", TokenFile: tokenFile("a", aTok), MaxPosture: messages.PostureDefault, Backends: []string{script.ID}},
+			{Name: "b", TokenFile: tokenFile("b", bTok), MaxPosture: messages.PostureFull},
+		}
+	})
+	a, b := f.as(aTok), f.as(bTok)
+
+	r := a.call("POST", "/api/delegations", map[string]any{"brief": "DRIVE", "cwd": f.cwd, "maxPosture": "acceptEdits"})
+	assert.Equal(t, messages.CodeCeilingExceeded, r.code(), "above the token's scope ceiling, though within the persona's")
+	r = a.call("POST", "/api/delegations", map[string]any{"brief": "DRIVE", "cwd": f.cwd, "backend": "native"})
+	assert.Equal(t, messages.CodeInvalid, r.code(), "a backend outside the token's scope")
+
+	var rec driver.Record
+	a.ok("POST", "/api/delegations", map[string]any{"brief": "DRIVE the script", "cwd": f.cwd}, &rec)
+	assert.Equal(t, "a", rec.Owner)
+	assert.Equal(t, messages.PostureDefault, rec.Constraints.MaxPosture, "the persona's ceiling clamped to the scope's")
+	assert.Equal(t, script.ID, rec.Constraints.Backend, "the scope's one backend pins it")
+	var view DelegationView
+	waitFor(t, "the delegation to settle", func() bool {
+		a.ok("GET", "/api/delegations/"+rec.ID, nil, &view)
+		return view.Delegation.State == driver.StateDone
+	})
+	require.Len(t, view.Sessions, 1)
+	sid := view.Sessions[0].SessionID
+	assert.Equal(t, messages.PostureDefault, view.Sessions[0].MaxPosture)
+
+	ids := func(g *fixture) []string {
+		var list DelegationsView
+		g.ok("GET", "/api/delegations", nil, &list)
+		out := []string{}
+		for _, d := range list.Delegations {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{rec.ID}, ids(a))
+	assert.Empty(t, ids(b), "another scope's token sees none of a's")
+	assert.Empty(t, ids(f), "nor the default token: a's delegation is a's (as its sessions are)")
+	assert.Equal(t, messages.CodeNotFound, b.call("GET", "/api/delegations/"+rec.ID, nil).code())
+	assert.Equal(t, messages.CodeNotFound, b.call("POST", "/api/delegations/"+rec.ID+"/cancel", "").code())
+	assert.Equal(t, http.StatusOK, a.call("GET", "/api/code-sessions/"+sid, nil).status, "the driver's session is its dispatcher's to see")
+	assert.Equal(t, messages.CodeNotFound, b.call("GET", "/api/code-sessions/"+sid, nil).code())
+}
+
+// TestDriversQuestionIsOnTheFeed: a driven session's clarification its
+// driver hands to the human (askHuman) is a code_session_question on the
+// feed (waiting, with the delegation and the clarification), durable on
+// the record before the frame; the human's answer over HTTP lets the
+// driver go on, and the feed says the question is answered.
+func TestDriversQuestionIsOnTheFeed(t *testing.T) {
+	mock, err := modelmock.Start(t, driverScript())
+	require.NoError(t, err)
+	asking := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{
+		script.Tool("Bash", map[string]any{"command": "make test"}, "ok").Asking(), script.Text("tests pass")}}}
+	f := newFixture(t, func(o *DaemonOptions) {
+		o.Config.Env = map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-test"}
+		o.Backends = transports.NewRegistry(script.New(script.WithScenario(asking)))
+	})
+	feed := f.sse("topics="+TopicQuestion, "")
+	require.Equal(t, http.StatusOK, feed.status)
+	var rec driver.Record
+	f.ok("POST", "/api/delegations", map[string]any{"brief": "DRIVE the script", "cwd": f.cwd, "askHuman": true}, &rec)
+
+	question := func(state string) QuestionData {
+		evs := feed.until(t, func(e sseEvent) bool {
+			return e.event == TopicQuestion && strings.Contains(e.data, `"state":"`+state+`"`)
+		})
+		var q QuestionData
+		require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-1].data), &q))
+		return q
+	}
+	q := question(QuestionWaiting)
+	assert.Equal(t, rec.ID, q.DelegationID)
+	assert.Equal(t, "Bash", q.ToolName)
+	require.NotEmpty(t, q.ClarificationID)
+	var view DelegationView
+	f.ok("GET", "/api/delegations/"+rec.ID, nil, &view)
+	require.NotNil(t, view.Delegation.Question, "the record has the question the frame announced")
+	assert.Equal(t, q.ClarificationID, view.Delegation.Question.ClarificationID)
+	assert.Equal(t, driver.StateRunning, view.Delegation.State, "the driver waits")
+
+	f.ok("POST", "/api/code-sessions/"+q.SessionID+"/answer", map[string]any{"clarificationId": q.ClarificationID, "decision": "allow_once"}, nil)
+	a := question(QuestionAnswered)
+	assert.Equal(t, q.ClarificationID, a.ClarificationID)
+	waitFor(t, "the delegation to settle", func() bool {
+		f.ok("GET", "/api/delegations/"+rec.ID, nil, &view)
+		return view.Delegation.State == driver.StateDone
+	})
+	assert.Equal(t, messages.OutcomeSuccess, view.Delegation.Verdicts[q.SessionID])
 }

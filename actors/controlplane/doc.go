@@ -36,7 +36,10 @@
 // status-affecting event it reads the record from the store (a trailing
 // debounce of ChangedDebounce, so the write has landed; after `released`
 // it retries until the store shows the session settled) and publishes it
-// on code_session_changed.
+// on code_session_changed. A driver's question to the human (a driven
+// session's clarification its policy hands on) is published on
+// code_session_question once the delegation's record holds it
+// (question.go).
 //
 // An SSE stream (GET /api/events) registers its subscription before it
 // replays the store after its cursor, so nothing published meanwhile is

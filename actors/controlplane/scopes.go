@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codesession/codesession/actors/driver"
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
 )
@@ -49,6 +50,9 @@ type scopes struct {
 	def    string
 	byName map[string]*scopeState
 	order  []*scopeState // token comparison order: the default first
+	// delegationOwner is the scope that dispatched a delegation (by id),
+	// "" when unknown: a driver's sessions are its dispatcher's to see.
+	delegationOwner func(id string) string
 }
 
 func newScopes(o Options) (*scopes, error) {
@@ -126,6 +130,9 @@ func (sc *scopes) visible(scope string, rec messages.SessionRecord) bool {
 	owner := ""
 	if run := rec.LatestRun(); run != nil {
 		owner = run.OwnerScopeID
+	}
+	if dl, ok := driver.IDOfScope(owner); ok && sc.delegationOwner != nil {
+		owner = sc.delegationOwner(dl) // a driver's session is its dispatcher's
 	}
 	if owner == scope {
 		return true

@@ -129,6 +129,7 @@ func NewServer(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.scopes = sc
+	sc.delegationOwner = s.delegationOwner
 	if err := sc.register(s); err != nil {
 		return nil, err
 	}

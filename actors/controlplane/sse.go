@@ -65,7 +65,7 @@ func ParseEventID(id string) (sid string, seq uint64, err error) {
 
 func parseTopics(v string) (topicSet, error) {
 	if v == "" {
-		return topicSet{event: true, changed: true}, nil
+		return topicSet{event: true, changed: true, question: true}, nil
 	}
 	var t topicSet
 	for _, name := range strings.Split(v, ",") {
@@ -74,8 +74,10 @@ func parseTopics(v string) (topicSet, error) {
 			t.event = true
 		case TopicChanged:
 			t.changed = true
+		case TopicQuestion:
+			t.question = true
 		default:
-			return t, messages.FieldError("events", "topics", "unknown topic %q (want %s, %s)", name, TopicEvent, TopicChanged)
+			return t, messages.FieldError("events", "topics", "unknown topic %q (want %s, %s, %s)", name, TopicEvent, TopicChanged, TopicQuestion)
 		}
 	}
 	return t, nil
@@ -369,6 +371,8 @@ func (st *stream) live(ctx context.Context, it item) error {
 		return st.event(it.sid, it.ev, it.frame)
 	case TopicChanged:
 		return st.changed(it.sid, *it.rec, it.seq)
+	case TopicQuestion:
+		return st.question(*it.question)
 	}
 	return nil
 }

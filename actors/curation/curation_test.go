@@ -352,8 +352,11 @@ func TestPlanPerBackend(t *testing.T) {
 		require.Contains(t, s, `[mcp_servers."postgres"]`)
 		require.Contains(t, s, `env_vars = ["DATABASE_URL"]`)
 		require.Contains(t, s, `bearer_token_env_var = "GITHUB_MCP_TOKEN"`)
-		require.FileExists(t, filepath.Join(r.Dir, "skills", "lsp-analysis", "SKILL.md"))
-		require.Contains(t, r.Plan.Instructions, filepath.Join(r.Dir, "skills"))
+		// codex finds skills natively in $CODEX_HOME/skills (its transport
+		// links the plan's there): no instruction points at them
+		require.Equal(t, filepath.Join(r.Dir, "codex", "skills"), r.Plan.SkillsDir)
+		require.FileExists(t, filepath.Join(r.Plan.SkillsDir, "lsp-analysis", "SKILL.md"))
+		require.NotContains(t, r.Plan.Instructions, "Skills for this project are in")
 	})
 	for _, b := range []string{"opencode", "gemini", "copilot"} {
 		t.Run(b, func(t *testing.T) {
@@ -364,10 +367,25 @@ func TestPlanPerBackend(t *testing.T) {
 		})
 	}
 	t.Run("droid", func(t *testing.T) {
+		// droid has no MCP or skills flag: its config and skills are in a
+		// per-session HOME under the plan's dir (never the repository)
 		r := resolve(t, home, repo, "droid", "cs_droid", skillFetcher())
-		require.Equal(t, []string{"docker-compose", "lsp"}, r.Meta.Applied)
-		require.Equal(t, []string{"github", "postgres", "stripe"}, r.Meta.Ignored)
-		require.Empty(t, r.Plan.MCPServers)
+		require.Equal(t, want, r.Meta.Applied)
+		require.Equal(t, filepath.Join(r.Dir, "droid-home"), r.Plan.Home)
+		require.Equal(t, filepath.Join(r.Plan.Home, ".factory", "mcp.json"), r.Plan.ConfigFile)
+		b, err := os.ReadFile(r.Plan.ConfigFile)
+		require.NoError(t, err)
+		var cfg struct {
+			MCPServers map[string]map[string]any `json:"mcpServers"`
+		}
+		require.NoError(t, json.Unmarshal(b, &cfg))
+		require.Len(t, cfg.MCPServers, 3)
+		require.Equal(t, "stdio", cfg.MCPServers["postgres"]["type"])
+		require.NotContains(t, string(b), "ghp_", "a token is named, never written")
+		require.Equal(t, filepath.Join(r.Plan.Home, ".factory", "skills"), r.Plan.SkillsDir)
+		require.FileExists(t, filepath.Join(r.Plan.SkillsDir, "lsp-analysis", "SKILL.md"))
+		require.NotContains(t, r.Plan.Instructions, "Skills for this project are in", "droid finds its skills natively")
+		require.NoDirExists(t, filepath.Join(repo, ".factory"))
 	})
 	t.Run("skill not fetched", func(t *testing.T) {
 		r := resolve(t, home, repo, "claude-code", "cs_nofetch", nil)

@@ -33,8 +33,8 @@ func buildProbe(t *testing.T) string {
 
 // probePlan runs the whole pipeline for a project that uses the probe: a
 // catalog override with a T2 entry for it, the owner's approval, and the
-// claude-code plan it produces.
-func probePlan(t *testing.T, probe string) (Result, string) {
+// plan it produces for backend.
+func probePlan(t *testing.T, probe, backend string) (Result, string) {
 	t.Helper()
 	home := t.TempDir()
 	cat := Catalog{Version: 1, Entries: []Entry{{
@@ -55,12 +55,12 @@ func probePlan(t *testing.T, probe string) (Result, string) {
 	require.NoError(t, os.WriteFile(filepath.Join(repo, "probe.txt"), []byte("x"), 0o644))
 	c := &Curator{Home: home, Fetcher: mapFetcher{"codesession/probe-skill@" + strings.Repeat("d", 40) + ":skill": {
 		{Path: "SKILL.md", Data: []byte("---\nname: probe-skill\ndescription: Knows the probe project's conventions.\n---\nUse magic_word.\n")}}}}
-	first := c.Resolve(context.Background(), Request{SessionID: "cs_live1", Cwd: repo, Backend: "claude-code"})
+	first := c.Resolve(context.Background(), Request{SessionID: "cs_live1", Cwd: repo, Backend: backend})
 	require.Equal(t, []string{"probe"}, first.Meta.AwaitingApproval)
 	e, _ := cat.Lookup("probe")
 	_, err = NewLedger(home, nil).Decide(messages.ApprovalDecision{ID: ApprovalID(e), Decision: "approve"})
 	require.NoError(t, err)
-	res := c.Resolve(context.Background(), Request{SessionID: "cs_live2", Cwd: repo, Backend: "claude-code"})
+	res := c.Resolve(context.Background(), Request{SessionID: "cs_live2", Cwd: repo, Backend: backend})
 	require.Equal(t, []string{"probe", "probe-skill"}, res.Meta.Applied)
 	require.NotNil(t, res.Plan)
 	return res, repo
@@ -72,7 +72,7 @@ func probePlan(t *testing.T, probe string) (Result, string) {
 func TestLiveClaudeSeesAndCallsAProvisionedMCPServer(t *testing.T) {
 	bin := subprocesstest.Find(t, claudecode.EnvBinary, "npm install @anthropic-ai/claude-code@"+claudecode.PinnedVersion, "claude")
 	probe := buildProbe(t)
-	res, repo := probePlan(t, probe)
+	res, repo := probePlan(t, probe, "claude-code")
 	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{
 		Match: modelmock.Match{Text: "CALL MAGIC"},
 		Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: "mcp__probe__magic_word", Input: json.RawMessage(`{}`)}}},

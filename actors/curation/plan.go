@@ -23,20 +23,40 @@ func ProvisionDir(home, sessionID string) string {
 // session/new), or not at all; skills as a claude-code plugin or as files
 // the instructions point at.
 type backendWay struct {
-	mcpConfig  string // "claude" | "codex" | "" (none)
+	mcpConfig  string // "claude" | "codex" | "droid" | "" (none)
 	mcpSpec    bool   // MCP servers ride in the plan's MCPServers
 	remoteMCP  bool   // takes vendor-hosted servers
 	skillsAsPI bool   // claude-code plugin dir
+	// home, when set, is a per-session HOME under the plan's dir the
+	// backend runs with (Provision.Home): droid reads its MCP servers
+	// from $HOME/.factory/mcp.json and its personal skills from
+	// $HOME/.factory/skills/<name>/SKILL.md, and has no flag for either.
+	home string
+	// skillsIn, when set, is where the backend finds skills natively
+	// (relative to the plan's dir): no instruction points at them.
+	skillsIn string
 }
 
+// Skills go where each CLI finds them natively: claude-code's plugin dir,
+// codex's $CODEX_HOME/skills (the session's own CODEX_HOME), droid's
+// $HOME/.factory/skills (a per-session HOME). The ACP agents (opencode,
+// gemini, copilot) get them as files the instructions point at: ACP's
+// session/new has no skills field, and their native skill folders are in
+// the repository (never written to) or in the user's HOME, which they run
+// with — a per-session HOME for them would need their login and config
+// overlaid as droid's is, which is not done yet.
 var backendWays = map[string]backendWay{
 	"claude-code": {mcpConfig: "claude", mcpSpec: true, remoteMCP: true, skillsAsPI: true},
-	"codex":       {mcpConfig: "codex", mcpSpec: true, remoteMCP: true},
+	"codex":       {mcpConfig: "codex", mcpSpec: true, remoteMCP: true, skillsIn: "codex/skills"}, // $CODEX_HOME/skills, linked by the transport
+	"droid":       {mcpConfig: "droid", mcpSpec: true, remoteMCP: true, home: droidHome, skillsIn: droidHome + "/.factory/skills"},
 	"opencode":    {mcpSpec: true, remoteMCP: true},
 	"gemini":      {mcpSpec: true, remoteMCP: true},
 	"copilot":     {mcpSpec: true, remoteMCP: true},
 	"native":      {mcpSpec: true}, // stdio servers as extra tools
 }
+
+// droidHome is droid's per-session HOME, relative to the plan's dir.
+const droidHome = "droid-home"
 
 // Chosen is one gated entry going into a plan, with its specs for the
 // backend and its fetched skill files, if any.
@@ -104,7 +124,11 @@ func BuildPlan(backend, dir string, chosen []Chosen) (*transports.Provision, map
 	}
 	if len(skills) > 0 {
 		base := "skills"
-		if way.skillsAsPI {
+		switch {
+		case way.skillsIn != "":
+			base = way.skillsIn
+			plan.SkillsDir = filepath.Join(dir, filepath.FromSlash(way.skillsIn))
+		case way.skillsAsPI:
 			base = "claude-plugin/skills"
 			manifest, _ := json.MarshalIndent(map[string]any{"name": "codesession-provision", "version": "1.0.0",
 				"description": "skills codesession provisioned for this session"}, "", "  ")
@@ -112,7 +136,7 @@ func BuildPlan(backend, dir string, chosen []Chosen) (*transports.Provision, map
 				return nil, nil, err
 			}
 			plan.SkillsDir = filepath.Join(dir, "claude-plugin")
-		} else {
+		default:
 			plan.SkillsDir = filepath.Join(dir, "skills")
 		}
 		var names []string
@@ -124,7 +148,7 @@ func BuildPlan(backend, dir string, chosen []Chosen) (*transports.Provision, map
 			}
 			names = append(names, c.Spec.Skill.Name)
 		}
-		if !way.skillsAsPI {
+		if !way.skillsAsPI && way.skillsIn == "" {
 			instructions = append(instructions, fmt.Sprintf("Skills for this project are in %s (one directory each: %s). Read a skill's SKILL.md before a task it covers.",
 				plan.SkillsDir, strings.Join(names, ", ")))
 		}
@@ -144,6 +168,18 @@ func BuildPlan(backend, dir string, chosen []Chosen) (*transports.Provision, map
 			}
 			plan.ConfigFile = filepath.Join(dir, "codex", "mcp_servers.toml")
 		}
+	case "droid":
+		// droid's mcp.json has claude-code's shape (as `droid mcp add`
+		// writes it)
+		if len(plan.MCPServers) > 0 {
+			if err := write(droidHome+"/.factory/mcp.json", claudeMCPConfig(plan.MCPServers)); err != nil {
+				return nil, nil, err
+			}
+			plan.ConfigFile = filepath.Join(dir, droidHome, ".factory", "mcp.json")
+		}
+	}
+	if way.home != "" && (plan.ConfigFile != "" || plan.SkillsDir != "") {
+		plan.Home = filepath.Join(dir, way.home)
 	}
 	if len(instructions) > 0 {
 		plan.Instructions = "Capabilities codesession provisioned for this project:\n- " + strings.Join(instructions, "\n- ")

@@ -70,6 +70,12 @@ type Request struct {
 	// ResumeOf adopts this session record: the driver's first start
 	// continues it (a one-shot pin in the scope's constraints).
 	ResumeOf string
+	// Owner is the caller's ownership scope (a control-plane token's);
+	// its record says so, and only that scope's token sees it.
+	Owner string
+	// Within, when set, holds the delegation to the caller's scope as
+	// well (Narrow).
+	Within *Within
 }
 
 // Delegator dispatches drivers and settles them. It is safe for
@@ -177,6 +183,11 @@ func (d *Delegator) Delegate(ctx context.Context, req Request) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
+	if req.Within != nil {
+		if pol, err = Narrow(pol, req.Overrides, *req.Within); err != nil {
+			return Record{}, err
+		}
+	}
 	cons := pol.Constraints
 	cons.AdoptRecordID = req.ResumeOf
 	d.mu.Lock()
@@ -206,7 +217,7 @@ func (d *Delegator) Delegate(ctx context.Context, req Request) (Record, error) {
 		return Record{}, messages.Wrap(messages.CodeInternal, op, err, "cannot build the driver's op tool")
 	}
 	rec := Record{ID: id, Agent: p.Name, Source: p.Source, Brief: truncate(req.Brief, maxRecordBrief), Scope: dl.scope,
-		Runtime: d.o.RuntimeID, Supervised: req.Supervised, Constraints: cons, ResumeOf: req.ResumeOf,
+		Runtime: d.o.RuntimeID, Owner: req.Owner, Supervised: req.Supervised, Constraints: cons, ResumeOf: req.ResumeOf,
 		State: StateRunning, Sessions: []string{}, CreatedAt: now, UpdatedAt: now}
 	if err := d.o.Records.Put(rec); err != nil {
 		undo()

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/codesession/codesession/messages"
 )
@@ -94,6 +95,75 @@ func Merge(p Persona, o Overrides, ceiling messages.Posture) (Policy, error) {
 	pol.InitialPosture = p.InitialPosture
 	if pol.InitialPosture != "" && c.MaxPosture != "" {
 		pol.InitialPosture = messages.MinPosture(pol.InitialPosture, c.MaxPosture)
+	}
+	return pol, c.Validate()
+}
+
+// Within is the caller's own scope as a delegation sees it: a scoped
+// token's delegation is held to its scope's constraints and backends too,
+// narrow-only, so delegating never lifts a token above its own ceiling.
+type Within struct {
+	Constraints messages.ScopeConstraints
+	// Backends, when set, are the only backends the scope may run.
+	Backends []string
+}
+
+// Narrow holds a merged policy to the caller's scope w: a backend pin that
+// contradicts it, or one outside its backends, is refused; a caller's
+// explicit maxPosture above the scope's is ceiling_exceeded, an omitted one
+// (the persona's) is clamped; maxRounds take the smaller; the driven
+// sessions' tools are within the scope's.
+func Narrow(pol Policy, o Overrides, w Within) (Policy, error) {
+	const op = "delegate"
+	c, sc := &pol.Constraints, w.Constraints
+	if sc.Backend != "" {
+		if c.Backend != "" && c.Backend != sc.Backend {
+			return pol, &messages.Error{Code: messages.CodeInvalid, Op: op, Field: "backend",
+				Message: fmt.Sprintf("the delegation pins backend %q, but this token's scope runs only %q", c.Backend, sc.Backend)}
+		}
+		c.Backend = sc.Backend
+	}
+	if len(w.Backends) > 0 {
+		switch {
+		case c.Backend == "" && len(w.Backends) == 1:
+			c.Backend = w.Backends[0]
+		case c.Backend == "":
+			return pol, messages.FieldError(op, "backend", "this token's scope may run only %v: name one", w.Backends)
+		case !slices.Contains(w.Backends, c.Backend):
+			return pol, &messages.Error{Code: messages.CodeInvalid, Op: op, Field: "backend",
+				Message: fmt.Sprintf("backend %q is not one this token's scope may use (%v)", c.Backend, w.Backends)}
+		}
+	}
+	if sc.MaxPosture != "" {
+		if o.MaxPosture != "" && o.MaxPosture.Above(sc.MaxPosture) {
+			return pol, &messages.Error{Code: messages.CodeCeilingExceeded, Op: op, Field: "maxPosture",
+				Message: fmt.Sprintf("maxPosture %s is above this token's scope ceiling %s", o.MaxPosture, sc.MaxPosture)}
+		}
+		if c.MaxPosture == "" || c.MaxPosture.Above(sc.MaxPosture) {
+			c.MaxPosture = sc.MaxPosture
+		}
+		if pol.InitialPosture != "" {
+			pol.InitialPosture = messages.MinPosture(pol.InitialPosture, c.MaxPosture)
+		}
+	}
+	if sc.MaxRounds > 0 && (c.MaxRounds == 0 || sc.MaxRounds < c.MaxRounds) {
+		c.MaxRounds = sc.MaxRounds
+	}
+	if sc.AllowedTools != nil {
+		if c.AllowedTools == nil {
+			c.AllowedTools = slices.Clone(sc.AllowedTools)
+		} else {
+			var in []string
+			for _, t := range c.AllowedTools {
+				if slices.Contains(sc.AllowedTools, t) {
+					in = append(in, t)
+				}
+			}
+			if len(in) == 0 {
+				return pol, messages.FieldError(op, "allowedTools", "none of %v is within this token's scope (%v)", c.AllowedTools, sc.AllowedTools)
+			}
+			c.AllowedTools = in
+		}
 	}
 	return pol, c.Validate()
 }

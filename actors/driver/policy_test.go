@@ -49,3 +49,39 @@ func TestMergeBackendPins(t *testing.T) {
 	_, err = Merge(Persona{Driver: true, Backend: "claude-code"}, Overrides{Backend: "codex"}, "")
 	assert.True(t, messages.IsCode(err, messages.CodeInvalid), "%v", err)
 }
+
+// Narrow holds a merged policy to the caller's scope: an explicit ceiling
+// above it is refused, an omitted one clamped; a pin outside its backends
+// is refused, its one backend pins; rounds and tools only narrow.
+func TestNarrowToTheCallersScope(t *testing.T) {
+	p := Persona{Name: "x", Driver: true, MaxPosture: messages.PostureAcceptEdits, InitialPosture: messages.PostureAcceptEdits, MaxRounds: 10}
+	w := Within{Constraints: messages.ScopeConstraints{MaxPosture: messages.PostureDefault, MaxRounds: 4, AllowedTools: []string{"Read", "Bash"}},
+		Backends: []string{"script"}}
+	merged := func(o Overrides) Policy {
+		pol, err := Merge(p, o, "")
+		require.NoError(t, err)
+		return pol
+	}
+	o := Overrides{}
+	pol, err := Narrow(merged(o), o, w)
+	require.NoError(t, err)
+	assert.Equal(t, messages.PostureDefault, pol.Constraints.MaxPosture, "clamped")
+	assert.Equal(t, messages.PostureDefault, pol.InitialPosture)
+	assert.Equal(t, "script", pol.Constraints.Backend)
+	assert.Equal(t, 4, pol.Constraints.MaxRounds)
+	assert.Equal(t, []string{"Read", "Bash"}, pol.Constraints.AllowedTools)
+
+	o = Overrides{MaxPosture: messages.PostureAcceptEdits}
+	_, err = Narrow(merged(o), o, w)
+	assert.True(t, messages.IsCode(err, messages.CodeCeilingExceeded), "%v", err)
+	o = Overrides{Backend: "native"}
+	_, err = Narrow(merged(o), o, w)
+	assert.True(t, messages.IsCode(err, messages.CodeInvalid), "%v", err)
+	o = Overrides{AllowedTools: []string{"Bash", "Edit"}}
+	pol, err = Narrow(merged(o), o, w)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Bash"}, pol.Constraints.AllowedTools, "within the scope's tools")
+	o = Overrides{AllowedTools: []string{"Edit"}}
+	_, err = Narrow(merged(o), o, w)
+	assert.True(t, messages.IsCode(err, messages.CodeInvalid), "%v", err)
+}

@@ -45,12 +45,15 @@ const (
 // session store's records; the sessions it drove are ordinary session
 // records whose runs name its Scope.
 type Record struct {
-	ID          string                    `json:"id"`
-	Agent       string                    `json:"agent"`
-	Source      string                    `json:"source,omitempty"`
-	Brief       string                    `json:"brief"`
-	Scope       string                    `json:"scope"`
-	Runtime     string                    `json:"runtime,omitempty"`
+	ID      string `json:"id"`
+	Agent   string `json:"agent"`
+	Source  string `json:"source,omitempty"`
+	Brief   string `json:"brief"`
+	Scope   string `json:"scope"`
+	Runtime string `json:"runtime,omitempty"`
+	// Owner is the ownership scope that dispatched it (a control-plane
+	// token's; "" for an embedder's or an older record).
+	Owner       string                    `json:"owner,omitempty"`
 	Supervised  bool                      `json:"supervised,omitempty"`
 	Constraints messages.ScopeConstraints `json:"constraints"`
 	// ResumeOf is the session record this delegation was dispatched to

@@ -265,6 +265,14 @@ func writeConfig(home string, spec transports.SessionSpec, env []string) error {
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot write the session's codex config.toml")
 	}
+	if p := spec.Provision; p != nil && p.SkillsDir != "" {
+		// the plan's skills, where codex finds them: $CODEX_HOME/skills
+		link := filepath.Join(home, "skills")
+		_ = os.Remove(link)
+		if err := os.Symlink(p.SkillsDir, link); err != nil {
+			return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot link the session's provisioned skills")
+		}
+	}
 	return nil
 }
 

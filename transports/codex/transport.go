@@ -123,6 +123,17 @@ func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
 // given extra environment, or an error saying why there is none.
 func (t *Transport) Binary(env []string) (string, error) { return cli.Find(t.binary, env) }
 
+// LaunchArgv is the argv a new session's process starts with (the launch
+// manifest records it): the app-server, configured by its session's
+// CODEX_HOME config.toml, not by flags.
+func (t *Transport) LaunchArgv(spec transports.SessionSpec) []string {
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		bin = "codex"
+	}
+	return []string{bin, "app-server"}
+}
+
 var cli = subprocess.CLI{Name: "codex", Command: "codex", EnvVar: EnvBinary, Install: "npm install @openai/codex@" + PinnedVersion}
 
 // Probe runs `codex --version`, bounded by ctx and DefaultProbeTimeout.

@@ -195,6 +195,11 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 	if sessionHome != "" {
 		c.WritableDirs = append(c.WritableDirs, sessionHome) // the session's own
 	}
+	if p := spec.Provision; p != nil && p.Home != "" {
+		// the HOME capability curation laid out for the session (droid's),
+		// which its transport runs the process with
+		c.WritableDirs = append(c.WritableDirs, p.Home)
+	}
 	if d := w.inner.Descriptor().Containment; d != nil {
 		for _, p := range d.StateDirs {
 			if rest, ok := strings.CutPrefix(p, "~/"); ok {

@@ -1,8 +1,10 @@
 package droid
 
 import (
+	"cmp"
 	"context"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -152,6 +154,15 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
 	}
+	if p := spec.Provision; p != nil && p.Home != "" {
+		// the plan's HOME (its .factory/mcp.json and skills), with the
+		// user's own ~/.factory linked in (actors/curation laid it out)
+		user := cmp.Or(subprocess.EnvValue(spec.Env, "HOME"), subprocess.EnvValue(t.env, "HOME"), spec.Home, os.Getenv("HOME"))
+		if err := transports.OverlayHome(p.Home, user, ".factory"); err != nil {
+			return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot lay out the session's provisioned HOME")
+		}
+		spec.Home, spec.Env = p.Home, append(slices.Clone(spec.Env), "HOME="+p.Home) // the last HOME wins
+	}
 	if spec.Home != "" {
 		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
 			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
@@ -172,6 +183,16 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	refillAfterFirstTurn(s, refill)
 	return s, nil
+}
+
+// LaunchArgv is the argv a new session's process starts with (the launch
+// manifest records it); its settings go over JSON-RPC, not flags.
+func (t *Transport) LaunchArgv(spec transports.SessionSpec) []string {
+	bin, err := t.Binary(spec.Env)
+	if err != nil {
+		bin = "droid"
+	}
+	return append([]string{bin}, buildArgs()...)
 }
 
 // buildArgs is the argv after the binary. Model, autonomy and effort are

@@ -1,0 +1,130 @@
+package curation
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/droid"
+	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
+)
+
+// droidMCPTool is the name droid gives the probe server's tool.
+const droidMCPTool = "probe___magic_word"
+
+// TestLiveDroidSeesAndCallsAProvisionedMCPServer runs the real droid CLI
+// (CODESESSION_DROID_BIN) with the pipeline's droid plan: its MCP config
+// is in the session's provisioned HOME (never the repository, never the
+// user's ~/.factory), droid offers the model the provisioned server's
+// tool, and a turn against modelmock calls it; the user's own droid
+// settings (the BYOK model) are still the ones droid runs with.
+func TestLiveDroidSeesAndCallsAProvisionedMCPServer(t *testing.T) {
+	bin := subprocesstest.Find(t, droid.EnvBinary, "npm install droid@"+droid.PinnedVersion, "droid")
+	probe := buildProbe(t)
+	res, repo := probePlan(t, probe, droid.ID)
+	require.NotNil(t, res.Plan)
+	plan := res.Plan
+	require.Equal(t, filepath.Join(plan.Dir, "droid-home"), plan.Home)
+	require.Equal(t, filepath.Join(plan.Home, ".factory", "mcp.json"), plan.ConfigFile)
+	require.FileExists(t, filepath.Join(plan.Home, ".factory", "skills", "probe-skill", "SKILL.md"), "droid's native skills directory")
+	require.True(t, strings.HasPrefix(plan.Dir, res.Dir))
+
+	sc := &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{ToolResultRegex: "xyzzy"}, Steps: []modelmock.Step{{Text: "the tool said {{result}}"}}},
+		{Match: modelmock.Match{Text: "CALL MAGIC"}, Steps: []modelmock.Step{{Tool: &modelmock.ToolCall{Name: droidMCPTool, Input: json.RawMessage(`{}`)}}}},
+	}}
+	mock, err := modelmock.Start(t, sc)
+	require.NoError(t, err)
+	user := t.TempDir() // the user's HOME: droid's BYOK settings point at the mock
+	settings, err := json.Marshal(map[string]any{"customModels": []map[string]any{{
+		"model": "mock-model", "displayName": "Loopback Mock (chat)", "baseUrl": mock.URL() + "/v1",
+		"apiKey": "sk-mock", "provider": "generic-chat-completion-api", "maxOutputTokens": 8192}}})
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(user, ".factory"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(user, ".factory", "settings.json"), settings, 0o600))
+
+	tr := droid.New(droid.WithBinary(bin))
+	spec := transports.SessionSpec{SessionID: "cs_live2", Cwd: repo, Home: user, Model: "custom:Loopback-Mock-(chat)-0",
+		Posture: messages.PostureDefault, Provision: plan}.WithProvision()
+	var mu sync.Mutex
+	var evs []messages.Event
+	more := make(chan struct{}, 1)
+	sink := func(turn int, ev messages.Event) {
+		mu.Lock()
+		evs = append(evs, ev)
+		mu.Unlock()
+		select {
+		case more <- struct{}{}:
+		default:
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := tr.Open(ctx, spec, sink)
+	require.NoError(t, err)
+	defer func() { _ = s.Close(context.Background()) }()
+	require.NoError(t, s.StartTurn(ctx, 1, "CALL MAGIC"))
+	answered := map[string]bool{}
+	for {
+		mu.Lock()
+		var end *messages.Event
+		var asks []messages.Event
+		for i := range evs {
+			switch evs[i].Type {
+			case messages.EvTurnEnd, messages.EvEnded, messages.EvError:
+				end = &evs[i]
+			case messages.EvClarification:
+				asks = append(asks, evs[i])
+			}
+		}
+		mu.Unlock()
+		if end != nil {
+			require.Equal(t, messages.EvTurnEnd, end.Type, "%+v", end)
+			break
+		}
+		for _, ask := range asks {
+			if ask.Decision == "" && !answered[ask.ClarificationID] {
+				require.NoError(t, s.Answer(ctx, ask.ClarificationID, messages.DecisionAllowOnce, ""))
+				answered[ask.ClarificationID] = true
+			}
+		}
+		select {
+		case <-more:
+		case <-ctx.Done():
+			t.Fatalf("the turn did not end: %+v", evs)
+		}
+	}
+	// droid's first request, before the model's call could name the tool
+	// itself: the provisioned server's tool among its deferred tools
+	// (reached through ToolSearch or by name), the provisioned skill among
+	// its available skills
+	reqs := mock.MainRequests()
+	require.NotEmpty(t, reqs)
+	first := string(reqs[0].Body)
+	deferred, _, ok := strings.Cut(first[strings.Index(first, "Deferred tools:")+1:], "</system-reminder>")
+	require.True(t, ok && strings.Contains(first, "Deferred tools:"), "droid lists no deferred tools")
+	assert.Contains(t, deferred, `\n`+droidMCPTool+`\n`, "droid knows the provisioned server's tool")
+	assert.Contains(t, first, "probe-skill: Knows the probe project's conventions.", "droid lists the provisioned skill natively")
+	called := false
+	for _, r := range reqs {
+		called = called || strings.Contains(string(r.Body), "xyzzy-provisioned")
+	}
+	assert.True(t, called, "the tool's answer reached the model")
+	// nothing of it went into the repository or the user's ~/.factory
+	assert.NoDirExists(t, filepath.Join(repo, ".factory"))
+	assert.NoFileExists(t, filepath.Join(user, ".factory", "mcp.json"))
+	link, err := os.Readlink(filepath.Join(plan.Home, ".factory", "settings.json"))
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(user, ".factory", "settings.json"), link, "droid runs with the user's own settings")
+}
