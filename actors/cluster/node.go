@@ -111,6 +111,11 @@ type Meta struct {
 	// Boot is when the node started (unix nanoseconds): a rejoin with a new
 	// boot is a restarted node.
 	Boot int64 `msgpack:"boot" json:"boot"`
+	// Leaving is gossiped by a node about to leave gracefully (Close):
+	// memberlist tells a leave from a death in its own state but hands
+	// NotifyLeave a Node whose State still says alive, so the node says it
+	// itself. The others stop retrying its address (join.go).
+	Leaving bool `msgpack:"leaving,omitempty" json:"leaving,omitempty"`
 }
 
 // PeerState is what membership says of a peer.
@@ -147,6 +152,9 @@ type peer struct {
 	listing bool // a refresh for an unknown session is under way
 	// gossip is its memberlist address, retried when it is gone (join.go).
 	gossip string
+	// left: it said it was leaving (Meta.Leaving) before it went, not a
+	// lost lease; the join loop stops trying its learned address.
+	left bool
 }
 
 // done is one call id's run on the callee: the first arrival runs it,
@@ -362,6 +370,12 @@ func (n *Node) Close() error {
 	// leave and free the ports first, then wait for the sync loop (it may
 	// be in a call that now fails): a node restarted right after its
 	// process exits finds its addresses free
+	n.mu.Lock()
+	n.meta.Leaving = true
+	n.mu.Unlock()
+	if err := n.ml.UpdateNode(leavingTimeout); err != nil {
+		n.log.Debug("cluster: could not gossip the leave notice", "err", err)
+	}
 	err := n.ml.Leave(leaveTimeout)
 	if serr := n.ml.Shutdown(); err == nil {
 		err = serr
@@ -373,6 +387,10 @@ func (n *Node) Close() error {
 
 // leaveTimeout bounds how long Close waits for its leave to be gossiped.
 const leaveTimeout = 2 * time.Second
+
+// leavingTimeout bounds how long Close waits for its Leaving notice; a
+// peer that misses it only goes on retrying the node, as for a death.
+const leavingTimeout = 500 * time.Millisecond
 
 // Kill stops the node the way a dead process does, for tests and
 // benchmarks: no leave message; its gossip and wire just go silent, and
