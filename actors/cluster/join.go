@@ -42,6 +42,7 @@ func (n *Node) joinLoop() {
 			joined, err := n.ml.Join(missing)
 			if still := n.missingAddrs(); len(still) > 0 {
 				wait = b.NextBackOff()
+				n.failedJoins.Add(1)
 				n.log.Warn("cluster: retry join: not every address answered", "attempt", attempt,
 					"addrs", still, "joined", joined, "err", err, "retry_in", wait.Round(time.Millisecond))
 				attempt++

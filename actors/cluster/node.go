@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -192,7 +193,10 @@ type Node struct {
 	// that a listing makes none).
 	calls  map[string]int
 	onFeed func(node, sid string, ev messages.PersistedEvent)
-	subs   map[*feedSub]bool // remote session feeds served here (feed.go)
+	// failedJoins counts the join loop's failed attempts (tests wait on it
+	// rather than on a clock).
+	failedJoins atomic.Int64
+	subs        map[*feedSub]bool // remote session feeds served here (feed.go)
 	// dropFeed, in tests, loses a feed message as the wire may
 	dropFeed func(*Feed) bool
 	closed   bool
