@@ -99,6 +99,11 @@ type Config struct {
 	// the node that owns the session. Default: a scope sees its own
 	// sessions and Scope sees all.
 	Visible func(scope string, rec messages.SessionRecord) bool
+	// CheckBackend, when set, refuses a backend scope may not use for op
+	// (the daemon's scope allowlists, controlplane.Daemon.CheckBackend); a
+	// resume is checked with it on the node that owns the session, against
+	// that node's allowlist. Default: every backend.
+	CheckBackend func(scope, op, backend string) error
 }
 
 // Meta is what a node advertises in memberlist's node meta (at most 512

@@ -88,3 +88,40 @@ func TestScopedTokensAcrossNodes(t *testing.T) {
 	require.Nil(t, a.apiAs(t, tokens["alpha"], "POST", "/api/code-sessions/"+sid+"/stop", map[string]any{}, &st))
 	assert.False(t, st.AlreadyStopped)
 }
+
+// TestRemoteResumeChecksTheOwnersAllowlist: alpha's session runs on b with
+// the script backend; then b's allowlist refuses script (a's does not).
+// A resume through a under alpha's token is refused by b, the owner. The
+// old handler resumed it (no check on the owner, and the gateway's resume
+// checks nothing).
+func TestRemoteResumeChecksTheOwnersAllowlist(t *testing.T) {
+	dir := t.TempDir()
+	tok := "alpha-token-0123456789"
+	f := filepath.Join(dir, "alpha.token")
+	require.NoError(t, os.WriteFile(f, []byte(tok+"\n"), 0o600))
+	ra, rb := filepath.Join(dir, "wa"), filepath.Join(dir, "wb")
+	require.NoError(t, mkdir(ra))
+	require.NoError(t, mkdir(rb))
+	a := startDaemonNode(t, "a", ra, "", config.Scope{Name: "alpha", TokenFile: f})
+	b := startDaemonNode(t, "b", rb, a.node.cfg.ListenAddr, config.Scope{Name: "alpha", TokenFile: f})
+	converged(t, a.node, b.node)
+
+	var placed Placed
+	require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions", map[string]any{"brief": "alpha's", "cwd": rb}, &placed))
+	require.Equal(t, "b", placed.Node)
+	sid := placed.SessionID
+	var st messages.StopResult
+	require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions/"+sid+"/stop", map[string]any{}, &st))
+
+	script := "script"
+	b.refuse.Store(&script)
+	e := a.apiAs(t, tok, "POST", "/api/code-sessions/"+sid+"/resume", map[string]any{"brief": "again"}, nil)
+	require.NotNil(t, e, "b resumed a session on a backend its allowlist refuses")
+	assert.Equal(t, messages.CodeInvalid, e.Code, "%+v", e)
+	assert.Equal(t, "backend", e.Field)
+
+	b.refuse.Store(nil)
+	var res Placed
+	require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions/"+sid+"/resume", map[string]any{"brief": "again"}, &res))
+	assert.Equal(t, "b", res.Node)
+}
