@@ -206,13 +206,16 @@ func TestClusterControlPlane(t *testing.T) {
 	}
 	assert.Equal(t, uint64(1), seqs[0], "the feed subscribed before the start: it shows the first event")
 
-	// every node lists it, on c
+	// every node lists it, on c (b learns of it from its first feed event
+	// and a record fetch: the directory is current soon, not at once)
 	for _, dn := range []*daemonNode{a, b, c} {
 		var list struct {
 			Sessions []NodeRecord `json:"sessions"`
 		}
-		require.Nil(t, dn.api(t, "GET", "/api/code-sessions", nil, &list))
-		require.Len(t, list.Sessions, 1, dn.node.ID())
+		require.Eventually(t, func() bool {
+			list.Sessions = nil
+			return dn.api(t, "GET", "/api/code-sessions", nil, &list) == nil && len(list.Sessions) == 1
+		}, deadline, 20*time.Millisecond, dn.node.ID())
 		assert.Equal(t, "c", list.Sessions[0].Node)
 	}
 	// the record and events through b
