@@ -348,3 +348,20 @@ func (n *Node) fetchRecord(node, sid string) {
 		n.scheduleRecord(node, sid)
 	}
 }
+
+// peerRecord is a peer's session record as the directory last learned it.
+func (n *Node) peerRecord(sid string) (messages.SessionRecord, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := n.peers[n.owner[sid]]; p != nil {
+		if rec, ok := p.recs[sid]; ok {
+			return rec, true
+		}
+	}
+	for _, p := range n.peers {
+		if rec, ok := p.recs[sid]; ok {
+			return rec, true
+		}
+	}
+	return messages.SessionRecord{}, false
+}

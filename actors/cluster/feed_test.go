@@ -21,9 +21,15 @@ import (
 // sseEvents follows a feed on dn and returns its code_session_event data.
 func sseEvents(t *testing.T, ctx context.Context, dn *daemonNode, query, lastID string) <-chan controlplane.EventData {
 	t.Helper()
+	return sseEventsAs(t, ctx, dn, testToken, query, lastID)
+}
+
+// sseEventsAs is sseEvents under token.
+func sseEventsAs(t *testing.T, ctx context.Context, dn *daemonNode, token, query, lastID string) <-chan controlplane.EventData {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, dn.srv.URL+"/api/events?"+query, nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}

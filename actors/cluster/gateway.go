@@ -58,6 +58,7 @@ func NewGateway(n *Node, d *controlplane.Daemon) *Gateway {
 func Wire(n *Node, d *controlplane.Daemon) {
 	b := d.Bridge()
 	n.OnFeed(func(_, sid string, ev messages.PersistedEvent) { b.ListenForeign(sid, ev) })
+	b.SetForeignRecords(n.peerRecord)
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }

@@ -32,6 +32,9 @@ type daemonNode struct {
 	node *Node
 	d    *controlplane.Daemon
 	srv  *httptest.Server
+	// refuse, when set, is a backend the node's allowlist refuses to every
+	// scope from then on (as if its config had changed since the start)
+	refuse atomic.Pointer[string]
 }
 
 func startDaemonNode(t *testing.T, id, root, join string, scopes ...config.Scope) *daemonNode {
@@ -56,8 +59,15 @@ func startDaemonNode(t *testing.T, id, root, join string, scopes ...config.Scope
 		defer cancel()
 		_ = d.Shutdown(ctx)
 	})
+	dn := &daemonNode{d: d}
+	check := func(scope, op, backend string) error {
+		if r := dn.refuse.Load(); r != nil && *r == backend {
+			return messages.FieldError(op, "backend", "backend %s is not allowed here", backend)
+		}
+		return d.CheckBackend(scope, op, backend)
+	}
 	c := Config{NodeID: id, ListenAddr: addr(freePorts(t)), Roots: []string{root}, Profile: ProfileLocal,
-		SyncInterval: 500 * time.Millisecond, Runtime: d.Runtime(), Scope: d.Scope(), Visible: d.Visible, DefaultBackend: "script"}
+		SyncInterval: 500 * time.Millisecond, Runtime: d.Runtime(), Scope: d.Scope(), Visible: d.Visible, CheckBackend: check, DefaultBackend: "script"}
 	if join != "" {
 		c.Join = []string{join}
 	}
@@ -68,7 +78,8 @@ func startDaemonNode(t *testing.T, id, root, join string, scopes ...config.Scope
 	Wire(n, d)
 	srv := httptest.NewServer(NewGateway(n, d))
 	t.Cleanup(srv.Close)
-	return &daemonNode{node: n, d: d, srv: srv}
+	dn.node, dn.srv = n, srv
+	return dn
 }
 
 // api calls a node's control plane and decodes the envelope's data.
@@ -195,13 +206,16 @@ func TestClusterControlPlane(t *testing.T) {
 	}
 	assert.Equal(t, uint64(1), seqs[0], "the feed subscribed before the start: it shows the first event")
 
-	// every node lists it, on c
+	// every node lists it, on c (b learns of it from its first feed event
+	// and a record fetch: the directory is current soon, not at once)
 	for _, dn := range []*daemonNode{a, b, c} {
 		var list struct {
 			Sessions []NodeRecord `json:"sessions"`
 		}
-		require.Nil(t, dn.api(t, "GET", "/api/code-sessions", nil, &list))
-		require.Len(t, list.Sessions, 1, dn.node.ID())
+		require.Eventually(t, func() bool {
+			list.Sessions = nil
+			return dn.api(t, "GET", "/api/code-sessions", nil, &list) == nil && len(list.Sessions) == 1
+		}, deadline, 20*time.Millisecond, dn.node.ID())
 		assert.Equal(t, "c", list.Sessions[0].Node)
 	}
 	// the record and events through b

@@ -42,6 +42,7 @@ func (n *Node) joinLoop() {
 			joined, err := n.ml.Join(missing)
 			if still := n.missingAddrs(); len(still) > 0 {
 				wait = b.NextBackOff()
+				n.failedJoins.Add(1)
 				n.log.Warn("cluster: retry join: not every address answered", "attempt", attempt,
 					"addrs", still, "joined", joined, "err", err, "retry_in", wait.Round(time.Millisecond))
 				attempt++
@@ -64,8 +65,9 @@ func (n *Node) joinLoop() {
 }
 
 // missingAddrs are the join addresses no live member listens on, and the
-// gossip addresses of known peers that are not live members now (dead, or
-// left: a node that left and came back without --join is found again).
+// gossip addresses of known peers that are dead now (their lease ended:
+// they may come back on the same address). A peer that left gracefully is
+// not retried by its learned address, only if it is a join address.
 func (n *Node) missingAddrs() []string {
 	// from the peer table, which memberlist's events keep: memberlist's own
 	// Members() hands out nodes its goroutines go on writing
@@ -75,6 +77,7 @@ func (n *Node) missingAddrs() []string {
 	for _, p := range n.peers {
 		switch {
 		case p.gossip == "":
+		case p.state == PeerDead && p.left:
 		case p.state == PeerDead:
 			out = append(out, p.gossip)
 		default:

@@ -56,3 +56,23 @@ func TestRetryJoinFindsALearnedPeerAgain(t *testing.T) {
 	b2 := startNode(t, "b", pb) // no --join: it does not know a
 	converged(t, a, b2)
 }
+
+// TestRetryJoinForgetsAPeerThatLeft: b joined a and then left gracefully
+// (Close: memberlist's leave). a stops trying b's learned address (the old
+// join loop retried it forever, a warning per attempt); a join address
+// that left is still tried.
+func TestRetryJoinForgetsAPeerThatLeft(t *testing.T) {
+	pa, pb, pc := freePorts(t), freePorts(t), freePorts(t)
+	a := startNode(t, "a", pa)
+	b := startNode(t, "b", pb, addr(pa))
+	c := startNode(t, "c", pc, addr(pa))
+	converged(t, a, b, c)
+	require.NoError(t, b.Close())
+	require.Eventually(t, func() bool { return a.peerStates()["b"] == PeerDead }, deadline, 50*time.Millisecond,
+		"a never saw b leave: %s", describe(a))
+	require.Empty(t, a.missingAddrs(), "a peer that left is not retried")
+	require.NoError(t, a.Close())
+	require.Eventually(t, func() bool { return c.peerStates()["a"] == PeerDead }, deadline, 50*time.Millisecond,
+		"c never saw a leave: %s", describe(c))
+	require.Equal(t, []string{addr(pa)}, c.missingAddrs(), "a join address is retried even after it left")
+}

@@ -80,7 +80,10 @@ func (n *Node) memberChanged(m *memberlist.Node, state PeerState) {
 	if rebooted || state == PeerDead {
 		p.verified = false
 	}
-	verify := state != PeerDead && !p.verified
+	// a graceful leave is the node's word that it is gone: retrying it
+	// forever only fills the log (a join address is still retried)
+	p.left = meta.Leaving
+	verify, left := state != PeerDead && !p.verified, p.left
 	n.mu.Unlock()
 	if was != state {
 		n.log.Info("cluster: member "+state.String(), "member", m.Name, "addr", meta.Addr)
@@ -88,7 +91,7 @@ func (n *Node) memberChanged(m *memberlist.Node, state PeerState) {
 	if verify {
 		go n.verify(m.Name)
 	}
-	if state == PeerDead {
+	if state == PeerDead && !left {
 		select { // the join loop tries it again now, then with backoff
 		case n.rejoin <- struct{}{}:
 		default:

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -98,6 +99,11 @@ type Config struct {
 	// the node that owns the session. Default: a scope sees its own
 	// sessions and Scope sees all.
 	Visible func(scope string, rec messages.SessionRecord) bool
+	// CheckBackend, when set, refuses a backend scope may not use for op
+	// (the daemon's scope allowlists, controlplane.Daemon.CheckBackend); a
+	// resume is checked with it on the node that owns the session, against
+	// that node's allowlist. Default: every backend.
+	CheckBackend func(scope, op, backend string) error
 }
 
 // Meta is what a node advertises in memberlist's node meta (at most 512
@@ -111,6 +117,11 @@ type Meta struct {
 	// Boot is when the node started (unix nanoseconds): a rejoin with a new
 	// boot is a restarted node.
 	Boot int64 `msgpack:"boot" json:"boot"`
+	// Leaving is gossiped by a node about to leave gracefully (Close):
+	// memberlist tells a leave from a death in its own state but hands
+	// NotifyLeave a Node whose State still says alive, so the node says it
+	// itself. The others stop retrying its address (join.go).
+	Leaving bool `msgpack:"leaving,omitempty" json:"leaving,omitempty"`
 }
 
 // PeerState is what membership says of a peer.
@@ -147,6 +158,9 @@ type peer struct {
 	listing bool // a refresh for an unknown session is under way
 	// gossip is its memberlist address, retried when it is gone (join.go).
 	gossip string
+	// left: it said it was leaving (Meta.Leaving) before it went, not a
+	// lost lease; the join loop stops trying its learned address.
+	left bool
 }
 
 // done is one call id's run on the callee: the first arrival runs it,
@@ -184,7 +198,10 @@ type Node struct {
 	// that a listing makes none).
 	calls  map[string]int
 	onFeed func(node, sid string, ev messages.PersistedEvent)
-	subs   map[*feedSub]bool // remote session feeds served here (feed.go)
+	// failedJoins counts the join loop's failed attempts (tests wait on it
+	// rather than on a clock).
+	failedJoins atomic.Int64
+	subs        map[*feedSub]bool // remote session feeds served here (feed.go)
 	// dropFeed, in tests, loses a feed message as the wire may
 	dropFeed func(*Feed) bool
 	closed   bool
@@ -362,6 +379,12 @@ func (n *Node) Close() error {
 	// leave and free the ports first, then wait for the sync loop (it may
 	// be in a call that now fails): a node restarted right after its
 	// process exits finds its addresses free
+	n.mu.Lock()
+	n.meta.Leaving = true
+	n.mu.Unlock()
+	if err := n.ml.UpdateNode(leavingTimeout); err != nil {
+		n.log.Debug("cluster: could not gossip the leave notice", "err", err)
+	}
 	err := n.ml.Leave(leaveTimeout)
 	if serr := n.ml.Shutdown(); err == nil {
 		err = serr
@@ -373,6 +396,10 @@ func (n *Node) Close() error {
 
 // leaveTimeout bounds how long Close waits for its leave to be gossiped.
 const leaveTimeout = 2 * time.Second
+
+// leavingTimeout bounds how long Close waits for its Leaving notice; a
+// peer that misses it only goes on retrying the node, as for a death.
+const leavingTimeout = 500 * time.Millisecond
 
 // Kill stops the node the way a dead process does, for tests and
 // benchmarks: no leave message; its gossip and wire just go silent, and

@@ -4,10 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/codesession/codesession/actors/controlplane"
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
 )
@@ -87,4 +89,110 @@ func TestScopedTokensAcrossNodes(t *testing.T) {
 	var st messages.StopResult
 	require.Nil(t, a.apiAs(t, tokens["alpha"], "POST", "/api/code-sessions/"+sid+"/stop", map[string]any{}, &st))
 	assert.False(t, st.AlreadyStopped)
+}
+
+// TestRemoteResumeChecksTheOwnersAllowlist: alpha's session runs on b with
+// the script backend; then b's allowlist refuses script (a's does not).
+// A resume through a under alpha's token is refused by b, the owner. The
+// old handler resumed it (no check on the owner, and the gateway's resume
+// checks nothing).
+func TestRemoteResumeChecksTheOwnersAllowlist(t *testing.T) {
+	dir := t.TempDir()
+	tok := "alpha-token-0123456789"
+	f := filepath.Join(dir, "alpha.token")
+	require.NoError(t, os.WriteFile(f, []byte(tok+"\n"), 0o600))
+	ra, rb := filepath.Join(dir, "wa"), filepath.Join(dir, "wb")
+	require.NoError(t, mkdir(ra))
+	require.NoError(t, mkdir(rb))
+	a := startDaemonNode(t, "a", ra, "", config.Scope{Name: "alpha", TokenFile: f})
+	b := startDaemonNode(t, "b", rb, a.node.cfg.ListenAddr, config.Scope{Name: "alpha", TokenFile: f})
+	converged(t, a.node, b.node)
+
+	var placed Placed
+	require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions", map[string]any{"brief": "alpha's", "cwd": rb}, &placed))
+	require.Equal(t, "b", placed.Node)
+	sid := placed.SessionID
+	var st messages.StopResult
+	require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions/"+sid+"/stop", map[string]any{}, &st))
+
+	script := "script"
+	b.refuse.Store(&script)
+	e := a.apiAs(t, tok, "POST", "/api/code-sessions/"+sid+"/resume", map[string]any{"brief": "again"}, nil)
+	require.NotNil(t, e, "b resumed a session on a backend its allowlist refuses")
+	assert.Equal(t, messages.CodeInvalid, e.Code, "%+v", e)
+	assert.Equal(t, "backend", e.Field)
+
+	b.refuse.Store(nil)
+	var res Placed
+	require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions/"+sid+"/resume", map[string]any{"brief": "again"}, &res))
+	assert.Equal(t, "b", res.Node)
+}
+
+// TestScopedAllSessionsFeedAcrossNodes: alpha's and beta's sessions both
+// run on b; on a, alpha's all-sessions feed carries alpha's session's
+// events and none of beta's, and beta's feed the other way round. The old
+// feed showed another node's sessions to the default token only, so
+// alpha's feed stayed empty.
+func TestScopedAllSessionsFeedAcrossNodes(t *testing.T) {
+	dir := t.TempDir()
+	var scopes []config.Scope
+	tokens := map[string]string{}
+	for _, name := range []string{"alpha", "beta"} {
+		tok := name + "-token-0123456789"
+		f := filepath.Join(dir, name+".token")
+		require.NoError(t, os.WriteFile(f, []byte(tok+"\n"), 0o600))
+		scopes = append(scopes, config.Scope{Name: name, TokenFile: f})
+		tokens[name] = tok
+	}
+	ra, rb := filepath.Join(dir, "wa"), filepath.Join(dir, "wb")
+	require.NoError(t, mkdir(ra))
+	require.NoError(t, mkdir(rb))
+	a := startDaemonNode(t, "a", ra, "", scopes...)
+	b := startDaemonNode(t, "b", rb, a.node.cfg.ListenAddr, scopes...)
+	converged(t, a.node, b.node)
+
+	ctx := ctxT(t)
+	feeds := map[string]<-chan controlplane.EventData{}
+	for _, sc := range []string{"alpha", "beta"} {
+		feeds[sc] = sseEventsAs(t, ctx, a, tokens[sc], "", "")
+	}
+	sids := map[string]string{}
+	for _, sc := range []string{"alpha", "beta"} {
+		var placed Placed
+		require.Nil(t, a.apiAs(t, tokens[sc], "POST", "/api/code-sessions", map[string]any{"brief": sc + "'s", "cwd": rb}, &placed))
+		require.Equal(t, "b", placed.Node)
+		sids[sc] = placed.SessionID
+		var tr messages.TurnResult
+		require.Nil(t, a.apiAs(t, tokens[sc], "POST", "/api/code-sessions/"+placed.SessionID+"/read-turn", map[string]any{"timeoutMs": 60000}, &tr))
+		require.Equal(t, messages.KindTurnComplete, tr.Kind)
+		// a later turn, once a's directory has the record: the scoped feed
+		// shows a foreign session from its record's scope
+		require.Eventually(t, func() bool { _, ok := a.node.peerRecord(placed.SessionID); return ok }, deadline, 20e6)
+		require.Nil(t, a.apiAs(t, tokens[sc], "POST", "/api/code-sessions/"+placed.SessionID+"/guidance", map[string]any{"text": "more " + sc}, nil))
+		require.Nil(t, a.apiAs(t, tokens[sc], "POST", "/api/code-sessions/"+placed.SessionID+"/read-turn", map[string]any{"timeoutMs": 60000}, &tr))
+		require.Equal(t, messages.KindTurnComplete, tr.Kind)
+	}
+	for _, sc := range []string{"alpha", "beta"} {
+		other := map[string]string{"alpha": "beta", "beta": "alpha"}[sc]
+		sawGuidance := false
+		timeout := time.After(deadline)
+		for !sawGuidance {
+			select {
+			case d, ok := <-feeds[sc]:
+				require.True(t, ok, "%s's feed ended", sc)
+				require.NotEqual(t, sids[other], d.SessionID, "%s's feed carried %s's session", sc, other)
+				if d.SessionID == sids[sc] && d.Event.Type == messages.EvGuidance && d.Event.Text == "more "+sc {
+					sawGuidance = true
+				}
+			case <-timeout:
+				t.Fatalf("%s's all-sessions feed on a never showed its session on b", sc)
+			}
+		}
+	}
+	// alpha's feed has seen beta's later turn go by (it came after alpha's
+	// guidance over the same wire): nothing of beta's is left queued for it
+	for len(feeds["alpha"]) > 0 {
+		d := <-feeds["alpha"]
+		require.NotEqual(t, sids["beta"], d.SessionID, "alpha's feed carried beta's session")
+	}
 }

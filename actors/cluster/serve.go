@@ -53,7 +53,7 @@ var handlers = map[string]handler{
 	messages.OpSetPosture: runtimeOp((*actors.Runtime).SetPosture),
 	messages.OpInterrupt:  runtimeOp((*actors.Runtime).Interrupt),
 	messages.OpStop:       runtimeOp((*actors.Runtime).Stop),
-	messages.OpResume:     runtimeOp((*actors.Runtime).Resume),
+	messages.OpResume:     resumeOp,
 	opList: func(ctx context.Context, n *Node, scope string, _ []byte) (any, error) {
 		all, err := n.cfg.Runtime.Store().List(ctx)
 		recs := []messages.SessionRecord{}
@@ -85,6 +85,32 @@ var handlers = map[string]handler{
 		}
 		return n.readSession(ctx, scope, req)
 	},
+}
+
+// resumeOp resumes a session on its own node: only one the caller's scope
+// may see (the gateway resumes with Takeover, which the runtime's own scope
+// routing lets past), and only with a backend the scope may use here.
+func resumeOp(ctx context.Context, n *Node, scope string, body []byte) (any, error) {
+	var req messages.Resume
+	if err := messages.UnmarshalMsgpack(body, &req); err != nil {
+		return nil, err
+	}
+	if !messages.ValidSessionID(req.SessionID) {
+		return nil, messages.FieldError(messages.OpResume, "sessionId", "malformed session id")
+	}
+	rec, err := n.cfg.Runtime.Store().GetMeta(ctx, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if !n.visible(scope, rec) {
+		return nil, notVisible(messages.OpResume, req.SessionID)
+	}
+	if n.cfg.CheckBackend != nil {
+		if err := n.cfg.CheckBackend(scope, messages.OpResume, rec.BackendID); err != nil {
+			return nil, err
+		}
+	}
+	return n.cfg.Runtime.Resume(ctx, scope, req)
 }
 
 // readSession reads a session for scope: one it may not see is not found.

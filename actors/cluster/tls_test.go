@@ -79,8 +79,10 @@ func TestMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "b", placed.Node)
 
-	// x is never verified, so it takes no placement and gets no calls
-	time.Sleep(3 * time.Second)
+	// x is never verified, so it takes no placement and gets no calls:
+	// a probed x's wire and x probed a's, each refused
+	require.Eventually(t, func() bool { return probedAndRefused(a, x) && probedAndRefused(x, a) }, deadline, 50*time.Millisecond,
+		"a and x never probed each other's wire")
 	assert.NotContains(t, a.livePeers(), "x")
 	_, err = a.Start(ctx, messages.Start{Brief: "to x", Cwd: root}, "x")
 	require.Equal(t, messages.CodeInvalid, messages.ErrorCode(err))
@@ -106,7 +108,8 @@ func TestGossipKey(t *testing.T) {
 		Profile: ProfileLocal, Runtime: testRuntime(t, nil), Scope: "daemon", DefaultBackend: "script"})
 	require.NoError(t, err, "a failed join is not fatal: the node waits to be joined")
 	t.Cleanup(func() { _ = x.Close() })
-	time.Sleep(3 * time.Second)
+	// x tried to join twice and was refused both times
+	require.Eventually(t, func() bool { return x.failedJoins.Load() >= 2 }, deadline, 50*time.Millisecond, "x never tried to join")
 	assert.NotContains(t, nodes[0].peerStates(), "x")
 	assert.Empty(t, x.peerStates())
 }
@@ -138,15 +141,19 @@ func TestMutualTLSRefusesANodeWithoutCertificate(t *testing.T) {
 	y := startNode(t, "y", freePorts(t), a.cfg.ListenAddr)
 	require.Eventually(t, func() bool { return a.peerStates()["y"] == PeerAlive }, deadline, 50*time.Millisecond, "y is in the gossip")
 	// a probed y's wire over TLS and recorded the failure
-	require.Eventually(t, func() bool {
-		a.wire.gate.mu.Lock()
-		defer a.wire.gate.mu.Unlock()
-		ok, probed := a.wire.gate.ok[y.Meta().Addr]
-		return probed && !ok
-	}, deadline, 50*time.Millisecond, "a never probed y's wire")
+	require.Eventually(t, func() bool { return probedAndRefused(a, y) }, deadline, 50*time.Millisecond, "a never probed y's wire")
 	assert.NotContains(t, a.livePeers(), "y")
 	_, err := a.Start(ctx, messages.Start{Brief: "to y", Cwd: root}, "y")
 	require.Equal(t, messages.CodeInvalid, messages.ErrorCode(err))
 	assert.Contains(t, err.Error(), `node "y" has not answered over the wire`)
 	assert.Empty(t, y.livePeers(), "y verified a TLS node over plaintext")
+}
+
+// probedAndRefused reports whether from's dial gate probed to's wire and
+// recorded the handshake as failed.
+func probedAndRefused(from, to *Node) bool {
+	from.wire.gate.mu.Lock()
+	defer from.wire.gate.mu.Unlock()
+	ok, probed := from.wire.gate.ok[to.Meta().Addr]
+	return probed && !ok
 }

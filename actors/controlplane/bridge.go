@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -146,8 +147,10 @@ type Bridge struct {
 	// waits for them, since a stream still drains its queue from the store.
 	streams sync.WaitGroup
 	// foreign holds the ids of sessions another node of a cluster runs
-	// (ListenForeign, cluster.go).
-	foreign sync.Map
+	// (ListenForeign, cluster.go); foreignRecord looks up their records
+	// (SetForeignRecords).
+	foreign       sync.Map
+	foreignRecord atomic.Pointer[func(sid string) (messages.SessionRecord, bool)]
 }
 
 // NewBridge returns a bridge; pass its Listen to actors.WithEventListener,

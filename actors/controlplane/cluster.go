@@ -47,6 +47,14 @@ func (b *Bridge) ListenForeign(sid string, ev messages.PersistedEvent) {
 	b.listen(sid, ev, true)
 }
 
+// SetForeignRecords gives the bridge the cluster's directory: the record
+// of a session another node runs, as this node last learned it (ok false
+// when it has not yet). The all-sessions feed of a scoped token shows a
+// foreign session's events once its record says the scope may see it.
+func (b *Bridge) SetForeignRecords(f func(sid string) (messages.SessionRecord, bool)) {
+	b.foreignRecord.Store(&f)
+}
+
 // isForeign reports whether sid's events come from another node.
 func (b *Bridge) isForeign(sid string) bool {
 	_, ok := b.foreign.Load(sid)

@@ -247,10 +247,17 @@ func (s *Server) feedVisible(ctx context.Context, scope string, seen map[string]
 		return v
 	}
 	if s.bridge != nil && s.bridge.isForeign(sid) {
-		// another node's session has no record in this store; a cluster
-		// serves its sessions to the default token only
-		seen[sid] = scope == s.scopes.def
-		return seen[sid]
+		// another node's session has no record in this store: the
+		// cluster's directory has it (once learned; until then only the
+		// default token, which sees every session no scope owns, is shown
+		// its events, and the answer is asked again on the next event)
+		if look := s.bridge.foreignRecord.Load(); look != nil {
+			if rec, ok := (*look)(sid); ok {
+				seen[sid] = s.scopes.visible(scope, rec)
+				return seen[sid]
+			}
+		}
+		return scope == s.scopes.def
 	}
 	rec, err := s.store().GetMeta(ctx, sid)
 	v := err == nil && s.scopes.visible(scope, rec)

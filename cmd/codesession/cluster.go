@@ -63,7 +63,7 @@ func startClusterNode(cfg config.Config, d *controlplane.Daemon, pub *publisher)
 	c := cfg.Cluster
 	nc := cluster.Config{NodeID: c.NodeID, ListenAddr: c.Listen, RemoteAddr: c.RemoteListen, Join: c.Join,
 		Roots: append([]string(nil), c.Roots...), Backends: c.Backends, Profile: cluster.Profile(c.Profile),
-		Runtime: d.Runtime(), Scope: d.Scope(), Visible: d.Visible, DefaultBackend: cfg.DefaultBackend, Logger: slog.Default()}
+		Runtime: d.Runtime(), Scope: d.Scope(), Visible: d.Visible, CheckBackend: d.CheckBackend, DefaultBackend: cfg.DefaultBackend, Logger: slog.Default()}
 	if c.TLSCert != "" {
 		t, err := cluster.MutualTLS(c.TLSCert, c.TLSKey, c.TLSCA)
 		if err != nil {
