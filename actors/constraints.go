@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/codesession/codesession/actors/session"
@@ -110,6 +111,7 @@ func resolveStart(op messages.Start, cons messages.ScopeConstraints, cfg *config
 		MaxPosture: maxPosture, Posture: posture, MaxRounds: maxRounds, AllowedTools: tools,
 		Brief: op.Brief, AppendSystemPrompt: op.AppendSystemPrompt, TaskTags: op.TaskTags,
 		ResumeExternalID: op.ResumeSessionID,
+		Network:          cmp.Or(op.Network, cfg.Backends[d.ID].Network, cfg.Network),
 	}
 	return spec, t, nil
 }
@@ -200,4 +202,15 @@ func resolveResume(rec messages.SessionRecord, asked messages.Posture, cons mess
 		}
 	}
 	return l, nil
+}
+
+// resumeNetwork is a resumed session's network mode: the one its last
+// run was confined with, else the config's for its backend.
+func resumeNetwork(rec messages.SessionRecord, cfg *config.Config, backend string) string {
+	for i := len(rec.Runs) - 1; i >= 0; i-- {
+		if a := rec.Runs[i].Containment; a != nil && a.Network != "" {
+			return a.Network
+		}
+	}
+	return cmp.Or(cfg.Backends[backend].Network, cfg.Network)
 }

@@ -15,7 +15,9 @@ import (
 // <home>/run/procs, a cgroup per session where the host allows), sweeps
 // what dead runtimes of this home left running, and wraps every backend in
 // the runtime's containment (transports/contain): environment check with
-// each backend's passEnv, the per-turn wall clock, redaction.
+// each backend's passEnv, the per-turn wall clock, redaction, Landlock
+// (no reads of the daemon's home but the session's own folders in it, the
+// configured network ports).
 func containBackends(cfg config.Config, runtimeID string, backends *transports.Registry, alive func(string) bool, log *slog.Logger) (*transports.Registry, *proc.Kit) {
 	kit, err := proc.NewKit(filepath.Join(cfg.Home, "run", "procs"), runtimeID)
 	if err != nil {
@@ -34,7 +36,10 @@ func containBackends(cfg config.Config, runtimeID string, backends *transports.R
 		}
 	}
 	o := contain.Options{Kit: kit, DefaultTurnTimeout: cfg.TurnTimeout.D(),
-		PassEnv: map[string][]string{}, TurnTimeout: map[string]time.Duration{}}
+		PassEnv: map[string][]string{}, TurnTimeout: map[string]time.Duration{}, DaemonHome: cfg.Home}
+	for _, p := range cfg.NetworkPorts {
+		o.NetworkPorts = append(o.NetworkPorts, uint16(p)) // 1..65535: config validates
+	}
 	for id, b := range cfg.Backends {
 		o.PassEnv[id] = b.PassEnv
 		if b.TurnTimeout != nil {

@@ -75,6 +75,13 @@ type Config struct {
 	TurnTimeout Duration `json:"turnTimeout"`
 	// Backends holds per-backend settings, by backend id.
 	Backends map[string]BackendConfig `json:"backends,omitempty"`
+	// Network is the default network confinement of a session's processes:
+	// "" or "open", "model-only" or "loopback" (Landlock TCP port rules:
+	// only the model endpoint's ports and NetworkPorts; see messages).
+	Network string `json:"network,omitempty"`
+	// NetworkPorts are more TCP ports a confined session may connect to
+	// (an MCP server's, a package mirror's).
+	NetworkPorts []int `json:"networkPorts,omitempty"`
 	// Isolate is the default isolation of a session in a git repository:
 	// "" or "none" (the session works in its cwd), or "worktree" (its own
 	// git worktree and branch under <home>/worktrees).
@@ -168,6 +175,8 @@ type BackendConfig struct {
 	PassEnv []string `json:"passEnv,omitempty"`
 	// TurnTimeout overrides the config's turnTimeout for this backend.
 	TurnTimeout *Duration `json:"turnTimeout,omitempty"`
+	// Network overrides the config's network for this backend.
+	Network string `json:"network,omitempty"`
 }
 
 // Learning configures the nightly lesson distillation (seed 000 §7).
@@ -285,6 +294,17 @@ func (c *Config) Validate() error {
 		}
 		if b.TurnTimeout != nil && *b.TurnTimeout < 0 {
 			bad("backends."+id+".turnTimeout", "must not be negative")
+		}
+		if !messages.ValidNetwork(b.Network) {
+			bad("backends."+id+".network", "want open, model-only or loopback, got %q", b.Network)
+		}
+	}
+	if !messages.ValidNetwork(c.Network) {
+		bad("network", "want open, model-only or loopback, got %q", c.Network)
+	}
+	for _, p := range c.NetworkPorts {
+		if p < 1 || p > 65535 {
+			bad("networkPorts", "want TCP ports 1..65535, got %d", p)
 		}
 	}
 	switch c.Isolate {

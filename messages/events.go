@@ -98,6 +98,9 @@ type Event struct {
 
 	ExternalSessionID string `json:"externalSessionId,omitempty" msgpack:"externalSessionId,omitempty"`
 	Model             string `json:"model,omitempty" msgpack:"model,omitempty"`
+	// Containment (on EvStarted) is what the runtime's containment applied
+	// to the session's processes; the record's run keeps it. Read only.
+	Containment *Applied `json:"containment,omitempty" msgpack:"containment,omitempty"`
 
 	Source          GuidanceSource `json:"source,omitempty" msgpack:"source,omitempty"`
 	Mode            GuideMode      `json:"mode,omitempty" msgpack:"mode,omitempty"`

@@ -53,6 +53,28 @@ type Start struct {
 	// Exclusive refuses the start while another live session works in the
 	// same directory (conflict); without it the start only warns.
 	Exclusive bool `json:"exclusive,omitempty" msgpack:"exclusive,omitempty"`
+	// Network is the session's network confinement: "" (the config's
+	// default), NetworkOpen, NetworkModelOnly or NetworkLoopback.
+	Network string `json:"network,omitempty" msgpack:"network,omitempty"`
+}
+
+// Network confinement modes of Start.Network (and the config's network).
+// Landlock's TCP rules are per port, not per address, so loopback is
+// enforced as model-only: TCP only to the model endpoint's port(s) and the
+// configured networkPorts, on any address; no TCP listening; UDP open.
+const (
+	NetworkOpen      = "open"
+	NetworkModelOnly = "model-only"
+	NetworkLoopback  = "loopback"
+)
+
+// ValidNetwork reports whether m is a network mode ("" included).
+func ValidNetwork(m string) bool {
+	switch m {
+	case "", NetworkOpen, NetworkModelOnly, NetworkLoopback:
+		return true
+	}
+	return false
 }
 
 // Isolation modes of Start.Isolate.
@@ -120,6 +142,9 @@ func (s *Start) Validate() error {
 	case "", IsolateNone, IsolateWorktree:
 	default:
 		return FieldError(op, "isolate", "unknown isolation %q (want none or worktree)", s.Isolate)
+	}
+	if !ValidNetwork(s.Network) {
+		return FieldError(op, "network", "unknown network mode %q (want open, model-only or loopback)", s.Network)
 	}
 	if len(s.TaskTags) > MaxTags {
 		return FieldError(op, "taskTags", "more than %d tags", MaxTags)

@@ -19,6 +19,32 @@ type Run struct {
 	// Runtime is the id of the runtime (process) that drove this run; the
 	// orphan sweep leaves alone runs whose runtime is still alive.
 	Runtime string `json:"runtime,omitempty" msgpack:"runtime,omitempty"`
+	// Containment is what the runtime's containment applied to this run's
+	// processes (nil: the backend reported none, or runs no process).
+	Containment *Applied `json:"containment,omitempty" msgpack:"containment,omitempty"`
+}
+
+// Applied is the confinement one run of a session got on its host: the
+// backend's descriptor says what the host can do, this what was done.
+type Applied struct {
+	// LandlockABI is the kernel's Landlock ABI (0: none, nothing confined).
+	LandlockABI int `json:"landlockAbi" msgpack:"landlockAbi"`
+	// Writable are the only paths the process tree may write under.
+	Writable []string `json:"writable,omitempty" msgpack:"writable,omitempty"`
+	// ReadDenied are the paths it may not read (credential folders, the
+	// daemon's home); ReadAllowed the ones under them it may (the
+	// session's own folders in the daemon's home).
+	ReadDenied  []string `json:"readDenied,omitempty" msgpack:"readDenied,omitempty"`
+	ReadAllowed []string `json:"readAllowed,omitempty" msgpack:"readAllowed,omitempty"`
+	// ReadsOpen: the backend lists HOME, so reads are not restricted.
+	ReadsOpen bool `json:"readsOpen,omitempty" msgpack:"readsOpen,omitempty"`
+	// Network is the mode asked (open, model-only, loopback); ConnectTCP
+	// the TCP ports the tree may connect to when it is not open.
+	Network    string   `json:"network" msgpack:"network"`
+	ConnectTCP []uint16 `json:"connectTcp,omitempty" msgpack:"connectTcp,omitempty"`
+	// BestEffort says what was asked and does not hold here (an old ABI,
+	// loopback enforced per port), one sentence each.
+	BestEffort []string `json:"bestEffort,omitempty" msgpack:"bestEffort,omitempty"`
 }
 
 // SessionRecord is a session's meta.json.

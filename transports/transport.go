@@ -42,6 +42,9 @@ type SessionSpec struct {
 	// HOME and the backend's declared state folders); nil: unconfined.
 	// Backends pass it to Procs.Start as is.
 	Confine *proc.Confinement
+	// Network is the session's network mode (messages.Network*; "" open),
+	// which the runtime's containment turns into Confine's TCP rules.
+	Network string
 	// Provision is the session's capability plan (read only; nil: none).
 	// A backend takes what its CLI can; a provisioned session never takes
 	// a warm process booted without the plan.

@@ -601,7 +601,7 @@ func (a *Actor) hostSpec() transports.SessionSpec {
 	return transports.SessionSpec{SessionID: s.SessionID, Cwd: s.Cwd, Model: rec.Model, Effort: rec.Effort,
 		Posture: rec.Posture, AllowedTools: slices.Clone(s.AllowedTools), AppendSystemPrompt: s.AppendSystemPrompt,
 		ResumeExternalID: a.core.ExternalID(), Env: slices.Clone(a.o.Env), Home: a.o.Home,
-		Provision: s.Provision}.WithProvision()
+		Provision: s.Provision, Network: s.Network}.WithProvision()
 }
 
 // sendHostSpec sends the host the current spec when it changed since the

@@ -45,6 +45,9 @@ type Spec struct {
 	// ProvisionMeta what curation did, for the record.
 	Provision     *transports.Provision
 	ProvisionMeta *messages.Provision
+
+	// Network is the session's network mode (SessionSpec.Network).
+	Network string
 }
 
 // Phase is where a session is in its lifecycle.
@@ -493,6 +496,10 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		}
 		if ev.Model != "" && c.rec.Model == "" {
 			c.rec.Model = ev.Model
+			c.touchMeta(now)
+		}
+		if run := &c.rec.Runs[len(c.rec.Runs)-1]; ev.Containment != nil && run.Containment == nil {
+			run.Containment = ev.Containment // what the runtime's containment applied (read only)
 			c.touchMeta(now)
 		}
 		return

@@ -130,6 +130,16 @@ func writeRecord(s *streams, d sessionDetail, now time.Time) {
 			fmt.Fprintf(w, ", backend session %s", run.ExternalSessionID)
 		}
 		fmt.Fprintln(w)
+		if a := run.Containment; a != nil {
+			fmt.Fprintf(w, "            confined: Landlock ABI %d, network %s", a.LandlockABI, a.Network)
+			if len(a.ConnectTCP) > 0 {
+				fmt.Fprintf(w, " (TCP ports %v)", a.ConnectTCP)
+			}
+			fmt.Fprintf(w, ", %d writable paths, %d read-denied\n", len(a.Writable), len(a.ReadDenied))
+			for _, b := range a.BestEffort {
+				fmt.Fprintf(w, "            best effort: %s\n", b)
+			}
+		}
 	}
 	if a := d.ExternalAttach; a != nil {
 		fmt.Fprintf(w, "  attach    %s\n", a.Command)

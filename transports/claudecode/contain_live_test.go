@@ -12,7 +12,9 @@ import (
 // TestLiveContainedProcessTree: the real claude CLI, contained as the
 // runtime contains it, at posture full (no questions, inside the
 // confinement): see confinetest. Fails on the code before Landlock
-// covered every backend (the outside touch succeeded).
+// covered every backend (the outside touch succeeded). At network:
+// model-only: the shell cannot reach a loopback listener on another port
+// than the model's, and the session still talks to modelmock.
 func TestLiveContainedProcessTree(t *testing.T) {
 	bin := claudeBinary(t)
 	mock, err := modelmock.Start(t, nil)
@@ -22,5 +24,5 @@ func TestLiveContainedProcessTree(t *testing.T) {
 	confinetest.Run(t, confinetest.Case{Transport: New(WithBinary(bin)), Mock: mock,
 		Spec: transports.SessionSpec{Model: "claude-mock-1", Posture: messages.PostureFull,
 			Env: []string{"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=sk-ant-test"}},
-		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }})
+		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }, Network: true})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/contain"
+	"github.com/codesession/codesession/transports/proc"
 )
 
 // stateful is a process backend that declares a state folder and keeps
@@ -55,7 +56,8 @@ func TestSessionConfinement(t *testing.T) {
 	cont := tr.Descriptor().Containment
 	assert.Equal(t, []string{"~/.state"}, cont.StateDirs)
 	assert.NotEmpty(t, cont.Filesystem)
-	assert.Equal(t, "open: no network confinement", cont.Network)
+	assert.Contains(t, cont.Network, "open by default")
+	assert.Nil(t, c.Network, "network open by default")
 
 	lister := &stateful{listsHome: true}
 	_, err = contain.Wrap(lister, contain.Options{}).Open(context.Background(), transports.SessionSpec{Cwd: ws, Home: home}, func(int, messages.Event) {})
@@ -122,4 +124,54 @@ func TestConfinementFollowsAHomeFromTheEnvironment(t *testing.T) {
 	assert.Contains(t, c.WritableDirs, filepath.Join(home, ".state"))
 	assert.DirExists(t, filepath.Join(home, ".state"))
 	assert.Contains(t, c.ReadDenied, filepath.Join(home, ".ssh"))
+}
+
+// TestSessionNetworkAndDaemonHome: a model-only session may connect only
+// to its model endpoint's port and the configured ports (and its
+// processes' environment says so, which keeps warm pools apart); the
+// daemon's home is denied but for the session's provision folder; the
+// backend's first started event carries what applied, for the record.
+func TestSessionNetworkAndDaemonHome(t *testing.T) {
+	b := &stateful{}
+	daemon := t.TempDir()
+	prov := filepath.Join(daemon, "sessions", "cs_x", "provision")
+	tr := contain.Wrap(b, contain.Options{DaemonHome: daemon, NetworkPorts: []uint16{9999},
+		Environ: func() []string { return []string{"PATH=/bin"} }})
+	ws, home := t.TempDir(), t.TempDir()
+	var got []messages.Event
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: ws, Home: home, Network: messages.NetworkModelOnly,
+		Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:4242", "OTHER_URL=http://127.0.0.1:1"}, Provision: &transports.Provision{Dir: prov}},
+		func(_ int, ev messages.Event) { got = append(got, ev) })
+	require.NoError(t, err)
+	c := b.opened.Confine
+	require.NotNil(t, c.Network)
+	assert.Equal(t, []uint16{4242, 9999}, c.Network.ConnectTCP, "the model port and the configured ones, nothing else")
+	assert.Empty(t, c.Network.BindTCP, "no listening")
+	assert.Contains(t, c.ReadDenied, daemon)
+	assert.Equal(t, []string{prov}, c.ReadableDirs)
+	assert.Contains(t, b.opened.Env, contain.EnvNetwork+"=model-only:[4242 9999]")
+
+	b.sink(0, messages.Event{Type: messages.EvStarted})
+	b.sink(0, messages.Event{Type: messages.EvStarted})
+	require.Len(t, got, 2)
+	a := got[0].Containment
+	require.NotNil(t, a, "the first started event says what applied")
+	assert.Nil(t, got[1].Containment, "once")
+	assert.Equal(t, messages.NetworkModelOnly, a.Network)
+	assert.Contains(t, a.ReadDenied, daemon)
+	assert.Contains(t, a.Writable, ws)
+	if proc.LandlockABI() >= proc.NetABI {
+		assert.Equal(t, []uint16{4242, 9999}, a.ConnectTCP)
+	} else {
+		assert.Empty(t, a.ConnectTCP)
+		assert.NotEmpty(t, a.BestEffort, "a kernel without TCP rules says the mode does not hold")
+	}
+
+	// loopback is enforced per port too, and the record says so; with no
+	// *_BASE_URL the CLIs' https default is the model port
+	lb := &stateful{}
+	_, err = contain.Wrap(lb, contain.Options{Environ: func() []string { return nil }}).Open(context.Background(),
+		transports.SessionSpec{Cwd: ws, Home: home, Network: messages.NetworkLoopback}, func(int, messages.Event) {})
+	require.NoError(t, err)
+	assert.Equal(t, []uint16{443}, lb.opened.Confine.Network.ConnectTCP)
 }

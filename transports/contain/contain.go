@@ -27,8 +27,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +67,19 @@ type Options struct {
 	// home and token); the credential folders of the daemon user's HOME and
 	// of the session's HOME are always denied.
 	ReadDenied []string
+	// DaemonHome is the daemon's home ($CODESESSION_HOME: its token, the
+	// store, every session's records). No backend process may read it but
+	// for the session's own folders in it: its working directory (an
+	// isolated worktree), its HOME, its provision folder.
+	DaemonHome string
+	// NetworkPorts are TCP ports a session with network confinement may
+	// connect to besides its model endpoint's.
+	NetworkPorts []uint16
 }
+
+// EnvNetwork, in a network-confined session's processes, names its mode
+// and the TCP ports it may connect to ("model-only:[443 8080]").
+const EnvNetwork = "CODESESSION_NETWORK"
 
 // RuntimeShell is implemented by backends whose shell the runtime itself
 // launches (native's bash), which proc confines with Landlock.
@@ -147,7 +162,7 @@ func (w *transport) Descriptor() transports.Descriptor {
 		default:
 			c.Filesystem = "not confined: this kernel has no Landlock (best effort)"
 		}
-		c.Network = "open: no network confinement"
+		c.Network = networkReport(w.o.Unconfined)
 		switch rs, ok := w.inner.(RuntimeShell); {
 		case ok && rs.ConfinesShell() && proc.LandlockABI() > 0:
 			c.Shell = fmt.Sprintf("Landlock ABI %d: writes only in the workspace and the session's TMPDIR", proc.LandlockABI())
@@ -216,8 +231,125 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 	}
 	if d := w.inner.Descriptor().Containment; d == nil || !d.ListsHome {
 		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(sessionHome)...), w.o.ReadDenied...)
+		if w.o.DaemonHome != "" {
+			// the daemon's home is denied, the session's own folders in it
+			// are not: its workspace and HOME (writable, so readable) and
+			// its provision folder (MCP config, skills), read only
+			c.ReadDenied = append(c.ReadDenied, w.o.DaemonHome)
+			if spec.Provision != nil && spec.Provision.Dir != "" {
+				c.ReadableDirs = append(c.ReadableDirs, spec.Provision.Dir)
+			}
+		}
+	}
+	if mode := spec.Network; mode == messages.NetworkModelOnly || mode == messages.NetworkLoopback {
+		c.Network = &proc.NetRules{ConnectTCP: w.allowedPorts(spec)}
 	}
 	return c
+}
+
+// allowedPorts are the TCP ports a session with network confinement may
+// connect to: its model endpoint's (the port of every *_BASE_URL variable
+// of the session's or the daemon's environment; 443 when none names one,
+// the CLIs' default https endpoint) and Options.NetworkPorts.
+func (w *transport) allowedPorts(spec transports.SessionSpec) []uint16 {
+	seen := map[uint16]bool{}
+	var out []uint16
+	add := func(p uint16) {
+		if p != 0 && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, kv := range append(append([]string{}, w.o.Environ()...), spec.Env...) {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasSuffix(name, "_BASE_URL") {
+			continue
+		}
+		add(urlPort(val))
+	}
+	if len(out) == 0 {
+		add(443)
+	}
+	for _, p := range w.o.NetworkPorts {
+		add(p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// urlPort is the TCP port of an http(s) URL, 0 for anything else.
+func urlPort(raw string) uint16 {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return 0
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return 0
+		}
+		return uint16(n)
+	}
+	switch u.Scheme {
+	case "https":
+		return 443
+	case "http":
+		return 80
+	}
+	return 0
+}
+
+// networkReport is what backends says of network confinement on this host.
+func networkReport(unconfined bool) string {
+	switch abi := proc.LandlockABI(); {
+	case unconfined:
+		return "open: confinement is turned off for this runtime"
+	case abi >= proc.NetABI:
+		return fmt.Sprintf("open by default; network: model-only or loopback (config network, backends.<id>.network, start's network) "+
+			"is enforced by Landlock ABI %d TCP rules: connect only to the model endpoint's port(s) (its *_BASE_URL variables, "+
+			"else 443) and networkPorts, no TCP listening, multipath TCP refused; per port, not per address "+
+			"(loopback is enforced as model-only: the allowed ports are open on every host); UDP (DNS) and Unix sockets stay open", abi)
+	default:
+		return fmt.Sprintf("open: this kernel's Landlock (ABI %d) has no TCP rules (ABI %d), so network: model-only and loopback do not hold", abi, proc.NetABI)
+	}
+}
+
+// applied is what the session's confinement is on this host, for its
+// record: what held, and what was asked and did not.
+func applied(c *proc.Confinement, mode string, readsOpen bool) *messages.Applied {
+	a := &messages.Applied{LandlockABI: proc.LandlockABI(), Network: cmp.Or(mode, messages.NetworkOpen), ReadsOpen: readsOpen}
+	if c == nil {
+		a.LandlockABI = 0
+		a.BestEffort = append(a.BestEffort, "not confined: confinement is turned off for this runtime")
+		return a
+	}
+	if a.LandlockABI == 0 {
+		a.BestEffort = append(a.BestEffort, "not confined: this kernel has no Landlock")
+		return a
+	}
+	a.Writable, a.ReadDenied, a.ReadAllowed = slices.Clone(c.WritableDirs), slices.Clone(c.ReadDenied), slices.Clone(c.ReadableDirs)
+	if readsOpen {
+		a.BestEffort = append(a.BestEffort, "reads not restricted: the CLI lists HOME, which Landlock cannot allow while denying ~/.ssh in it")
+	}
+	if a.LandlockABI < 3 {
+		a.BestEffort = append(a.BestEffort, fmt.Sprintf("Landlock ABI %d cannot deny truncating files outside the writable folders (ABI 3)", a.LandlockABI))
+	}
+	if c.Network != nil {
+		switch {
+		case a.LandlockABI < proc.NetABI:
+			a.BestEffort = append(a.BestEffort, fmt.Sprintf("network %s not enforced: Landlock ABI %d has no TCP rules (ABI %d)", mode, a.LandlockABI, proc.NetABI))
+		default:
+			a.ConnectTCP = slices.Clone(c.Network.ConnectTCP)
+			if mode == messages.NetworkLoopback {
+				a.BestEffort = append(a.BestEffort, "loopback enforced as model-only: Landlock's TCP rules are per port, not per address")
+			}
+			a.BestEffort = append(a.BestEffort, "UDP and Unix sockets are not restricted")
+			if !proc.NoMPTCPHolds() {
+				a.BestEffort = append(a.BestEffort, "multipath TCP is not refused on this architecture (Landlock does not see it)")
+			}
+		}
+	}
+	return a
 }
 
 // gitDirsOutside is the git directory of the repository around cwd and,
@@ -296,8 +428,22 @@ func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	if spec.Confine == nil && !w.o.Unconfined {
 		spec.Confine = w.confinement(spec)
+		if n := spec.Confine.Network; n != nil {
+			// the mode is in the processes' environment, so a warm pool
+			// (keyed by what the environment builder passes) never hands a
+			// session a process booted under another network confinement
+			spec.Env = append(slices.Clone(spec.Env), fmt.Sprintf("%s=%s:%v", EnvNetwork, spec.Network, n.ConnectTCP))
+		}
 	}
-	s := &session{sink: sink, wall: w.wall(), grace: w.o.Grace, group: spec.Procs,
+	readsOpen := false
+	if d := w.inner.Descriptor().Containment; d != nil {
+		readsOpen = d.ListsHome
+	}
+	var report *messages.Applied
+	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
+		report = applied(spec.Confine, spec.Network, readsOpen)
+	}
+	s := &session{sink: sink, wall: w.wall(), grace: w.o.Grace, group: spec.Procs, applied: report,
 		redact:  newRedactor(proc.Secrets(append(append([]string{}, w.o.Environ()...), spec.Env...))),
 		clocked: map[int]bool{}}
 	inner, err := w.inner.Open(ctx, spec, s.fromBackend)

@@ -20,6 +20,10 @@ type session struct {
 	group  *proc.Group
 	wall   time.Duration
 	grace  time.Duration
+	// applied is the session's confinement, put on the backend's first
+	// started event of this run (and so on the record's run)
+	applied *messages.Applied
+	started bool
 
 	turn    int  // the last turn started
 	open    bool // it has not ended yet
@@ -56,6 +60,10 @@ func (s *session) fromBackend(turn int, ev messages.Event) {
 	}
 	if closes(ev) && turn == s.turn && s.open {
 		s.stopClock()
+	}
+	if ev.Type == messages.EvStarted && !s.started {
+		s.started = true
+		ev.Containment = s.applied
 	}
 	s.sink(turn, s.redact.event(ev))
 }

@@ -1,6 +1,9 @@
 package proc_test
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,4 +120,130 @@ func TestReadAllowSet(t *testing.T) {
 	for _, a := range allow {
 		assert.False(t, strings.HasPrefix(filepath.Join(root, "a/b/secret"), a), "%s holds the denied path", a)
 	}
+}
+
+// listenTCP accepts on a loopback port until the test ends.
+func listenTCP(t *testing.T) (net.Listener, uint16) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	return ln, uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestConfineNetwork: with network rules (Landlock ABI 4) the tree
+// connects to an allowed loopback port and not to another one, and binds
+// no port it was not given, over plain or multipath TCP (which Landlock
+// does not see: seccomp refuses it), while the daemon connects anywhere.
+// Without the seccomp filter the multipath bind and dial succeed.
+func TestConfineNetwork(t *testing.T) {
+	needLandlock(t)
+	if proc.LandlockABI() < proc.NetABI {
+		t.Skipf("Landlock ABI %d has no TCP rules", proc.LandlockABI())
+	}
+	_, allowed := listenTCP(t)
+	_, denied := listenTCP(t)
+	helper := func(what string) string {
+		return fmt.Sprintf("PROC_TEST_NET=%s %q -test.run=TestHelperNet >/dev/null 2>&1 && echo %s-OK\n", what, os.Args[0], what)
+	}
+	script := fmt.Sprintf("echo > /dev/tcp/127.0.0.1/%d && echo ALLOWED-OK\necho > /dev/tcp/127.0.0.1/%d && echo DENIED-OK\n", allowed, denied) +
+		helper("listen-tcp") + helper("listen-mptcp") + helper(fmt.Sprintf("dial-mptcp:%d", denied)) +
+		helper(fmt.Sprintf("dial-tcp:%d", allowed)) + "true"
+	cmd := exec.Command("bash", "-c", script)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	h, err := (*proc.Group)(nil).Start(cmd, proc.Options{Confine: &proc.Confinement{
+		WritableDirs: []string{t.TempDir()}, Network: &proc.NetRules{ConnectTCP: []uint16{allowed}}}})
+	require.NoError(t, err)
+	_ = cmd.Wait()
+	h.Release()
+	o := out.String()
+	assert.Contains(t, o, "ALLOWED-OK", "the allowed port is reachable")
+	assert.Contains(t, o, fmt.Sprintf("dial-tcp:%d-OK", allowed), "from Go too")
+	assert.NotContains(t, o, "DENIED-OK", "a port not allowed is not")
+	assert.NotContains(t, o, "listen-tcp-OK", "no bind without a rule")
+	assert.NotContains(t, o, "listen-mptcp-OK", "no multipath bind either")
+	assert.NotContains(t, o, "dial-mptcp", "no multipath connect to a port not allowed")
+	assert.Contains(t, h.Confined, fmt.Sprintf("TCP connect only to ports [%d]", allowed))
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", denied))
+	require.NoError(t, err, "the daemon itself is never confined")
+	_ = c.Close()
+
+	// the same command unconfined reaches both and binds (the checks can fail)
+	b, _ := exec.Command("bash", "-c", script).CombinedOutput()
+	assert.Contains(t, string(b), "DENIED-OK")
+	assert.Contains(t, string(b), "listen-tcp-OK")
+	assert.Contains(t, string(b), "listen-mptcp-OK")
+	assert.Contains(t, string(b), fmt.Sprintf("dial-mptcp:%d-OK", denied))
+}
+
+// TestHelperNet is TestConfineNetwork's child: it binds or dials a TCP
+// port, plain or multipath, as PROC_TEST_NET says, and fails when it
+// cannot (a kernel without multipath TCP falls back to plain TCP).
+func TestHelperNet(t *testing.T) {
+	what := os.Getenv("PROC_TEST_NET")
+	if what == "" {
+		t.Skip("a helper of TestConfineNetwork")
+	}
+	ctx := context.Background()
+	kind, port, _ := strings.Cut(what, ":")
+	var err error
+	switch kind {
+	case "listen-tcp", "listen-mptcp":
+		var lc net.ListenConfig
+		lc.SetMultipathTCP(kind == "listen-mptcp")
+		var ln net.Listener
+		if ln, err = lc.Listen(ctx, "tcp", "127.0.0.1:0"); err == nil {
+			_ = ln.Close()
+		}
+	case "dial-tcp", "dial-mptcp":
+		var d net.Dialer
+		d.SetMultipathTCP(kind == "dial-mptcp")
+		var c net.Conn
+		if c, err = d.DialContext(ctx, "tcp", "127.0.0.1:"+port); err == nil {
+			_ = c.Close()
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfineReadableUnderDenied: a folder under a denied one stays
+// readable when named in ReadableDirs (a session's provision folder under
+// the daemon's home), while the rest of the denied folder (its token, the
+// store, other sessions) stays unreadable.
+func TestConfineReadableUnderDenied(t *testing.T) {
+	needLandlock(t)
+	daemon, ws := t.TempDir(), t.TempDir()
+	mine := filepath.Join(daemon, "sessions", "cs_mine", "provision")
+	other := filepath.Join(daemon, "sessions", "cs_other", "provision")
+	for _, d := range []string{mine, other} {
+		require.NoError(t, os.MkdirAll(d, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "mcp.json"), []byte("PLAN-"+filepath.Base(filepath.Dir(d))), 0o600))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(daemon, "token"), []byte("DAEMON-TOKEN"), 0o600))
+	cmd := exec.Command("sh", "-c", "cat "+filepath.Join(mine, "mcp.json")+"; cat "+filepath.Join(other, "mcp.json")+
+		"; cat "+filepath.Join(daemon, "token")+"; ls "+daemon+" && echo LISTED")
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	h, err := (*proc.Group)(nil).Start(cmd, proc.Options{Confine: &proc.Confinement{
+		WritableDirs: []string{ws}, ReadDenied: []string{daemon}, ReadableDirs: []string{mine}}})
+	require.NoError(t, err)
+	_ = cmd.Wait()
+	h.Release()
+	o := out.String()
+	assert.Contains(t, o, "PLAN-cs_mine", "the session's own folder is readable")
+	assert.NotContains(t, o, "PLAN-cs_other", "another session's is not")
+	assert.NotContains(t, o, "DAEMON-TOKEN", "nor the token")
+	assert.NotContains(t, o, "LISTED", "nor a listing of the daemon's home")
 }

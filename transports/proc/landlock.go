@@ -27,10 +27,31 @@ type Confinement struct {
 	// read), and an entry created later directly in a parent of a denied
 	// path is not readable.
 	ReadDenied []string
+	// ReadableDirs are paths under a denied one that stay readable (a
+	// session's own folders under the daemon's home, whose rest is denied).
+	ReadableDirs []string
 	// OwnTmp has Start make a private TMPDIR for the command (writable, set
 	// as TMPDIR in its environment, removed at Release).
 	OwnTmp bool
+	// Network, when set, restricts TCP (Landlock ABI 4; nothing below it).
+	Network *NetRules
 }
+
+// NetRules are the TCP ports the tree may connect to and bind. Landlock's
+// rules are per port, not per address: an allowed port is open on every
+// host. UDP (and so DNS) is not restricted, nor are Unix sockets.
+// Multipath TCP, which Landlock does not see, is refused by a seccomp
+// filter (amd64 and arm64; NoMPTCPHolds).
+type NetRules struct {
+	ConnectTCP []uint16
+	BindTCP    []uint16
+}
+
+// NetABI is the first Landlock ABI with TCP port rules.
+const NetABI = 4
+
+// netRights are the network rights Landlock takes away outside the rules.
+const netRights = landlock.AccessNetSet(llsys.AccessNetBindTCP | llsys.AccessNetConnectTCP)
 
 // writeRights are the filesystem rights Landlock takes away outside the
 // writable directories: everything that creates, changes or removes a file.
@@ -50,6 +71,9 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/
 type ruleset struct {
 	fd    int
 	flags uint32
+	// noMPTCP: the ruleset restricts TCP, so multipath TCP sockets, which
+	// Landlock does not see, are refused too (seccomp)
+	noMPTCP bool
 }
 
 func (r *ruleset) close() { _ = syscall.Close(r.fd) }
@@ -63,6 +87,9 @@ func (r *ruleset) restrictThread() error {
 	}
 	if err := llsys.LandlockRestrictSelf(r.fd, r.flags); err != nil {
 		return fmt.Errorf("proc: landlock_restrict_self: %w", err)
+	}
+	if r.noMPTCP {
+		return refuseMPTCP()
 	}
 	return nil
 }
@@ -198,7 +225,26 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 	rules = append(rules, landlock.PathAccess(fileRights&handled, devices...).IgnoreIfMissing(),
 		// the terminals a pty-running CLI opens (gemini's shell forkpty)
 		landlock.PathAccess(fileRights&handled, "/dev/pts").IgnoreIfMissing())
-	cfg := landlock.Config{HandledAccessFS: handled}.BestEffort()
+	if len(denied) > 0 {
+		for _, r := range realPaths(c.ReadableDirs) {
+			rights := readRights
+			if fi, err := os.Stat(r); err == nil && !fi.IsDir() {
+				rights = landlock.AccessFSSet(llsys.AccessFSReadFile)
+			}
+			rules = append(rules, landlock.PathAccess(rights, r))
+		}
+	}
+	var handledNet landlock.AccessNetSet
+	if c.Network != nil && abi >= NetABI {
+		handledNet = netRights
+		for _, p := range c.Network.ConnectTCP {
+			rules = append(rules, landlock.ConnectTCP(p))
+		}
+		for _, p := range c.Network.BindTCP {
+			rules = append(rules, landlock.BindTCP(p))
+		}
+	}
+	cfg := landlock.Config{HandledAccessFS: handled, HandledAccessNet: handledNet}.BestEffort()
 	fd, flags, err := cfg.NewRulesetFD(rules...)
 	if err != nil {
 		return nil, "", fmt.Errorf("proc: landlock ruleset: %w", err)
@@ -210,7 +256,13 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 	if len(denied) > 0 {
 		how += "; no reads under " + strings.Join(denied, ", ")
 	}
-	return &ruleset{fd: fd, flags: flags}, how, nil
+	if handledNet != 0 {
+		how += fmt.Sprintf("; TCP connect only to ports %v, bind only %v", c.Network.ConnectTCP, c.Network.BindTCP)
+		if NoMPTCPHolds() {
+			how += ", no multipath TCP"
+		}
+	}
+	return &ruleset{fd: fd, flags: flags, noMPTCP: handledNet != 0}, how, nil
 }
 
 // LandlockABI is the kernel's Landlock ABI version, 0 without Landlock.

@@ -12,6 +12,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +51,10 @@ type Case struct {
 	// readable (only writes are confined); the check asserts that it is
 	// reported so rather than that the read fails.
 	ReadsOpen bool
+	// Network runs the session at network: model-only (the model port comes
+	// from Spec.Env's *_BASE_URL) and has the shell try a loopback port
+	// that is not allowed, which must fail while the session works.
+	Network bool
 }
 
 // NeedLandlock skips without Landlock, and fails under CI=true.
@@ -150,6 +156,25 @@ func Run(t *testing.T, c Case) {
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "id_test"), []byte("PLANTED-SSH-KEY"), 0o600))
 	spec := c.Spec
 	spec.Cwd, spec.Home = ws, home
+	netProbe := ""
+	if c.Network {
+		spec.Network = messages.NetworkModelOnly
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ln.Close() })
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = conn.Write([]byte("LISTENER-REACHED\n"))
+				_ = conn.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		netProbe = fmt.Sprintf("bash -c 'cat < /dev/tcp/127.0.0.1/%d'; ", port)
+	}
 	if spec.SessionID == "" {
 		spec.SessionID = "cs_confine_" + id
 	}
@@ -183,7 +208,7 @@ func Run(t *testing.T, c Case) {
 	cmd := b64(filepath.Join(outside, "touched")) + " | xargs touch; " +
 		b64(filepath.Join(home, ".ssh", "id_test")) + " | xargs cat; " +
 		b64("echo x > "+filepath.Join(outside, "y")+"; echo ran > ./grandchild") + " > ./gc.sh; " +
-		"(setsid sh ./gc.sh &); sleep 1; echo inside > ./inside.txt; echo SHELL-DONE"
+		"(setsid sh ./gc.sh &); sleep 1; echo inside > ./inside.txt; " + netProbe + "echo SHELL-DONE"
 	require.NoError(t, sess.StartTurn(ctx(t), 1, c.ShellPrompt(cmd)))
 	// the processes run now (a per-turn backend's only while a turn runs)
 	envs := proctest.Environs(t, kitDir)
@@ -205,6 +230,9 @@ func Run(t *testing.T, c Case) {
 		assert.Contains(t, tr.Descriptor().Containment.Filesystem, "reads not restricted")
 	} else {
 		assert.NotContains(t, out, "PLANTED-SSH-KEY", "~/.ssh is unreadable")
+	}
+	if c.Network {
+		assert.NotContains(t, out, "LISTENER-REACHED", "a loopback port that is not the model's is unreachable")
 	}
 	assert.NoFileExists(t, filepath.Join(outside, "touched"), "no write outside the workspace")
 	assert.FileExists(t, filepath.Join(ws, "inside.txt"), "writes inside the workspace work")
