@@ -2,6 +2,7 @@ package messages
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 )
 
@@ -35,14 +36,17 @@ const (
 // defaults and the owner scope's constraints (see the registry).
 // AllowedTools distinguishes omitted (nil) from explicitly empty (rejected).
 type Start struct {
-	Brief              string   `json:"brief" msgpack:"brief"`
-	MaxPosture         Posture  `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
-	InitialPosture     Posture  `json:"initialPosture,omitempty" msgpack:"initialPosture,omitempty"`
-	Backend            string   `json:"backend,omitempty" msgpack:"backend,omitempty"`
-	Cwd                string   `json:"cwd,omitempty" msgpack:"cwd,omitempty"`
-	Model              string   `json:"agentModel,omitempty" msgpack:"agentModel,omitempty"`
-	Effort             Effort   `json:"effort,omitempty" msgpack:"effort,omitempty"`
-	MaxRounds          int      `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	Brief          string  `json:"brief" msgpack:"brief"`
+	MaxPosture     Posture `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
+	InitialPosture Posture `json:"initialPosture,omitempty" msgpack:"initialPosture,omitempty"`
+	Backend        string  `json:"backend,omitempty" msgpack:"backend,omitempty"`
+	Cwd            string  `json:"cwd,omitempty" msgpack:"cwd,omitempty"`
+	Model          string  `json:"agentModel,omitempty" msgpack:"agentModel,omitempty"`
+	Effort         Effort  `json:"effort,omitempty" msgpack:"effort,omitempty"`
+	MaxRounds      int     `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	// MaxCostUSD stops the session cleanly (max_budget) once the cost its
+	// backend reports reaches it; 0 is no budget.
+	MaxCostUSD         float64  `json:"maxCostUsd,omitempty" msgpack:"maxCostUsd,omitempty"`
 	AllowedTools       []string `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
 	AppendSystemPrompt string   `json:"appendSystemPrompt,omitempty" msgpack:"appendSystemPrompt,omitempty"`
 	ResumeSessionID    string   `json:"resumeSessionId,omitempty" msgpack:"resumeSessionId,omitempty"`
@@ -84,6 +88,9 @@ func (s *Start) Validate() error {
 	}
 	if s.MaxRounds < 0 {
 		return FieldError(op, "maxRounds", "must not be negative")
+	}
+	if err := validBudget(op, s.MaxCostUSD); err != nil {
+		return err
 	}
 	if len(s.AppendSystemPrompt) > MaxAppendSystemPromptBytes {
 		return FieldError(op, "appendSystemPrompt", "longer than %d bytes (it reaches the backend's command line)", MaxAppendSystemPromptBytes)
@@ -139,6 +146,7 @@ type StartResult struct {
 	Posture    Posture `json:"posture" msgpack:"posture"`
 	MaxPosture Posture `json:"maxPosture" msgpack:"maxPosture"`
 	MaxRounds  int     `json:"maxRounds" msgpack:"maxRounds"`
+	MaxCostUSD float64 `json:"maxCostUsd,omitempty" msgpack:"maxCostUsd,omitempty"`
 	Model      string  `json:"model,omitempty" msgpack:"model,omitempty"`
 	Effort     Effort  `json:"effort,omitempty" msgpack:"effort,omitempty"`
 	// Worktree is the session's own git worktree, when it is isolated.
@@ -193,6 +201,7 @@ type HistoryEntry struct {
 //	ended          OK, Text, TurnDiff?
 //	error          Message, Code?, TurnDiff?
 //	max_rounds     OK, Text, Rounds, TurnDiff?
+//	max_budget     OK, Text, Rounds, CostUSD (the session's total), TurnDiff?
 type TurnResult struct {
 	Kind      TurnKind `json:"kind" msgpack:"kind"`
 	SessionID string   `json:"sessionId" msgpack:"sessionId"`
@@ -239,6 +248,10 @@ func (r *TurnResult) Validate() error {
 	case KindMaxRounds:
 		if r.Rounds <= 0 {
 			return FieldError(op, "rounds", "max_rounds needs the round count")
+		}
+	case KindMaxBudget:
+		if r.CostUSD <= 0 {
+			return FieldError(op, "costUsd", "max_budget needs the session's cost")
 		}
 	}
 	return nil
@@ -440,6 +453,7 @@ type ScopeConstraints struct {
 	MaxPosture   Posture  `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
 	Backend      string   `json:"backend,omitempty" msgpack:"backend,omitempty"`
 	MaxRounds    int      `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	MaxCostUSD   float64  `json:"maxCostUsd,omitempty" msgpack:"maxCostUsd,omitempty"`
 	AllowedTools []string `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
 	// AdoptRecordID is a one-shot pin set by the runtime for a resumed
 	// delegation (seed 000 §5, record adoption): the scope's next start
@@ -458,6 +472,9 @@ func (c *ScopeConstraints) Validate() error {
 	}
 	if c.MaxRounds < 0 {
 		return FieldError(op, "maxRounds", "must not be negative")
+	}
+	if err := validBudget(op, c.MaxCostUSD); err != nil {
+		return err
 	}
 	if c.AllowedTools != nil && len(c.AllowedTools) == 0 {
 		return FieldError(op, "allowedTools", "explicitly empty")
@@ -493,6 +510,14 @@ func (r *Resume) Validate() error {
 	}
 	if r.MaxPosture != "" && !r.MaxPosture.Valid() {
 		return FieldError(OpResume, "maxPosture", "unknown posture %q", r.MaxPosture)
+	}
+	return nil
+}
+
+// validBudget refuses a negative, NaN or infinite maxCostUsd (0 is none).
+func validBudget(op string, usd float64) error {
+	if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
+		return FieldError(op, "maxCostUsd", "must be a finite, non-negative amount in USD")
 	}
 	return nil
 }
