@@ -261,9 +261,13 @@ func (r *TurnResult) Validate() error {
 type Answer struct {
 	SessionID       string   `json:"sessionId" msgpack:"sessionId"`
 	ClarificationID string   `json:"clarificationId" msgpack:"clarificationId"`
-	Decision        Decision `json:"decision" msgpack:"decision"`
-	Reason          string   `json:"reason,omitempty" msgpack:"reason,omitempty"`
-	Note            string   `json:"note,omitempty" msgpack:"note,omitempty"`
+	Decision        Decision `json:"decision,omitempty" msgpack:"decision,omitempty"`
+	// Allow is seed 000's wire form of the decision: true is allow_once,
+	// false deny (with Reason). Validate turns it into Decision; given
+	// beside a Decision, the two must agree.
+	Allow  *bool  `json:"allow,omitempty" msgpack:"allow,omitempty"`
+	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	Note   string `json:"note,omitempty" msgpack:"note,omitempty"`
 }
 
 func (a *Answer) Validate() error {
@@ -272,6 +276,19 @@ func (a *Answer) Validate() error {
 	}
 	if a.ClarificationID == "" {
 		return FieldError(OpAnswer, "clarificationId", "required")
+	}
+	if a.Allow != nil {
+		switch {
+		case a.Decision == "" && *a.Allow:
+			a.Decision = DecisionAllowOnce
+		case a.Decision == "":
+			a.Decision = DecisionDeny
+		case a.Decision.Valid() && a.Decision.Allows() != *a.Allow:
+			return FieldError(OpAnswer, "allow", "allow %t contradicts decision %q: give one of them", *a.Allow, a.Decision)
+		}
+	}
+	if a.Decision == "" {
+		return FieldError(OpAnswer, "decision", "required (or allow: true or false)")
 	}
 	if !a.Decision.Valid() {
 		return FieldError(OpAnswer, "decision", "unknown decision %q (want allow_once, allow_session, deny or cancel)", a.Decision)
