@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,4 +63,24 @@ func TestToolCallAnswerWithAllow(t *testing.T) {
 	a, ok := call.Args.(*messages.Answer)
 	require.True(t, ok, "%T", call.Args)
 	assert.Equal(t, messages.DecisionDeny, a.Decision)
+}
+
+// A raised clarification's event is followed on the feed by a
+// code_session_waiting frame carrying the notice (issue 37).
+func TestFeedSaysWhenASessionWaits(t *testing.T) {
+	f := newFixture(t)
+	c := f.sse("topics="+TopicEvent, "")
+	require.Equal(t, http.StatusOK, c.status)
+	sid := f.start("ASK before you vet").SessionID
+	evs := c.until(t, func(e sseEvent) bool { return e.event == WaitingType })
+	w := evs[len(evs)-1]
+	assert.Empty(t, w.id, "the notice has no id of its own: the event's stays the cursor")
+	var n WaitingNotice
+	require.NoError(t, json.Unmarshal([]byte(w.data), &n))
+	assert.Equal(t, sid, n.SessionID)
+	assert.Equal(t, WaitingType, n.Type)
+	assert.NotEmpty(t, n.ClarificationID)
+	prev := evs[len(evs)-2]
+	assert.Equal(t, TopicEvent, prev.event)
+	assert.Equal(t, messages.EvClarification, prev.eventData(t).Event.Type, "it follows the clarification's event")
 }
