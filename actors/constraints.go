@@ -84,6 +84,11 @@ func resolveStart(op messages.Start, cons messages.ScopeConstraints, cfg *config
 		maxRounds = cons.MaxRounds
 	}
 
+	maxCost := op.MaxCostUSD // a budget like maxRounds: clamped toward the scope's, never rejected
+	if cons.MaxCostUSD > 0 && (maxCost == 0 || maxCost > cons.MaxCostUSD) {
+		maxCost = cons.MaxCostUSD
+	}
+
 	tools := op.AllowedTools
 	if tools != nil && !d.HonorsAllowed {
 		return spec, nil, &messages.Error{Code: messages.CodeUnsupported, Op: o, Field: "allowedTools",
@@ -108,7 +113,7 @@ func resolveStart(op messages.Start, cons messages.ScopeConstraints, cfg *config
 
 	spec = session.Spec{
 		Descriptor: d, Cwd: op.Cwd, Model: model, Effort: op.Effort,
-		MaxPosture: maxPosture, Posture: posture, MaxRounds: maxRounds, AllowedTools: tools,
+		MaxPosture: maxPosture, Posture: posture, MaxRounds: maxRounds, MaxCostUSD: maxCost, AllowedTools: tools,
 		Brief: op.Brief, AppendSystemPrompt: op.AppendSystemPrompt, TaskTags: op.TaskTags,
 		ResumeExternalID: op.ResumeSessionID,
 		Network:          cmp.Or(op.Network, cfg.Backends[d.ID].Network, cfg.Network),
@@ -136,6 +141,7 @@ type resumeLimits struct {
 	maxPosture messages.Posture
 	posture    messages.Posture
 	maxRounds  int
+	maxCost    float64
 	tools      []string
 	// warnings say what was clamped; each becomes a warning event
 	warnings []string
@@ -151,7 +157,7 @@ type resumeLimits struct {
 // is ceiling_exceeded, never clamped in silence.
 func resolveResume(rec messages.SessionRecord, asked messages.Posture, cons messages.ScopeConstraints, cfg *config.Config, d messages.Descriptor) (resumeLimits, error) {
 	const o = messages.OpResume
-	l := resumeLimits{maxPosture: rec.MaxPosture, posture: rec.Posture, maxRounds: rec.MaxRounds, tools: rec.AllowedTools}
+	l := resumeLimits{maxPosture: rec.MaxPosture, posture: rec.Posture, maxRounds: rec.MaxRounds, maxCost: rec.MaxCostUSD, tools: rec.AllowedTools}
 	if asked != "" {
 		if cons.MaxPosture != "" && asked.Above(cons.MaxPosture) {
 			return l, &messages.Error{Code: messages.CodeCeilingExceeded, Op: o, Field: "maxPosture",
@@ -185,6 +191,11 @@ func resolveResume(rec messages.SessionRecord, asked messages.Posture, cons mess
 		l.warnings = append(l.warnings, fmt.Sprintf("the session's maxRounds %d is above this scope's budget %d: it resumes with %d",
 			l.maxRounds, cons.MaxRounds, cons.MaxRounds))
 		l.maxRounds = cons.MaxRounds
+	}
+	if cons.MaxCostUSD > 0 && (l.maxCost == 0 || l.maxCost > cons.MaxCostUSD) {
+		l.warnings = append(l.warnings, fmt.Sprintf("the session's maxCostUsd %g is above this scope's budget %g: it resumes with %g",
+			l.maxCost, cons.MaxCostUSD, cons.MaxCostUSD))
+		l.maxCost = cons.MaxCostUSD
 	}
 	if cons.AllowedTools != nil {
 		if l.tools == nil {

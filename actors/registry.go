@@ -399,7 +399,7 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 		return
 	}
 	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: routing.ResolveModel(t.Descriptor(), rec.Model), Effort: rec.Effort,
-		MaxPosture: lim.maxPosture, Posture: lim.posture, MaxRounds: lim.maxRounds, AllowedTools: lim.tools,
+		MaxPosture: lim.maxPosture, Posture: lim.posture, MaxRounds: lim.maxRounds, MaxCostUSD: lim.maxCost, AllowedTools: lim.tools,
 		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID,
 		AdoptWarnings: lim.warnings, Provision: m.prov.Plan, ProvisionMeta: m.prov.Meta, Network: resumeNetwork(rec, r.cfg, t.Descriptor().ID)}
 	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)

@@ -172,15 +172,18 @@ const (
 	KindEnded         TurnKind = "ended"
 	KindError         TurnKind = "error"
 	KindMaxRounds     TurnKind = "max_rounds"
+	// KindMaxBudget: the session's reported cost reached its maxCostUsd; a
+	// clean stop like max_rounds, never a failure.
+	KindMaxBudget TurnKind = "max_budget"
 )
 
 func TurnKinds() []TurnKind {
-	return []TurnKind{KindTurnComplete, KindClarification, KindEnded, KindError, KindMaxRounds}
+	return []TurnKind{KindTurnComplete, KindClarification, KindEnded, KindError, KindMaxRounds, KindMaxBudget}
 }
 
 func (k TurnKind) Valid() bool {
 	switch k {
-	case KindTurnComplete, KindClarification, KindEnded, KindError, KindMaxRounds:
+	case KindTurnComplete, KindClarification, KindEnded, KindError, KindMaxRounds, KindMaxBudget:
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 )
 
@@ -35,14 +36,17 @@ const (
 // defaults and the owner scope's constraints (see the registry).
 // AllowedTools distinguishes omitted (nil) from explicitly empty (rejected).
 type Start struct {
-	Brief              string   `json:"brief" msgpack:"brief"`
-	MaxPosture         Posture  `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
-	InitialPosture     Posture  `json:"initialPosture,omitempty" msgpack:"initialPosture,omitempty"`
-	Backend            string   `json:"backend,omitempty" msgpack:"backend,omitempty"`
-	Cwd                string   `json:"cwd,omitempty" msgpack:"cwd,omitempty"`
-	Model              string   `json:"agentModel,omitempty" msgpack:"agentModel,omitempty"`
-	Effort             Effort   `json:"effort,omitempty" msgpack:"effort,omitempty"`
-	MaxRounds          int      `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	Brief          string  `json:"brief" msgpack:"brief"`
+	MaxPosture     Posture `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
+	InitialPosture Posture `json:"initialPosture,omitempty" msgpack:"initialPosture,omitempty"`
+	Backend        string  `json:"backend,omitempty" msgpack:"backend,omitempty"`
+	Cwd            string  `json:"cwd,omitempty" msgpack:"cwd,omitempty"`
+	Model          string  `json:"agentModel,omitempty" msgpack:"agentModel,omitempty"`
+	Effort         Effort  `json:"effort,omitempty" msgpack:"effort,omitempty"`
+	MaxRounds      int     `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	// MaxCostUSD stops the session cleanly (max_budget) once the cost its
+	// backend reports reaches it; 0 is no budget.
+	MaxCostUSD         float64  `json:"maxCostUsd,omitempty" msgpack:"maxCostUsd,omitempty"`
 	AllowedTools       []string `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
 	AppendSystemPrompt string   `json:"appendSystemPrompt,omitempty" msgpack:"appendSystemPrompt,omitempty"`
 	ResumeSessionID    string   `json:"resumeSessionId,omitempty" msgpack:"resumeSessionId,omitempty"`
@@ -107,6 +111,9 @@ func (s *Start) Validate() error {
 	if s.MaxRounds < 0 {
 		return FieldError(op, "maxRounds", "must not be negative")
 	}
+	if err := validBudget(op, s.MaxCostUSD); err != nil {
+		return err
+	}
 	if len(s.AppendSystemPrompt) > MaxAppendSystemPromptBytes {
 		return FieldError(op, "appendSystemPrompt", "longer than %d bytes (it reaches the backend's command line)", MaxAppendSystemPromptBytes)
 	}
@@ -164,6 +171,7 @@ type StartResult struct {
 	Posture    Posture `json:"posture" msgpack:"posture"`
 	MaxPosture Posture `json:"maxPosture" msgpack:"maxPosture"`
 	MaxRounds  int     `json:"maxRounds" msgpack:"maxRounds"`
+	MaxCostUSD float64 `json:"maxCostUsd,omitempty" msgpack:"maxCostUsd,omitempty"`
 	Model      string  `json:"model,omitempty" msgpack:"model,omitempty"`
 	Effort     Effort  `json:"effort,omitempty" msgpack:"effort,omitempty"`
 	// Worktree is the session's own git worktree, when it is isolated.
@@ -218,6 +226,7 @@ type HistoryEntry struct {
 //	ended          OK, Text, TurnDiff?
 //	error          Message, Code?, TurnDiff?
 //	max_rounds     OK, Text, Rounds, TurnDiff?
+//	max_budget     OK, Text, Rounds, CostUSD (the session's total), TurnDiff?
 type TurnResult struct {
 	Kind      TurnKind `json:"kind" msgpack:"kind"`
 	SessionID string   `json:"sessionId" msgpack:"sessionId"`
@@ -265,6 +274,10 @@ func (r *TurnResult) Validate() error {
 		if r.Rounds <= 0 {
 			return FieldError(op, "rounds", "max_rounds needs the round count")
 		}
+	case KindMaxBudget:
+		if r.CostUSD <= 0 {
+			return FieldError(op, "costUsd", "max_budget needs the session's cost")
+		}
 	}
 	return nil
 }
@@ -273,9 +286,13 @@ func (r *TurnResult) Validate() error {
 type Answer struct {
 	SessionID       string   `json:"sessionId" msgpack:"sessionId"`
 	ClarificationID string   `json:"clarificationId" msgpack:"clarificationId"`
-	Decision        Decision `json:"decision" msgpack:"decision"`
-	Reason          string   `json:"reason,omitempty" msgpack:"reason,omitempty"`
-	Note            string   `json:"note,omitempty" msgpack:"note,omitempty"`
+	Decision        Decision `json:"decision,omitempty" msgpack:"decision,omitempty"`
+	// Allow is seed 000's wire form of the decision: true is allow_once,
+	// false deny (with Reason). Validate turns it into Decision; given
+	// beside a Decision, the two must agree.
+	Allow  *bool  `json:"allow,omitempty" msgpack:"allow,omitempty"`
+	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	Note   string `json:"note,omitempty" msgpack:"note,omitempty"`
 }
 
 func (a *Answer) Validate() error {
@@ -284,6 +301,19 @@ func (a *Answer) Validate() error {
 	}
 	if a.ClarificationID == "" {
 		return FieldError(OpAnswer, "clarificationId", "required")
+	}
+	if a.Allow != nil {
+		switch {
+		case a.Decision == "" && *a.Allow:
+			a.Decision = DecisionAllowOnce
+		case a.Decision == "":
+			a.Decision = DecisionDeny
+		case a.Decision.Valid() && a.Decision.Allows() != *a.Allow:
+			return FieldError(OpAnswer, "allow", "allow %t contradicts decision %q: give one of them", *a.Allow, a.Decision)
+		}
+	}
+	if a.Decision == "" {
+		return FieldError(OpAnswer, "decision", "required (or allow: true or false)")
 	}
 	if !a.Decision.Valid() {
 		return FieldError(OpAnswer, "decision", "unknown decision %q (want allow_once, allow_session, deny or cancel)", a.Decision)
@@ -465,6 +495,7 @@ type ScopeConstraints struct {
 	MaxPosture   Posture  `json:"maxPosture,omitempty" msgpack:"maxPosture,omitempty"`
 	Backend      string   `json:"backend,omitempty" msgpack:"backend,omitempty"`
 	MaxRounds    int      `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	MaxCostUSD   float64  `json:"maxCostUsd,omitempty" msgpack:"maxCostUsd,omitempty"`
 	AllowedTools []string `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
 	// AdoptRecordID is a one-shot pin set by the runtime for a resumed
 	// delegation (seed 000 §5, record adoption): the scope's next start
@@ -483,6 +514,9 @@ func (c *ScopeConstraints) Validate() error {
 	}
 	if c.MaxRounds < 0 {
 		return FieldError(op, "maxRounds", "must not be negative")
+	}
+	if err := validBudget(op, c.MaxCostUSD); err != nil {
+		return err
 	}
 	if c.AllowedTools != nil && len(c.AllowedTools) == 0 {
 		return FieldError(op, "allowedTools", "explicitly empty")
@@ -518,6 +552,14 @@ func (r *Resume) Validate() error {
 	}
 	if r.MaxPosture != "" && !r.MaxPosture.Valid() {
 		return FieldError(OpResume, "maxPosture", "unknown posture %q", r.MaxPosture)
+	}
+	return nil
+}
+
+// validBudget refuses a negative, NaN or infinite maxCostUsd (0 is none).
+func validBudget(op string, usd float64) error {
+	if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
+		return FieldError(op, "maxCostUsd", "must be a finite, non-negative amount in USD")
 	}
 	return nil
 }

@@ -57,6 +57,7 @@ type SessionRecord struct {
 	MaxPosture    Posture   `json:"maxPosture" msgpack:"maxPosture"`
 	Posture       Posture   `json:"posture" msgpack:"posture"`
 	MaxRounds     int       `json:"maxRounds,omitempty" msgpack:"maxRounds,omitempty"`
+	MaxCostUSD    float64   `json:"maxCostUsd,omitempty" msgpack:"maxCostUsd,omitempty"`
 	AllowedTools  []string  `json:"allowedTools,omitempty" msgpack:"allowedTools,omitempty"`
 	TaskBrief     string    `json:"taskBrief" msgpack:"taskBrief"`
 	TaskTags      []string  `json:"taskTags,omitempty" msgpack:"taskTags,omitempty"`

@@ -237,7 +237,8 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request) error {
 
 type answerRequest struct {
 	ClarificationID string            `json:"clarificationId"`
-	Decision        messages.Decision `json:"decision"`
+	Decision        messages.Decision `json:"decision,omitempty"`
+	Allow           *bool             `json:"allow,omitempty"` // seed 000's form of the decision
 	Reason          string            `json:"reason,omitempty"`
 	Note            string            `json:"note,omitempty"`
 }
@@ -253,7 +254,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
 	defer cancel()
-	op := messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID, Decision: req.Decision, Reason: req.Reason, Note: req.Note}
+	op := messages.Answer{SessionID: sid, ClarificationID: req.ClarificationID, Decision: req.Decision, Allow: req.Allow, Reason: req.Reason, Note: req.Note}
+	if err := op.Validate(); err != nil { // resolves allow into the decision before the delegated path reads it
+		return err
+	}
 	if s.scopeOf(r) == s.scopes.def {
 		// a driven session's question its driver handed to the human
 		if res, handled, err := s.rt.AnswerDelegated(ctx, op); handled || err != nil {

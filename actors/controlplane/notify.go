@@ -43,6 +43,35 @@ func Sign(token string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
+// waitingNotice is the notice of a raised clarification (no decision yet),
+// the one event after which a session waits on a human.
+func waitingNotice(sid string, ev messages.PersistedEvent) (WaitingNotice, bool) {
+	e := ev.Event
+	if e.Type != messages.EvClarification || e.Decision != "" || e.ClarificationID == "" {
+		return WaitingNotice{}, false
+	}
+	return WaitingNotice{Type: WaitingType, SessionID: sid, Turn: ev.Turn, ClarificationID: e.ClarificationID,
+		ToolName: e.ToolName, Input: e.Input, At: ev.At}, true
+}
+
+// appendWaiting follows a raised clarification's code_session_event frame
+// with a code_session_waiting frame (the WaitingNotice, no id of its own:
+// the event's id stays the resume cursor), so a feed reader learns that the
+// session waits on a human without parsing every event.
+func appendWaiting(frame []byte, sid string, ev messages.PersistedEvent) []byte {
+	w, ok := waitingNotice(sid, ev)
+	if !ok {
+		return frame
+	}
+	data, err := json.Marshal(w)
+	if err != nil {
+		return frame
+	}
+	frame = append(frame, "event: "+WaitingType+"\ndata: "...)
+	frame = append(frame, data...)
+	return append(frame, "\n\n"...)
+}
+
 // notifier posts a WaitingNotice to a webhook for each clarification a
 // session raises. Listen never blocks (it is on the session's goroutine):
 // notices queue (bounded: past notifyQueue one is dropped and logged) and
@@ -73,16 +102,14 @@ func newNotifier(url, token string, log *slog.Logger) *notifier {
 // listen is the runtime's event seam: a raised clarification (no
 // decision yet) is a notice.
 func (n *notifier) listen(sid string, ev messages.PersistedEvent) {
-	e := ev.Event
-	if e.Type != messages.EvClarification || e.Decision != "" || e.ClarificationID == "" {
+	w, ok := waitingNotice(sid, ev)
+	if !ok {
 		return
 	}
-	w := WaitingNotice{Type: WaitingType, SessionID: sid, Turn: ev.Turn, ClarificationID: e.ClarificationID,
-		ToolName: e.ToolName, Input: e.Input, At: ev.At}
 	select {
 	case n.ch <- w:
 	default:
-		n.log.Warn("notify: the webhook queue is full; a waiting notice is dropped", "session", sid, "clarification", e.ClarificationID)
+		n.log.Warn("notify: the webhook queue is full; a waiting notice is dropped", "session", sid, "clarification", w.ClarificationID)
 	}
 }
 

@@ -186,6 +186,7 @@ func (s *Server) getScope(w http.ResponseWriter, r *http.Request) error {
 type scopeRequest struct {
 	MaxPosture   messages.Posture `json:"maxPosture,omitempty"`
 	MaxRounds    int              `json:"maxRounds,omitempty"`
+	MaxCostUSD   float64          `json:"maxCostUsd,omitempty"`
 	AllowedTools []string         `json:"allowedTools,omitempty"`
 	Backends     []string         `json:"backends,omitempty"`
 }
@@ -203,7 +204,7 @@ func (s *Server) setScope(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, s.o.MaxBodyBytes, &req); err != nil {
 		return err
 	}
-	cons := messages.ScopeConstraints{MaxPosture: req.MaxPosture, MaxRounds: req.MaxRounds, AllowedTools: req.AllowedTools}
+	cons := messages.ScopeConstraints{MaxPosture: req.MaxPosture, MaxRounds: req.MaxRounds, MaxCostUSD: req.MaxCostUSD, AllowedTools: req.AllowedTools}
 	if len(req.Backends) == 1 {
 		cons.Backend = req.Backends[0]
 	}

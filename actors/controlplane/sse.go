@@ -400,7 +400,8 @@ func encodeEvent(sid string, ev messages.PersistedEvent) ([]byte, error) {
 	b = append(b, EventID(sid, ev.Seq)...)
 	b = append(b, "\nevent: "+TopicEvent+"\ndata: "...)
 	b = append(b, data...)
-	return append(b, "\n\n"...), nil
+	b = append(b, "\n\n"...)
+	return appendWaiting(b, sid, ev), nil
 }
 
 // event writes one event (its shared frame when it has one); the batch's

@@ -207,6 +207,9 @@ func (d *Dispatcher) limitStart(op messages.Start) (messages.Start, error) {
 	if lim.MaxRounds > 0 && (op.MaxRounds == 0 || op.MaxRounds > lim.MaxRounds) {
 		op.MaxRounds = lim.MaxRounds
 	}
+	if lim.MaxCostUSD > 0 && (op.MaxCostUSD == 0 || op.MaxCostUSD > lim.MaxCostUSD) {
+		op.MaxCostUSD = lim.MaxCostUSD
+	}
 	if lim.AllowedTools != nil {
 		if op.AllowedTools == nil {
 			op.AllowedTools = append([]string(nil), lim.AllowedTools...)

@@ -752,7 +752,7 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 		a.created = true
 		s := a.o.Spec
 		a.o.StartReply <- Result[messages.StartResult]{Val: messages.StartResult{SessionID: s.SessionID, Backend: s.Descriptor.ID,
-			Posture: s.Posture, MaxPosture: s.MaxPosture, MaxRounds: s.MaxRounds, Model: s.Model, Effort: s.Effort}}
+			Posture: s.Posture, MaxPosture: s.MaxPosture, MaxRounds: s.MaxRounds, MaxCostUSD: s.MaxCostUSD, Model: s.Model, Effort: s.Effort}}
 		c.Send(a.o.Registry, Created{SessionID: s.SessionID})
 		a.core.Created(now)
 	}

@@ -24,7 +24,8 @@ type Spec struct {
 	Effort             messages.Effort
 	MaxPosture         messages.Posture
 	Posture            messages.Posture
-	MaxRounds          int // 0: unlimited
+	MaxRounds          int     // 0: unlimited
+	MaxCostUSD         float64 // 0: no budget; the reported cost reaching it stops the session (max_budget)
 	AllowedTools       []string
 	Brief              string
 	AppendSystemPrompt string
@@ -222,6 +223,7 @@ type Core struct {
 	diet     Diet
 
 	capped     bool // max_rounds reached
+	overBudget bool // max_budget reached: the reported cost reached maxCostUsd
 	agentEnded bool
 
 	lastKind       messages.TurnKind
@@ -276,6 +278,7 @@ func New(spec Spec, now time.Time, lastSeq uint64) *Core {
 		MaxPosture:   spec.MaxPosture,
 		Posture:      spec.Posture,
 		MaxRounds:    spec.MaxRounds,
+		MaxCostUSD:   spec.MaxCostUSD,
 		AllowedTools: spec.AllowedTools,
 		TaskBrief:    messages.CapBrief(spec.Brief),
 		TaskTags:     spec.TaskTags,
@@ -302,6 +305,7 @@ func Adopt(spec Spec, rec messages.SessionRecord, now time.Time, lastSeq uint64)
 	// the resuming scope's limits replace the record's (resolveResume)
 	c.rec.Posture, c.rec.MaxPosture = spec.Posture, spec.MaxPosture
 	c.rec.MaxRounds, c.rec.AllowedTools = spec.MaxRounds, spec.AllowedTools
+	c.rec.MaxCostUSD = spec.MaxCostUSD
 	c.rec.Outcome, c.rec.OutcomeNote = "", ""
 	if spec.ProvisionMeta != nil {
 		c.rec.Provision = spec.ProvisionMeta.Clone() // what this run was provisioned with
@@ -664,7 +668,11 @@ func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
 	c.rec.CostUSD += e.cost
 	c.rec.RoundsElapsed++
 	atCap := c.spec.MaxRounds > 0 && c.rec.RoundsElapsed >= c.spec.MaxRounds
+	// the budget is checked where the turn's cost lands; a backend that
+	// reports no cost never stops on it
+	overBudget := c.spec.MaxCostUSD > 0 && c.rec.CostUSD >= c.spec.MaxCostUSD
 	c.capped = c.capped || atCap
+	c.overBudget = c.overBudget || overBudget
 	r := messages.TurnResult{Kind: e.kind, SessionID: c.spec.SessionID, Turn: c.turn, TurnDiff: diff}
 	switch e.kind {
 	case messages.KindTurnComplete:
@@ -672,6 +680,10 @@ func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
 		if atCap {
 			r = messages.TurnResult{Kind: messages.KindMaxRounds, SessionID: c.spec.SessionID, Turn: c.turn, OK: true,
 				Text: e.text, Rounds: c.rec.RoundsElapsed, State: e.state, TurnDiff: diff}
+		}
+		if overBudget {
+			r = messages.TurnResult{Kind: messages.KindMaxBudget, SessionID: c.spec.SessionID, Turn: c.turn, OK: true,
+				Text: e.text, Rounds: c.rec.RoundsElapsed, CostUSD: c.rec.CostUSD, State: e.state, TurnDiff: diff}
 		}
 	case messages.KindEnded:
 		r.OK, r.Text = true, e.text
@@ -714,6 +726,8 @@ func (c *Core) canStartTurn() error {
 		return messages.Errorf(messages.CodeNotLive, messages.OpGuide, "the agent ended the session")
 	case c.capped:
 		return messages.Errorf(messages.CodeConflict, messages.OpGuide, "the session reached its maxRounds (%d)", c.spec.MaxRounds)
+	case c.overBudget:
+		return messages.Errorf(messages.CodeConflict, messages.OpGuide, "the session reached its maxCostUsd (%g USD; it cost %g)", c.spec.MaxCostUSD, c.rec.CostUSD)
 	}
 	return nil
 }
@@ -799,7 +813,7 @@ func (c *Core) ReadTurn(token uint64, includeDiff bool) error {
 	if !c.live() && len(c.queue) == 0 {
 		return messages.Errorf(messages.CodeNotLive, messages.OpReadTurn, "the session has been released")
 	}
-	if len(c.queue) == 0 && !c.phase.TurnOpen() && c.phase != PhaseStarting && (c.agentEnded || c.capped) {
+	if len(c.queue) == 0 && !c.phase.TurnOpen() && c.phase != PhaseStarting && (c.agentEnded || c.capped || c.overBudget) {
 		return messages.Errorf(messages.CodeNotLive, messages.OpReadTurn, "the session has no more turns: stop it")
 	}
 	c.reader = &reader{token: token, includeDiff: includeDiff}

@@ -30,6 +30,7 @@ func (c *backendsCmd) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("backends")
 	fs.BoolVar(&c.json, "json", false, "print the list-backends result as one JSON object")
 	c.cfg.addConfig(fs)
+	c.cfg.addHome(fs)
 	fs.StringVar(&c.client.addr, "addr", "", "ask the daemon at host:port (or URL) instead of probing here")
 	fs.StringVar(&c.client.token, "token", "", "with --addr: the daemon's bearer token (default $CODESESSION_TOKEN, else <home>/token)")
 	return fs
@@ -55,6 +56,7 @@ func parseBackendsFlags(args []string) (*backendsCmd, error) {
 		return nil, usagef("backends", "takes no arguments, got %q", fs.Arg(0))
 	}
 	c.remote = fs.Changed("addr")
+	c.client.home = c.cfg.home // with --addr, the token is looked for there
 	return c, nil
 }
 

@@ -199,6 +199,19 @@ func age(now, t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// budgetText is the " (budget $N)" suffix of a session with a maxCostUsd.
+func budgetText(usd float64) string {
+	if usd <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (budget $%.2f)", usd)
+}
+
+// addBudgetFlag is --max-cost-usd of start and run.
+func addBudgetFlag(fs *pflag.FlagSet, v *float64) {
+	fs.Float64Var(v, "max-cost-usd", 0, "stop cleanly (max_budget) once the backend's reported cost reaches this many USD (0: no budget)")
+}
+
 func cost(usd float64) string {
 	if usd <= 0 {
 		return "-"

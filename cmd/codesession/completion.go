@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -16,17 +17,18 @@ import (
 // them: commands, flags (with the postures as values of the posture
 // flags), and session ids (from `codesession ls -o id`) where a command
 // takes a SESSION.
-type completionCmd struct{ shell string }
+type completionCmd struct{ shell, home string }
 
 func completionCommand() command {
 	return command{
 		name:    "completion",
 		summary: "print a shell completion script: bash, zsh or fish",
 		usage:   "completion bash|zsh|fish   (e.g. source <(codesession completion bash))",
-		flags:   func() *pflag.FlagSet { return newFlagSet("completion") },
+		flags:   func() *pflag.FlagSet { return completionFlags(new(string)) },
 		parse: func(args []string) (runner, error) {
 			const cmd = "completion"
-			fs := newFlagSet(cmd)
+			var home string
+			fs := completionFlags(&home)
 			if err := parseFlags(fs, args); err != nil {
 				return nil, err
 			}
@@ -35,7 +37,7 @@ func completionCommand() command {
 			}
 			switch sh := fs.Arg(0); sh {
 			case "bash", "zsh", "fish":
-				return completionCmd{shell: sh}, nil
+				return completionCmd{shell: sh, home: home}, nil
 			default:
 				return nil, usagef(cmd, "unknown shell %q: want bash, zsh or fish", sh)
 			}
@@ -43,17 +45,40 @@ func completionCommand() command {
 	}
 }
 
+// completionFlags: --home makes the script list that home's sessions.
+func completionFlags(home *string) *pflag.FlagSet {
+	fs := newFlagSet("completion")
+	fs.StringVar(home, "home", "", "complete the session ids of this home (the script passes it to 'codesession ls')")
+	return fs
+}
+
 func (c completionCmd) exec(_ context.Context, s *streams) error {
 	specs := completionSpecs()
+	var b strings.Builder
 	switch c.shell {
 	case "bash":
-		writeBashCompletion(s.stdout, specs)
+		writeBashCompletion(&b, specs)
 	case "zsh":
-		writeZshCompletion(s.stdout, specs)
+		writeZshCompletion(&b, specs)
 	default:
-		writeFishCompletion(s.stdout, specs)
+		writeFishCompletion(&b, specs)
 	}
-	return nil
+	script := b.String()
+	if c.home != "" {
+		abs, err := filepath.Abs(c.home)
+		if err != nil {
+			return usagef("completion", "--home %q: %v", c.home, err)
+		}
+		script = strings.ReplaceAll(script, "codesession ls -o id", "codesession ls --home "+shellQuote(abs)+" -o id")
+	}
+	_, err := io.WriteString(s.stdout, script)
+	return err
+}
+
+// shellQuote quotes s for bash, zsh and fish alike (single quotes; a
+// single quote inside is closed, escaped and reopened).
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // completionSpec is what a completion script knows of one command.

@@ -178,13 +178,17 @@ func (c *lsCmd) exec(ctx context.Context, s *streams) error {
 		if r.MaxRounds > 0 {
 			rounds += fmt.Sprintf("/%d", r.MaxRounds)
 		}
+		spent := cost(r.CostUSD)
+		if r.MaxCostUSD > 0 {
+			spent += fmt.Sprintf("/$%.2f", r.MaxCostUSD) // spent of the budget
+		}
 		if wide {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.SessionID, r.BackendID, orDash(r.Model), r.Status,
-				r.Posture, rounds, cost(r.CostUSD), age(now, r.CreatedAt), r.Cwd, branch)
+				r.Posture, rounds, spent, age(now, r.CreatedAt), r.Cwd, branch)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short[r.SessionID]+mark, oneLine(r.BackendID, 12), oneLine(orDash(r.Model), 24),
-			r.Status, rounds, cost(r.CostUSD), age(now, r.CreatedAt))
+			r.Status, rounds, spent, age(now, r.CreatedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -29,6 +29,7 @@ func (f *modelmockFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.scenario, "scenario", "builtin:reference", "the scenario: a JSON file, or builtin:reference (TOOL:WRITE, TOOL:BASH, SLOW, PONG)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:0", "the loopback address to listen on (port 0: a free one)")
 	fs.StringVar(&f.log, "log", "", "append every request the server receives as a JSON line to this file (\"-\": stderr)")
+	fs.StringVar(new(string), "home", "", "accepted as every command accepts it; the mock reads nothing from a home")
 	return fs
 }
 

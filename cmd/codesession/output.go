@@ -111,7 +111,7 @@ func (p *textPrinter) started(st messages.StartResult, d messages.Descriptor) {
 	if st.MaxRounds > 0 {
 		rounds = fmt.Sprint(st.MaxRounds)
 	}
-	p.printf("  rounds    at most %s\n", rounds)
+	p.printf("  rounds    at most %s%s\n", rounds, budgetText(st.MaxCostUSD))
 	if st.Model != "" || st.Effort != "" {
 		p.printf("  model     %s %s\n", orDash(st.Model), st.Effort)
 	}
@@ -137,8 +137,10 @@ func (p *textPrinter) result(r messages.TurnResult) {
 		}
 	case messages.KindMaxRounds:
 		head += fmt.Sprintf(" (after %d rounds)", r.Rounds)
+	case messages.KindMaxBudget:
+		head += fmt.Sprintf(" (the session cost $%.4f, its budget reached; after %d rounds)", r.CostUSD, r.Rounds)
 	}
-	if r.CostUSD > 0 {
+	if r.CostUSD > 0 && r.Kind != messages.KindMaxBudget {
 		head += fmt.Sprintf("  cost $%.4f", r.CostUSD)
 	}
 	p.printf("%s\n", head)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,7 @@ type runFlags struct {
 	backend, cwd, model, effort string
 	posture, maxPosture         string
 	maxRounds                   int
+	maxCostUSD                  float64
 	json                        bool
 	answer                      string
 	guides                      []string
@@ -50,6 +52,7 @@ func (f *runFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.model, "model", "", "the agent's model (a concrete name, or cheap, standard or frontier)")
 	fs.StringVar(&f.effort, "effort", "", "reasoning effort: low, medium, high or max")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "at most this many turns (default: the config's defaultMaxRounds)")
+	addBudgetFlag(fs, &f.maxCostUSD)
 	addIsolationFlags(fs, &f.isolate, &f.exclusive)
 	addEnv(fs, &f.env)
 	f.cfg.addHome(fs)
@@ -88,7 +91,7 @@ func parseRunFlags(args []string) (*runCmd, error) {
 		return nil, usagef(cmd, "want one BRIEF argument, got %d: quote the brief", fs.NArg())
 	}
 	c := &runCmd{cfg: f.cfg, json: f.json, guides: f.guides, timeout: f.timeout}
-	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds,
+	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds, MaxCostUSD: f.maxCostUSD,
 		Isolate: f.isolate, Exclusive: f.exclusive}
 	if err := checkIsolate(cmd, f.isolate); err != nil {
 		return nil, err
@@ -115,6 +118,9 @@ func parseRunFlags(args []string) (*runCmd, error) {
 	}
 	if f.maxRounds < 0 {
 		return nil, usagef(cmd, "--max-rounds must not be negative")
+	}
+	if f.maxCostUSD < 0 || math.IsNaN(f.maxCostUSD) || math.IsInf(f.maxCostUSD, 0) {
+		return nil, usagef(cmd, "--max-cost-usd must be a finite, non-negative amount")
 	}
 	if f.timeout <= 0 {
 		return nil, usagef(cmd, "--timeout must be positive")

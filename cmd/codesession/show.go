@@ -115,7 +115,7 @@ func writeRecord(s *streams, d sessionDetail, now time.Time) {
 	if r.MaxRounds > 0 {
 		rounds += fmt.Sprintf(" of %d", r.MaxRounds)
 	}
-	fmt.Fprintf(w, "  rounds    %s   cost %s\n", rounds, cost(r.CostUSD))
+	fmt.Fprintf(w, "  rounds    %s   cost %s%s\n", rounds, cost(r.CostUSD), budgetText(r.MaxCostUSD))
 	fmt.Fprintf(w, "  cwd       %s\n", r.Cwd)
 	writeWorktree(w, r.Worktree)
 	writeProvision(w, r.Provision, d.Manifest)

@@ -23,6 +23,7 @@ type startFlags struct {
 	backend, cwd, model, effort string
 	posture, maxPosture         string
 	maxRounds                   int
+	maxCostUSD                  float64
 	allowedTools, tags          []string
 	appendSystemPrompt          string
 	json                        bool
@@ -39,6 +40,7 @@ func (f *startFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.model, "model", "", "the agent's model (a concrete name, or cheap, standard or frontier)")
 	fs.StringVar(&f.effort, "effort", "", "reasoning effort: low, medium, high or max")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "at most this many turns (default: the daemon's)")
+	addBudgetFlag(fs, &f.maxCostUSD)
 	fs.StringArrayVar(&f.allowedTools, "allowed-tool", nil, "a tool the agent may use (repeatable; default: the backend's own set)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "a task tag for the learning record (repeatable)")
 	fs.StringVar(&f.appendSystemPrompt, "append-system-prompt", "", "text appended to the agent's system prompt")
@@ -69,7 +71,7 @@ func parseStartFlags(args []string) (*startCmd, error) {
 		return nil, usagef(cmd, "want one BRIEF argument, got %d: quote the brief", fs.NArg())
 	}
 	c := &startCmd{client: f.client, json: f.json}
-	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds,
+	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds, MaxCostUSD: f.maxCostUSD,
 		AllowedTools: f.allowedTools, TaskTags: f.tags, AppendSystemPrompt: f.appendSystemPrompt,
 		Isolate: f.isolate, Exclusive: f.exclusive}
 	if strings.TrimSpace(c.start.Brief) == "" {
@@ -120,7 +122,7 @@ func (c *startCmd) exec(ctx context.Context, s *streams) error {
 	if st.MaxRounds > 0 {
 		rounds = fmt.Sprint(st.MaxRounds)
 	}
-	fmt.Fprintf(s.stdout, "  rounds    at most %s\n", rounds)
+	fmt.Fprintf(s.stdout, "  rounds    at most %s%s\n", rounds, budgetText(st.MaxCostUSD))
 	if st.Model != "" || st.Effort != "" {
 		fmt.Fprintf(s.stdout, "  model     %s %s\n", orDash(st.Model), st.Effort)
 	}

@@ -39,6 +39,7 @@ func versionCommand() command {
 func (c *versionCmd) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("version")
 	fs.BoolVar(&c.json, "json", false, "print the version, module, commit and Go as one JSON object")
+	fs.StringVar(new(string), "home", "", "accepted as every command accepts it; version reads nothing from a home")
 	return fs
 }
 

@@ -142,7 +142,8 @@ var (
 )
 
 // Reference returns the scenario of the reference mock: "TOOL:WRITE <path> <text>" writes text plus a newline to path with
-// the Write tool, "TOOL:BASH <cmd>" runs cmd with Bash, "TOOL:PATCH <path>
+// Claude's Write tool, "TOOL:WRITE_NATIVE <path> <text>" the same with the
+// native loop's write tool, "TOOL:BASH <cmd>" runs cmd with Bash, "TOOL:PATCH <path>
 // <text>" adds path with Codex's apply_patch, "TOOL:SHELL <cmd>" runs cmd
 // with Codex's exec_command, "SLOW" streams ten
 // chunks one second apart, any other prompt is answered "PONG(model=M):
@@ -151,6 +152,10 @@ func Reference() *Scenario {
 	sc := &Scenario{Rules: []Rule{
 		{Match: Match{Regex: `TOOL:WRITE (\S+) (.*)`}, Steps: []Step{
 			{Tool: &ToolCall{Name: "Write", Input: json.RawMessage(`{"file_path":"{{1}}","content":"{{2}}\n"}`)}},
+		}},
+		// the native loop's own write tool ({path, content}, relative to the workspace)
+		{Match: Match{Regex: `TOOL:WRITE_NATIVE (\S+) (.*)`}, Steps: []Step{
+			{Tool: &ToolCall{Name: "write", Input: json.RawMessage(`{"path":"{{1}}","content":"{{2}}\n"}`)}},
 		}},
 		{Match: Match{Regex: `TOOL:BASH (.*)`}, Steps: []Step{
 			{Tool: &ToolCall{Name: "Bash", Input: json.RawMessage(`{"command":"{{1}}","description":"run a command"}`)}},

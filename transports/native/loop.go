@@ -69,9 +69,7 @@ func (t *Transport) OpenLoop(ctx context.Context, spec LoopSpec, sink transports
 		return nil, err
 	}
 	model := spec.Model
-	if m, ok := modelClasses[prov.name()][model]; ok {
-		model = m
-	}
+	model = providerModel(prov.name(), model)
 	if model == "" {
 		model = get(EnvModel)
 	}

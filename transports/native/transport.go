@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strconv"
@@ -56,6 +57,27 @@ var (
 		ProviderOpenAIChat:      {"cheap": "gpt-5.4-mini", "standard": "gpt-5.5", "frontier": "gpt-5.5"},
 	}
 )
+
+// classMap is the descriptor's model-class map: the default provider's
+// (Anthropic) concrete models, so a class never reaches a session unresolved.
+var classMap = modelClasses[ProviderAnthropic]
+
+// providerModel is the session provider's model for model: a class name,
+// or the descriptor's (Anthropic) model of a class, becomes that class's
+// model of the provider the session talks to; any other name stays.
+func providerModel(provider, model string) string {
+	if m, ok := modelClasses[provider][model]; ok {
+		return m
+	}
+	for class, m := range classMap {
+		if m == model && model != "" {
+			if pm, ok := modelClasses[provider][class]; ok {
+				return pm
+			}
+		}
+	}
+	return model
+}
 
 // credentialVars never reach a bash command of the agent: the model API
 // keys and the founder credentials of seed 002.
@@ -159,6 +181,9 @@ func (t *Transport) Descriptor() transports.Descriptor {
 		Resume:         messages.ResumeNone,
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortAtStart,
+		// classes resolve to the Anthropic models; an OpenAI session gets its
+		// provider's model of the same class (providerModel)
+		ModelClassMap: maps.Clone(classMap),
 		EffortMap: map[messages.Effort]string{
 			messages.EffortLow: "low", messages.EffortMedium: "medium",
 			messages.EffortHigh: "high", messages.EffortMax: "max",
@@ -261,9 +286,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		return nil, err
 	}
 	model := spec.Model
-	if m, ok := modelClasses[prov.name()][model]; ok {
-		model = m
-	}
+	model = providerModel(prov.name(), model)
 	if model == "" {
 		model = get(EnvModel)
 	}
