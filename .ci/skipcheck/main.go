@@ -33,6 +33,10 @@ type allowance struct {
 var allowed = []allowance{
 	{regexp.MustCompile(`^actors$`), regexp.MustCompile(`^TestCrashChild$`),
 		"the crash suite's child side: it runs when TestCrashSuite re-executes the test binary"},
+	{regexp.MustCompile(`^actors$`), regexp.MustCompile(`^TestDriverKillChild$`),
+		"the driver kill test's child side: it runs when TestKilledDriversSessionsAreReleasedAtTheNextStart re-executes the test binary"},
+	{regexp.MustCompile(`^transports/proc$`), regexp.MustCompile(`^TestHelperNet$`),
+		"TestConfineNetwork's child side: it runs when that test re-executes the test binary inside the Landlock domain"},
 	{regexp.MustCompile(`^transports/transporttest$`), regexp.MustCompile(`^TestMutants$`),
 		"the mutant run's child side: it runs when TestSuiteCatchesMutants re-executes the test binary"},
 	{regexp.MustCompile(`^transports/[a-z]+$`), regexp.MustCompile(`^TestConformance[A-Za-z]*/.+`),
