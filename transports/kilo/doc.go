@@ -5,7 +5,7 @@
 // opencode's (opencode.Config: every gated tool set to ask, no autoupdate,
 // no sharing, the model as provider/model), handed over in
 // KILO_CONFIG_CONTENT; its posture map is opencode's agents as the "mode"
-// config option (plan for plan, build for the rest).
+// config option (plan for plan, code for the rest).
 //
 // This package's tests run the conformance suite and the confinement
 // check against the real CLI (CODESESSION_KILO_BIN, pinned PinnedVersion)

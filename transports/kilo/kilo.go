@@ -29,9 +29,9 @@ const EnvConfig = "CODESESSION_KILO_CONFIG"
 
 var modes = map[messages.Posture]string{
 	messages.PosturePlan:        "plan",
-	messages.PostureDefault:     "build",
-	messages.PostureAcceptEdits: "build",
-	messages.PostureFull:        "build",
+	messages.PostureDefault: "code",
+	messages.PostureAcceptEdits: "code",
+	messages.PostureFull: "code",
 }
 
 // New returns the kilo transport.
@@ -86,9 +86,9 @@ func descriptor() messages.Descriptor {
 		EffortSupport:  messages.EffortNone,
 		PostureMap: map[messages.Posture]string{
 			messages.PosturePlan:        "mode plan (read-only)",
-			messages.PostureDefault:     "mode build, asks",
-			messages.PostureAcceptEdits: "mode build, edits allowed",
-			messages.PostureFull:        "mode build, all allowed",
+			messages.PostureDefault:     "mode code, asks",
+			messages.PostureAcceptEdits: "mode code, edits allowed",
+			messages.PostureFull:        "mode code, all allowed",
 		},
 		EditToolNames: acp.EditToolNames(),
 		Live: messages.LiveControls{
