@@ -33,9 +33,11 @@ import (
 	"github.com/codesession/codesession/transports/droid"
 	"github.com/codesession/codesession/transports/gemini"
 	"github.com/codesession/codesession/transports/grok"
+	"github.com/codesession/codesession/transports/kilo"
 	"github.com/codesession/codesession/transports/native"
 	"github.com/codesession/codesession/transports/opencode"
 	"github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/qwen"
 	"github.com/codesession/codesession/transports/script"
 )
 
@@ -104,7 +106,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 
 // DefaultBackends returns a registry of every built-in backend.
 func DefaultBackends() *transports.Registry {
-	return transports.NewRegistry(script.New(), claudecode.New(), native.New(), codex.New(), opencode.New(), copilot.New(), gemini.New(), droid.New(), grok.New())
+	return transports.NewRegistry(script.New(), claudecode.New(), native.New(), codex.New(), opencode.New(), copilot.New(), gemini.New(), droid.New(), grok.New(), qwen.New(), kilo.New())
 }
 
 // Runtime is the embedded API. Create it with New; Close it when done.

@@ -67,10 +67,12 @@ type view struct {
 }
 
 // isReminder reports whether a user text block is a client-side reminder
-// rather than something the user said.
+// rather than something the user said: Claude Code's <system-reminder>, or
+// the <environment_details> block kilo appends to every prompt as a part of
+// its own.
 func isReminder(s string) bool {
 	s = strings.TrimSpace(s)
-	return s == "" || strings.HasPrefix(s, "<system-reminder>")
+	return s == "" || strings.HasPrefix(s, "<system-reminder>") || strings.HasPrefix(s, "<environment_details>")
 }
 
 // promptText returns the last non-reminder text of a user message.

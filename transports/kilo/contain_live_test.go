@@ -1,0 +1,13 @@
+package kilo
+
+import (
+	"testing"
+
+	"github.com/codesession/codesession/transports/acp/acptest"
+)
+
+// TestLiveContainedProcessTree: the real kilo CLI over ACP, contained as
+// the runtime contains it, at posture full: see confinetest.
+func TestLiveContainedProcessTree(t *testing.T) {
+	acptest.Contained(t, backend(t), "bash", false)
+}

@@ -1,0 +1,30 @@
+package qwen
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/acp"
+	"github.com/codesession/codesession/transports/acp/acptest"
+)
+
+// TestLivePosture: plan sends session/set_mode plan and refuses a write;
+// full sends mode default and the write runs unasked; default asks, and a
+// deny's reason reaches the model with the next prompt.
+func TestLivePosture(t *testing.T) {
+	acptest.PostureRun(t, backend(t), `"modeId":"plan"`, `"modeId":"default"`)
+}
+
+// TestEffortRejected: qwen has no effort knob, so an effort is refused
+// loudly before any process starts.
+func TestEffortRejected(t *testing.T) {
+	tr := New(acp.WithBinary("/bin/true"))
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Effort: messages.EffortHigh}, func(int, messages.Event) {})
+	var me *messages.Error
+	if !errors.As(err, &me) || me.Code != messages.CodeUnsupported {
+		t.Fatalf("Open with effort: %v: want an unsupported *messages.Error", err)
+	}
+}
