@@ -29,9 +29,9 @@ const EnvConfig = "CODESESSION_KILO_CONFIG"
 
 var modes = map[messages.Posture]string{
 	messages.PosturePlan:        "plan",
-	messages.PostureDefault: "code",
+	messages.PostureDefault:     "code",
 	messages.PostureAcceptEdits: "code",
-	messages.PostureFull: "code",
+	messages.PostureFull:        "code",
 }
 
 // New returns the kilo transport.
