@@ -37,14 +37,20 @@ func (sp *spinner) run(ctx context.Context) {
 	began := time.Now()
 	var mu sync.Mutex
 	state := "waiting"
-	fetch := func() {
+	fetch := func(ctx context.Context) {
 		if s := sp.status(ctx); s != "" {
 			mu.Lock()
 			state = s
 			mu.Unlock()
 		}
 	}
-	fetch()
+	// the first fetch outlives a stop that comes while it runs (a result
+	// that is already there), so the line drawn names the session rather
+	// than a bare "waiting"; bounded, so a daemon that hangs delays stop
+	// by at most that
+	first, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	fetch(first)
+	cancel()
 	frames := time.NewTicker(sp.frame)
 	defer frames.Stop()
 	refresh := time.NewTicker(sp.refresh)
@@ -59,7 +65,7 @@ func (sp *spinner) run(ctx context.Context) {
 			fmt.Fprint(sp.w, "\r\x1b[K")
 			return
 		case <-refresh.C:
-			fetch()
+			fetch(ctx)
 		case <-frames.C:
 		}
 	}
