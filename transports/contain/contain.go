@@ -139,7 +139,8 @@ func (w *transport) Descriptor() transports.Descriptor {
 	if d.Containment != nil {
 		c.StateDirs, c.ListsHome = d.Containment.StateDirs, d.Containment.ListsHome // the backend's declaration
 		if c.ListsHome {
-			reads = "reads not restricted (the CLI lists HOME, which Landlock cannot allow while denying ~/.ssh in it)"
+			reads += "; the CLI lists HOME, so it runs in a HOME of its own (" + w.ownHomeRoot() + "/" + d.ID +
+				"-…) holding links to its state and the user's git config, never to ~/.ssh"
 		}
 	}
 	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
@@ -186,18 +187,13 @@ func (w *transport) Descriptor() transports.Descriptor {
 // writes in the workspace, the session's own HOME, the backend's declared
 // state folders and a private TMPDIR per process; no reads under the
 // credential folders of either HOME or under ReadDenied.
-func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
+//
+// userHome is the HOME the session was given when it differs from the one
+// its processes see (a CLI that lists HOME runs in a HOME of its own,
+// ownHome): its credential folders are denied too.
+func (w *transport) confinement(spec transports.SessionSpec, userHome string) *proc.Confinement {
 	daemonHome, _ := os.UserHomeDir()
-	// the HOME the process will see: the session's, else one the session's
-	// environment sets (config env, --env), else the daemon user's
-	sessionHome := spec.Home
-	if sessionHome == "" {
-		for _, kv := range spec.Env {
-			if v, ok := strings.CutPrefix(kv, "HOME="); ok && v != "" {
-				sessionHome = v // the last one wins, as in the process's env
-			}
-		}
-	}
+	sessionHome := sessionHome(spec)
 	home := cmp.Or(sessionHome, daemonHome)
 	c := &proc.Confinement{OwnTmp: true}
 	if spec.Cwd != "" {
@@ -220,7 +216,7 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 			if rest, ok := strings.CutPrefix(p, "~/"); ok {
 				p = filepath.Join(home, rest)
 			}
-			if base := filepath.Base(p); !strings.Contains(base[1:], ".") { // .claude.json is a file, .claude a folder
+			if isFolder(p) {
 				// a folder: made now, because Landlock rules hold on what
 				// exists, and a folder made later directly in a HOME that
 				// holds a denied path would be unreadable
@@ -229,22 +225,36 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 			c.WritableDirs = append(c.WritableDirs, p)
 		}
 	}
-	if d := w.inner.Descriptor().Containment; d == nil || !d.ListsHome {
-		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(sessionHome)...), w.o.ReadDenied...)
-		if w.o.DaemonHome != "" {
-			// the daemon's home is denied, the session's own folders in it
-			// are not: its workspace and HOME (writable, so readable) and
-			// its provision folder (MCP config, skills), read only
-			c.ReadDenied = append(c.ReadDenied, w.o.DaemonHome)
-			if spec.Provision != nil && spec.Provision.Dir != "" {
-				c.ReadableDirs = append(c.ReadableDirs, spec.Provision.Dir)
-			}
+	c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(sessionHome)...), proc.CredentialPaths(userHome)...)
+	c.ReadDenied = append(c.ReadDenied, w.o.ReadDenied...)
+	if w.o.DaemonHome != "" {
+		// the daemon's home is denied, the session's own folders in it
+		// are not: its workspace and HOME (writable, so readable) and
+		// its provision folder (MCP config, skills), read only
+		c.ReadDenied = append(c.ReadDenied, w.o.DaemonHome)
+		if spec.Provision != nil && spec.Provision.Dir != "" {
+			c.ReadableDirs = append(c.ReadableDirs, spec.Provision.Dir)
 		}
 	}
 	if mode := spec.Network; mode == messages.NetworkModelOnly || mode == messages.NetworkLoopback {
 		c.Network = &proc.NetRules{ConnectTCP: w.allowedPorts(spec)}
 	}
 	return c
+}
+
+// sessionHome is the HOME the session's processes will see: the
+// session's, else one its environment sets (config env, --env; the last
+// one wins, as in the process's env); "" for the daemon user's.
+func sessionHome(spec transports.SessionSpec) string {
+	home := spec.Home
+	if home == "" {
+		for _, kv := range spec.Env {
+			if v, ok := strings.CutPrefix(kv, "HOME="); ok && v != "" {
+				home = v
+			}
+		}
+	}
+	return home
 }
 
 // allowedPorts are the TCP ports a session with network confinement may
@@ -316,8 +326,8 @@ func networkReport(unconfined bool) string {
 
 // applied is what the session's confinement is on this host, for its
 // record: what held, and what was asked and did not.
-func applied(c *proc.Confinement, mode string, readsOpen bool) *messages.Applied {
-	a := &messages.Applied{LandlockABI: proc.LandlockABI(), Network: cmp.Or(mode, messages.NetworkOpen), ReadsOpen: readsOpen}
+func applied(c *proc.Confinement, mode string) *messages.Applied {
+	a := &messages.Applied{LandlockABI: proc.LandlockABI(), Network: cmp.Or(mode, messages.NetworkOpen)}
 	if c == nil {
 		a.LandlockABI = 0
 		a.BestEffort = append(a.BestEffort, "not confined: confinement is turned off for this runtime")
@@ -327,10 +337,16 @@ func applied(c *proc.Confinement, mode string, readsOpen bool) *messages.Applied
 		a.BestEffort = append(a.BestEffort, "not confined: this kernel has no Landlock")
 		return a
 	}
-	a.Writable, a.ReadDenied, a.ReadAllowed = slices.Clone(c.WritableDirs), slices.Clone(c.ReadDenied), slices.Clone(c.ReadableDirs)
-	if readsOpen {
-		a.BestEffort = append(a.BestEffort, "reads not restricted: the CLI lists HOME, which Landlock cannot allow while denying ~/.ssh in it")
+	// what the rules will be built from before any process started; the
+	// session replaces it with what its processes' rules were built from
+	// (session.fromBackend), which adds the folders a backend makes at
+	// its start (codex's CODEX_HOME, an ACP agent's scratch folder), each
+	// process's own TMPDIR and the session's cgroup
+	a.Writable = c.Writable()
+	if c.OwnTmp {
+		a.Writable = append(a.Writable, filepath.Join(os.TempDir(), "codesession-tmp-*"))
 	}
+	a.ReadDenied, a.ReadAllowed = slices.Clone(c.ReadDenied), slices.Clone(c.ReadableDirs)
 	if a.LandlockABI < 3 {
 		a.BestEffort = append(a.BestEffort, fmt.Sprintf("Landlock ABI %d cannot deny truncating files outside the writable folders (ABI 3)", a.LandlockABI))
 	}
@@ -427,7 +443,20 @@ func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		spec.Procs = w.o.Kit.Group(spec.SessionID)
 	}
 	if spec.Confine == nil && !w.o.Unconfined {
-		spec.Confine = w.confinement(spec)
+		userHome := ""
+		if d := w.inner.Descriptor().Containment; d != nil && d.ListsHome {
+			userHome = sessionHome(spec)
+			if userHome == "" {
+				userHome, _ = os.UserHomeDir()
+			}
+			own, err := w.ownHome(userHome, d.StateDirs)
+			if err != nil {
+				spec.Procs.Close()
+				return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot lay out the CLI's own HOME")
+			}
+			spec.Home, spec.Env = own, append(slices.Clone(spec.Env), "HOME="+own) // the last HOME wins
+		}
+		spec.Confine = w.confinement(spec, userHome)
 		if n := spec.Confine.Network; n != nil {
 			// the mode is in the processes' environment, so a warm pool
 			// (keyed by what the environment builder passes) never hands a
@@ -435,13 +464,9 @@ func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			spec.Env = append(slices.Clone(spec.Env), fmt.Sprintf("%s=%s:%v", EnvNetwork, spec.Network, n.ConnectTCP))
 		}
 	}
-	readsOpen := false
-	if d := w.inner.Descriptor().Containment; d != nil {
-		readsOpen = d.ListsHome
-	}
 	var report *messages.Applied
 	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
-		report = applied(spec.Confine, spec.Network, readsOpen)
+		report = applied(spec.Confine, spec.Network)
 	}
 	s := &session{sink: sink, wall: w.wall(), grace: w.o.Grace, group: spec.Procs, applied: report,
 		redact:  newRedactor(proc.Secrets(append(append([]string{}, w.o.Environ()...), spec.Env...))),

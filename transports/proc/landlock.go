@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -67,6 +68,30 @@ const fileRights = landlock.AccessFSSet(llsys.AccessFSWriteFile | llsys.AccessFS
 
 // devices every shell may write to.
 var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
+
+// ptys are the terminals a pty-running CLI opens (gemini's shell forkpty).
+const ptys = "/dev/pts"
+
+// writableDirs are the paths the write rules are built from: WritableDirs
+// and extra, symlinks resolved, the missing ones left out.
+func (c *Confinement) writableDirs(extra []string) []string {
+	return realPaths(append(append([]string{}, c.WritableDirs...), extra...))
+}
+
+// Writable is every path a process started under c with the extra
+// writable paths may write under: the list its Landlock write rules are
+// built from, then the device files every shell writes to (those that
+// exist). Start puts it on the Handle and the Group, and the session
+// record shows it, so the record and the rules cannot drift.
+func (c *Confinement) Writable(extra ...string) []string {
+	out := c.writableDirs(extra)
+	for _, d := range append(slices.Clone(devices), ptys) {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 type ruleset struct {
 	fd    int
@@ -190,7 +215,7 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 		return nil, "", nil
 	}
 	denied := realPaths(c.ReadDenied)
-	writable := realPaths(append(append([]string{}, c.WritableDirs...), extra...))
+	writable := c.writableDirs(extra)
 	handled := writeRights
 	if len(denied) > 0 {
 		handled |= readRights
@@ -223,8 +248,7 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 		}
 	}
 	rules = append(rules, landlock.PathAccess(fileRights&handled, devices...).IgnoreIfMissing(),
-		// the terminals a pty-running CLI opens (gemini's shell forkpty)
-		landlock.PathAccess(fileRights&handled, "/dev/pts").IgnoreIfMissing())
+		landlock.PathAccess(fileRights&handled, ptys).IgnoreIfMissing())
 	if len(denied) > 0 {
 		for _, r := range realPaths(c.ReadableDirs) {
 			rights := readRights

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -50,6 +51,10 @@ type Handle struct {
 	once      sync.Once
 	// Confined says how the command's writes are restricted ("" when not).
 	Confined string
+	// Writable is every path the confined command's tree may write under
+	// (Confinement.Writable: its private TMPDIR and cgroup included); nil
+	// when it is not confined.
+	Writable []string
 }
 
 // Start starts cmd contained: in its own process group under the watchdog,
@@ -119,6 +124,9 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 			return nil, err
 		}
 		rules, h.Confined = rs, how
+		if rs != nil {
+			h.Writable = opts.Confine.Writable(extra...)
+		}
 	}
 	if rules != nil {
 		err = startConfined(cmd, rules)
@@ -134,6 +142,7 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 	}
 	h.Pid, h.Pgid = cmd.Process.Pid, cmd.Process.Pid
 	h.record = g.record(h.Pgid, argv)
+	g.noteWritable(h.Writable)
 	return h, nil
 }
 
@@ -204,6 +213,9 @@ type Group struct {
 	cgErr   error
 	cgTried bool
 	closed  bool
+	// writable is what the group's confined processes may write, in the
+	// order first started (Handle.Writable, each path once)
+	writable []string
 }
 
 // Kit is a runtime's process bookkeeping: where records live, which runtime
@@ -308,6 +320,31 @@ func (g *Group) cgroupForStart() (string, *os.File) {
 		return "", nil
 	}
 	return g.cg, f
+}
+
+func (g *Group) noteWritable(paths []string) {
+	if g == nil || len(paths) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range paths {
+		if !slices.Contains(g.writable, p) {
+			g.writable = append(g.writable, p)
+		}
+	}
+}
+
+// Writable is every path a confined process started in the group so far
+// may write under (the union of their Handle.Writable); nil before the
+// first one.
+func (g *Group) Writable() []string {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.writable)
 }
 
 // Cgroup is the session's cgroup directory, "" when it has none.
