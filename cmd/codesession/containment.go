@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/codesession/codesession/messages"
 )
 
@@ -43,4 +45,23 @@ func writeContainment(w io.Writer, res messages.ListBackendsResult) {
 			fmt.Fprintf(w, "    network: %s\n", c.Network)
 		}
 	}
+}
+
+// networkHelp is the help of --network (run and start).
+const networkHelp = "the session's network confinement: open (default), model-only (the agent's whole process tree may " +
+	"open TCP connections only to the model endpoint's port(s), from its *_BASE_URL variables, else 443, and the config's " +
+	"networkPorts; no TCP listening) or loopback (today the same rules as model-only: Landlock restricts TCP ports, " +
+	"not addresses); UDP and Unix sockets stay open; needs Landlock ABI 4, else the record says it did not hold"
+
+// addNetworkFlag is --network of run and start.
+func addNetworkFlag(fs *pflag.FlagSet, v *string) {
+	fs.StringVar(v, "network", "", networkHelp)
+}
+
+// checkNetwork refuses a --network value that is not a mode.
+func checkNetwork(cmd, v string) error {
+	if !messages.ValidNetwork(v) {
+		return usagef(cmd, "--network: want %s, %s or %s, got %q", messages.NetworkOpen, messages.NetworkModelOnly, messages.NetworkLoopback, v)
+	}
+	return nil
 }
