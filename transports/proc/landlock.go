@@ -46,6 +46,12 @@ type Confinement struct {
 type NetRules struct {
 	ConnectTCP []uint16
 	BindTCP    []uint16
+	// LoopbackOnly runs the tree in a network namespace of its own whose
+	// only interface is its loopback, where the runtime relays each
+	// Forward endpoint (host:port on the host's loopback) to the host
+	// (netns.go); without the privilege for it, the port rules alone hold.
+	LoopbackOnly bool
+	Forward      []string
 }
 
 // NetABI is the first Landlock ABI with TCP port rules.
@@ -99,6 +105,9 @@ type ruleset struct {
 	// noMPTCP: the ruleset restricts TCP, so multipath TCP sockets, which
 	// Landlock does not see, are refused too (seccomp)
 	noMPTCP bool
+	// loopback: fork into a network namespace of its own, relaying forward
+	loopback bool
+	forward  []string
 }
 
 func (r *ruleset) close() { _ = syscall.Close(r.fd) }
@@ -286,7 +295,11 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 			how += ", no multipath TCP"
 		}
 	}
-	return &ruleset{fd: fd, flags: flags, noMPTCP: handledNet != 0}, how, nil
+	rs := &ruleset{fd: fd, flags: flags, noMPTCP: handledNet != 0}
+	if c.Network != nil && c.Network.LoopbackOnly {
+		rs.loopback, rs.forward = true, slices.Clone(c.Network.Forward)
+	}
+	return rs, how, nil
 }
 
 // LandlockABI is the kernel's Landlock ABI version, 0 without Landlock.

@@ -48,6 +48,7 @@ type Handle struct {
 	lifeline  *os.File
 	record    string
 	tmp       string // the private TMPDIR, removed at Release
+	relay     *relay // a loopback-only tree's relay, closed at Release
 	once      sync.Once
 	// Confined says how the command's writes are restricted ("" when not).
 	Confined string
@@ -129,8 +130,15 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 		}
 	}
 	if rules != nil {
-		err = startConfined(cmd, rules)
+		var fellBack string
+		h.relay, fellBack, err = startConfined(cmd, rules)
 		rules.close()
+		switch {
+		case h.relay != nil:
+			h.Confined += fmt.Sprintf("; a network namespace with only loopback, relaying %v to the host", rules.forward)
+		case fellBack != "":
+			h.Confined += "; loopback fell back to the TCP port rules: " + fellBack
+		}
 	} else {
 		err = cmd.Start()
 	}
@@ -146,19 +154,37 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 	return h, nil
 }
 
-// startConfined forks cmd from an OS thread restricted by rules. The
-// goroutine ends locked, so the runtime discards the thread.
-func startConfined(cmd *exec.Cmd, rules *ruleset) error {
+// startConfined forks cmd from an OS thread restricted by rules (in a
+// network namespace of its own first, when they ask for loopback only:
+// then the relay, or why it fell back). The goroutine ends locked, so the
+// runtime discards the thread.
+func startConfined(cmd *exec.Cmd, rules *ruleset) (rel *relay, fellBack string, err error) {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if rules.loopback {
+			r, err := enterLoopbackNS(rules.forward)
+			switch {
+			case err == nil:
+				rel = r
+			case isNoNamespace(err):
+				fellBack = err.Error()
+			default:
+				done <- fmt.Errorf("proc: loopback-only network: %w", err)
+				return
+			}
+		}
 		if err := rules.restrictThread(); err != nil {
 			done <- err
 			return
 		}
 		done <- cmd.Start()
 	}()
-	return <-done
+	if err := <-done; err != nil {
+		rel.close()
+		return nil, "", err
+	}
+	return rel, fellBack, nil
 }
 
 // Signal sends sig to the process group.
@@ -189,6 +215,7 @@ func (h *Handle) Release() {
 			_ = os.Remove(h.record)
 		}
 		h.removeTmp()
+		h.relay.close()
 	})
 }
 
