@@ -42,6 +42,10 @@ type Applied struct {
 	// the TCP ports the tree may connect to when it is not open.
 	Network    string   `json:"network" msgpack:"network"`
 	ConnectTCP []uint16 `json:"connectTcp,omitempty" msgpack:"connectTcp,omitempty"`
+	// Relayed are the host endpoints a loopback session's own network
+	// namespace relays (its model endpoint on the host's loopback); empty
+	// when the session has no namespace.
+	Relayed []string `json:"relayed,omitempty" msgpack:"relayed,omitempty"`
 	// BestEffort says what was asked and does not hold here (an old ABI,
 	// loopback enforced per port), one sentence each.
 	BestEffort []string `json:"bestEffort,omitempty" msgpack:"bestEffort,omitempty"`

@@ -288,3 +288,41 @@ func TestRecordSaysWhatTheRulesWereBuiltFrom(t *testing.T) {
 		assert.Contains(t, a.Writable, b.cgroup, "the session's cgroup (the watcher writes cgroup.kill)")
 	}
 }
+
+// TestLoopbackSession: network loopback asks proc for a namespace of the
+// session's own relaying the model endpoint on the host's loopback and
+// networkPorts; a remote model endpoint is named unreachable on the record;
+// and the record says whether the namespace holds here or what it fell
+// back to (before, loopback was model-only, said so, and relayed nothing).
+func TestLoopbackSession(t *testing.T) {
+	b := &stateful{}
+	tr := contain.Wrap(b, contain.Options{NetworkPorts: []uint16{9999}, Environ: func() []string { return nil }})
+	var got []messages.Event
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Home: t.TempDir(), Network: messages.NetworkLoopback,
+		Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:4242", "OPENAI_BASE_URL=https://api.example.com/v1"}},
+		func(_ int, ev messages.Event) { got = append(got, ev) })
+	require.NoError(t, err)
+	n := b.opened.Confine.Network
+	require.NotNil(t, n)
+	assert.True(t, n.LoopbackOnly)
+	assert.Equal(t, []string{"127.0.0.1:4242", "127.0.0.1:9999"}, n.Forward, "the loopback model endpoint and networkPorts")
+	assert.Equal(t, []uint16{443, 4242, 9999}, n.ConnectTCP)
+
+	b.sink(0, messages.Event{Type: messages.EvStarted})
+	a := got[0].Containment
+	require.NotNil(t, a)
+	if proc.LandlockABI() < proc.NetABI {
+		return // the mode does not hold at all, as TestSessionNetworkAndDaemonHome checks
+	}
+	best := strings.Join(a.BestEffort, "\n")
+	if ok, why := proc.LoopbackHolds(); ok {
+		assert.Equal(t, n.Forward, a.Relayed)
+		assert.Contains(t, best, "api.example.com:443 is not on the host's loopback")
+		assert.NotContains(t, best, "UDP")
+		assert.Contains(t, tr.Descriptor().Containment.Network, "a network namespace of its own")
+	} else {
+		assert.Empty(t, a.Relayed)
+		assert.Contains(t, best, "loopback fell back to model-only")
+		assert.Contains(t, best, why)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -238,6 +239,9 @@ func (w *transport) confinement(spec transports.SessionSpec, userHome string) *p
 	}
 	if mode := spec.Network; mode == messages.NetworkModelOnly || mode == messages.NetworkLoopback {
 		c.Network = &proc.NetRules{ConnectTCP: w.allowedPorts(spec)}
+		if mode == messages.NetworkLoopback {
+			c.Network.LoopbackOnly, c.Network.Forward = true, w.loopbackEndpoints(spec)
+		}
 	}
 	return c
 }
@@ -287,6 +291,69 @@ func (w *transport) allowedPorts(spec transports.SessionSpec) []uint16 {
 	return out
 }
 
+// baseURLs are the *_BASE_URL values of the daemon's and the session's
+// environment (the session's last).
+func (w *transport) baseURLs(spec transports.SessionSpec) []string {
+	var out []string
+	for _, kv := range append(append([]string{}, w.o.Environ()...), spec.Env...) {
+		if name, val, ok := strings.Cut(kv, "="); ok && strings.HasSuffix(name, "_BASE_URL") {
+			out = append(out, val)
+		}
+	}
+	return out
+}
+
+// loopbackEndpoints are what a loopback session's namespace relays to
+// the host: each model endpoint on the host's loopback (host:port) and
+// each of Options.NetworkPorts on 127.0.0.1.
+func (w *transport) loopbackEndpoints(spec transports.SessionSpec) []string {
+	var out []string
+	add := func(ep string) {
+		if !slices.Contains(out, ep) {
+			out = append(out, ep)
+		}
+	}
+	for _, raw := range w.baseURLs(spec) {
+		if host, port := urlHostPort(raw); port != 0 && isLoopbackHost(host) {
+			add(net.JoinHostPort(host, strconv.Itoa(int(port))))
+		}
+	}
+	for _, p := range w.o.NetworkPorts {
+		add(net.JoinHostPort("127.0.0.1", strconv.Itoa(int(p))))
+	}
+	return out
+}
+
+// remoteEndpoints are the model endpoints not on the host's loopback,
+// which a loopback session cannot reach.
+func (w *transport) remoteEndpoints(spec transports.SessionSpec) []string {
+	var out []string
+	for _, raw := range w.baseURLs(spec) {
+		if host, port := urlHostPort(raw); port != 0 && !isLoopbackHost(host) {
+			out = append(out, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		}
+	}
+	return out
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// urlHostPort is the host and TCP port of an http(s) URL (port 0 for
+// anything else).
+func urlHostPort(raw string) (string, uint16) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", 0
+	}
+	return u.Hostname(), urlPort(raw)
+}
+
 // urlPort is the TCP port of an http(s) URL, 0 for anything else.
 func urlPort(raw string) uint16 {
 	u, err := url.Parse(raw)
@@ -315,10 +382,16 @@ func networkReport(unconfined bool) string {
 	case unconfined:
 		return "open: confinement is turned off for this runtime"
 	case abi >= proc.NetABI:
-		return fmt.Sprintf("open by default; network: model-only or loopback (config network, backends.<id>.network, start's network) "+
-			"is enforced by Landlock ABI %d TCP rules: connect only to the model endpoint's port(s) (its *_BASE_URL variables, "+
+		loopback := "loopback: the whole tree in a network namespace of its own with only its loopback, where the runtime " +
+			"relays the model endpoint when it is on the host's loopback (and networkPorts on 127.0.0.1); nothing else is " +
+			"reachable (no other host, no DNS, no UDP), Unix sockets with a path stay open, a remote model endpoint is unreachable"
+		if ok, why := proc.LoopbackHolds(); !ok {
+			loopback = "loopback: enforced as model-only on this host (" + why + ")"
+		}
+		return fmt.Sprintf("open by default (config network, backends.<id>.network, start's network, --network); "+
+			"model-only: Landlock ABI %d TCP rules on the whole tree: connect only to the model endpoint's port(s) (its *_BASE_URL variables, "+
 			"else 443) and networkPorts, no TCP listening, multipath TCP refused; per port, not per address "+
-			"(loopback is enforced as model-only: the allowed ports are open on every host); UDP (DNS) and Unix sockets stay open", abi)
+			"(an allowed port is open on every host); UDP (DNS) and Unix sockets stay open; %s", abi, loopback)
 	default:
 		return fmt.Sprintf("open: this kernel's Landlock (ABI %d) has no TCP rules (ABI %d), so network: model-only and loopback do not hold", abi, proc.NetABI)
 	}
@@ -326,7 +399,9 @@ func networkReport(unconfined bool) string {
 
 // applied is what the session's confinement is on this host, for its
 // record: what held, and what was asked and did not.
-func applied(c *proc.Confinement, mode string) *messages.Applied {
+//
+// unreachable are model endpoints a loopback session cannot reach.
+func applied(c *proc.Confinement, mode string, unreachable []string) *messages.Applied {
 	a := &messages.Applied{LandlockABI: proc.LandlockABI(), Network: cmp.Or(mode, messages.NetworkOpen)}
 	if c == nil {
 		a.LandlockABI = 0
@@ -356,10 +431,20 @@ func applied(c *proc.Confinement, mode string) *messages.Applied {
 			a.BestEffort = append(a.BestEffort, fmt.Sprintf("network %s not enforced: Landlock ABI %d has no TCP rules (ABI %d)", mode, a.LandlockABI, proc.NetABI))
 		default:
 			a.ConnectTCP = slices.Clone(c.Network.ConnectTCP)
-			if mode == messages.NetworkLoopback {
-				a.BestEffort = append(a.BestEffort, "loopback enforced as model-only: Landlock's TCP rules are per port, not per address")
+			holds, why := proc.LoopbackHolds()
+			switch {
+			case mode == messages.NetworkLoopback && holds:
+				a.Relayed = slices.Clone(c.Network.Forward)
+				for _, ep := range unreachable {
+					a.BestEffort = append(a.BestEffort, "the model endpoint "+ep+" is not on the host's loopback: unreachable from the session's namespace")
+				}
+				a.BestEffort = append(a.BestEffort, "Unix sockets with a path are not restricted")
+			case mode == messages.NetworkLoopback:
+				a.BestEffort = append(a.BestEffort, "loopback fell back to model-only (Landlock's TCP rules are per port, not per address): "+why,
+					"UDP and Unix sockets are not restricted")
+			default:
+				a.BestEffort = append(a.BestEffort, "UDP and Unix sockets are not restricted")
 			}
-			a.BestEffort = append(a.BestEffort, "UDP and Unix sockets are not restricted")
 			if !proc.NoMPTCPHolds() {
 				a.BestEffort = append(a.BestEffort, "multipath TCP is not refused on this architecture (Landlock does not see it)")
 			}
@@ -466,7 +551,11 @@ func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	var report *messages.Applied
 	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
-		report = applied(spec.Confine, spec.Network)
+		var unreachable []string
+		if spec.Network == messages.NetworkLoopback {
+			unreachable = w.remoteEndpoints(spec)
+		}
+		report = applied(spec.Confine, spec.Network, unreachable)
 	}
 	s := &session{sink: sink, wall: w.wall(), grace: w.o.Grace, group: spec.Procs, applied: report,
 		redact:  newRedactor(proc.Secrets(append(append([]string{}, w.o.Environ()...), spec.Env...))),
