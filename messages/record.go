@@ -36,7 +36,9 @@ type Applied struct {
 	// session's own folders in the daemon's home).
 	ReadDenied  []string `json:"readDenied,omitempty" msgpack:"readDenied,omitempty"`
 	ReadAllowed []string `json:"readAllowed,omitempty" msgpack:"readAllowed,omitempty"`
-	// ReadsOpen: the backend lists HOME, so reads are not restricted.
+	// ReadsOpen: the backend lists HOME, so reads are not restricted (set
+	// by runtimes before listing CLIs got a HOME of their own; read only
+	// from old records).
 	ReadsOpen bool `json:"readsOpen,omitempty" msgpack:"readsOpen,omitempty"`
 	// Network is the mode asked (open, model-only, loopback); ConnectTCP
 	// the TCP ports the tree may connect to when it is not open.
