@@ -48,10 +48,11 @@ func writeContainment(w io.Writer, res messages.ListBackendsResult) {
 }
 
 // networkHelp is the help of --network (run and start).
-const networkHelp = "the session's network confinement: open (default), model-only (the agent's whole process tree may " +
-	"open TCP connections only to the model endpoint's port(s), from its *_BASE_URL variables, else 443, and the config's " +
-	"networkPorts; no TCP listening) or loopback (today the same rules as model-only: Landlock restricts TCP ports, " +
-	"not addresses); UDP and Unix sockets stay open; needs Landlock ABI 4, else the record says it did not hold"
+const networkHelp = "the session's network confinement: open (default); model-only: the agent's whole process tree may " +
+	"open TCP connections only to the model endpoint's port(s) (its *_BASE_URL variables, else 443) and the config's " +
+	"networkPorts, on any address, and listen on none (Landlock ABI 4); loopback: the same, in a network namespace of " +
+	"the session's own with only loopback, where the model endpoint on the host's loopback is relayed (a remote one is " +
+	"unreachable; without root, as model-only); 'codesession backends' and the session record say what held"
 
 // addNetworkFlag is --network of run and start.
 func addNetworkFlag(fs *pflag.FlagSet, v *string) {
