@@ -150,7 +150,7 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 	}
 	h.Pid, h.Pgid = cmd.Process.Pid, cmd.Process.Pid
 	h.record = g.record(h.Pgid, argv)
-	g.noteWritable(h.Writable)
+	g.NoteWritable(h.Writable)
 	return h, nil
 }
 
@@ -349,7 +349,11 @@ func (g *Group) cgroupForStart() (string, *os.File) {
 	return g.cg, f
 }
 
-func (g *Group) noteWritable(paths []string) {
+// NoteWritable adds paths to what the group's processes may write: Start
+// notes each confined process's Handle.Writable; a backend that hands a
+// session a process started in another group (a warm pool's) notes that
+// group's Writable.
+func (g *Group) NoteWritable(paths []string) {
 	if g == nil || len(paths) == 0 {
 		return
 	}
