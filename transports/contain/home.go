@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // A CLI that lists HOME when it starts (copilot, gemini, qwen: the
@@ -50,7 +51,15 @@ func (w *transport) ownHomeRoot() string {
 // there itself stays there. It is idempotent and safe to run concurrently.
 func (w *transport) ownHome(userHome string, stateDirs []string) (string, error) {
 	sum := sha256.Sum256([]byte(userHome))
-	own := filepath.Join(w.ownHomeRoot(), w.id()+"-"+hex.EncodeToString(sum[:6]))
+	root := w.ownHomeRoot()
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	// in a shared temporary folder, another user may have made it first
+	if fi, err := os.Lstat(root); err != nil || !fi.IsDir() || !ownedByUs(fi) {
+		return "", fmt.Errorf("%s is not a folder of this user's", root)
+	}
+	own := filepath.Join(root, w.id()+"-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(own, 0o700); err != nil {
 		return "", err
 	}
@@ -92,4 +101,10 @@ func (w *transport) ownHome(userHome string, stateDirs []string) (string, error)
 		}
 	}
 	return own, nil
+}
+
+// ownedByUs reports whether fi belongs to this process's user.
+func ownedByUs(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
 }
