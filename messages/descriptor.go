@@ -130,8 +130,9 @@ type Containment struct {
 	// meaning the session's HOME: the backend declares them.
 	StateDirs []string `json:"stateDirs,omitempty" msgpack:"stateDirs,omitempty"`
 	// ListsHome: the CLI lists HOME itself, which Landlock cannot allow
-	// while it denies reads of a path in it (~/.ssh), so the credential
-	// read denial is off for it (writes stay confined).
+	// while it denies reads of a path in it (~/.ssh), so the runtime runs
+	// it in a HOME of its own holding links to its StateDirs (and the
+	// user's git config), where nothing is denied.
 	ListsHome bool `json:"listsHome,omitempty" msgpack:"listsHome,omitempty"`
 }
 

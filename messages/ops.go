@@ -63,9 +63,13 @@ type Start struct {
 }
 
 // Network confinement modes of Start.Network (and the config's network).
-// Landlock's TCP rules are per port, not per address, so loopback is
-// enforced as model-only: TCP only to the model endpoint's port(s) and the
-// configured networkPorts, on any address; no TCP listening; UDP open.
+// model-only: TCP only to the model endpoint's port(s) and the configured
+// networkPorts, on any address (Landlock's TCP rules are per port); no TCP
+// listening; UDP open. loopback: the same rules, and the session's tree in
+// a network namespace of its own with only its loopback, where the model
+// endpoint on the host's loopback and networkPorts are relayed (where the
+// host lets the runtime make one; else as model-only, and the record says
+// so).
 const (
 	NetworkOpen      = "open"
 	NetworkModelOnly = "model-only"

@@ -118,7 +118,7 @@ var fieldDocs = map[string]string{
 	"appendSystemPrompt": "text appended to the agent's system prompt",
 	"resumeSessionId":    "the backend's own session id to resume",
 	"taskTags":           "a few short tags on the kind of work, kept with the outcome for learning",
-	"network":            "open (default), model-only or loopback: the session's processes may connect over TCP only to the model endpoint's port(s) and the configured networkPorts (Landlock port rules: any address; loopback is enforced as model-only; UDP stays open)",
+	"network":            "open (default), model-only or loopback: the session's processes may connect over TCP only to the model endpoint's port(s) and the configured networkPorts (Landlock port rules: any address; UDP stays open); loopback also runs them in a network namespace of their own with only loopback, the model endpoint relayed from the host's loopback (a remote endpoint is unreachable; without the privilege, as model-only)",
 	"isolate":            "worktree: the session works in a git worktree of its own (branch codesession/<short id>), so its diffs and changes stay apart from the checkout and other sessions; none (default): it works in cwd",
 	"exclusive":          "refuse the start while another live session works in the same directory (otherwise that is only a warning)",
 	"sessionId":          "the session, as start returned it (cs_ and 64 hex digits)",

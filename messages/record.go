@@ -36,12 +36,18 @@ type Applied struct {
 	// session's own folders in the daemon's home).
 	ReadDenied  []string `json:"readDenied,omitempty" msgpack:"readDenied,omitempty"`
 	ReadAllowed []string `json:"readAllowed,omitempty" msgpack:"readAllowed,omitempty"`
-	// ReadsOpen: the backend lists HOME, so reads are not restricted.
+	// ReadsOpen: the backend lists HOME, so reads are not restricted (set
+	// by runtimes before listing CLIs got a HOME of their own; read only
+	// from old records).
 	ReadsOpen bool `json:"readsOpen,omitempty" msgpack:"readsOpen,omitempty"`
 	// Network is the mode asked (open, model-only, loopback); ConnectTCP
 	// the TCP ports the tree may connect to when it is not open.
 	Network    string   `json:"network" msgpack:"network"`
 	ConnectTCP []uint16 `json:"connectTcp,omitempty" msgpack:"connectTcp,omitempty"`
+	// Relayed are the host endpoints a loopback session's own network
+	// namespace relays (its model endpoint on the host's loopback); empty
+	// when the session has no namespace.
+	Relayed []string `json:"relayed,omitempty" msgpack:"relayed,omitempty"`
 	// BestEffort says what was asked and does not hold here (an old ABI,
 	// loopback enforced per port), one sentence each.
 	BestEffort []string `json:"bestEffort,omitempty" msgpack:"bestEffort,omitempty"`

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/codesession/codesession/messages"
 )
 
@@ -43,4 +45,24 @@ func writeContainment(w io.Writer, res messages.ListBackendsResult) {
 			fmt.Fprintf(w, "    network: %s\n", c.Network)
 		}
 	}
+}
+
+// networkHelp is the help of --network (run and start).
+const networkHelp = "the session's network confinement: open (default); model-only: the agent's whole process tree may " +
+	"open TCP connections only to the model endpoint's port(s) (its *_BASE_URL variables, else 443) and the config's " +
+	"networkPorts, on any address, and listen on none (Landlock ABI 4); loopback: the same, in a network namespace of " +
+	"the session's own with only loopback, where the model endpoint on the host's loopback is relayed (a remote one is " +
+	"unreachable; without root, as model-only); 'codesession backends' and the session record say what held"
+
+// addNetworkFlag is --network of run and start.
+func addNetworkFlag(fs *pflag.FlagSet, v *string) {
+	fs.StringVar(v, "network", "", networkHelp)
+}
+
+// checkNetwork refuses a --network value that is not a mode.
+func checkNetwork(cmd, v string) error {
+	if !messages.ValidNetwork(v) {
+		return usagef(cmd, "--network: want %s, %s or %s, got %q", messages.NetworkOpen, messages.NetworkModelOnly, messages.NetworkLoopback, v)
+	}
+	return nil
 }

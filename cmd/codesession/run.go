@@ -35,6 +35,7 @@ type runFlags struct {
 	posture, maxPosture         string
 	maxRounds                   int
 	maxCostUSD                  float64
+	network                     string
 	json                        bool
 	answer                      string
 	guides                      []string
@@ -53,6 +54,7 @@ func (f *runFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.effort, "effort", "", "reasoning effort: low, medium, high or max")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "at most this many turns (default: the config's defaultMaxRounds)")
 	addBudgetFlag(fs, &f.maxCostUSD)
+	addNetworkFlag(fs, &f.network)
 	addIsolationFlags(fs, &f.isolate, &f.exclusive)
 	addEnv(fs, &f.env)
 	f.cfg.addHome(fs)
@@ -92,8 +94,11 @@ func parseRunFlags(args []string) (*runCmd, error) {
 	}
 	c := &runCmd{cfg: f.cfg, json: f.json, guides: f.guides, timeout: f.timeout}
 	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds, MaxCostUSD: f.maxCostUSD,
-		Isolate: f.isolate, Exclusive: f.exclusive}
+		Isolate: f.isolate, Exclusive: f.exclusive, Network: f.network}
 	if err := checkIsolate(cmd, f.isolate); err != nil {
+		return nil, err
+	}
+	if err := checkNetwork(cmd, f.network); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(c.start.Brief) == "" {

@@ -24,6 +24,7 @@ type startFlags struct {
 	posture, maxPosture         string
 	maxRounds                   int
 	maxCostUSD                  float64
+	network                     string
 	allowedTools, tags          []string
 	appendSystemPrompt          string
 	json                        bool
@@ -41,6 +42,7 @@ func (f *startFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.effort, "effort", "", "reasoning effort: low, medium, high or max")
 	fs.IntVar(&f.maxRounds, "max-rounds", 0, "at most this many turns (default: the daemon's)")
 	addBudgetFlag(fs, &f.maxCostUSD)
+	addNetworkFlag(fs, &f.network)
 	fs.StringArrayVar(&f.allowedTools, "allowed-tool", nil, "a tool the agent may use (repeatable; default: the backend's own set)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "a task tag for the learning record (repeatable)")
 	fs.StringVar(&f.appendSystemPrompt, "append-system-prompt", "", "text appended to the agent's system prompt")
@@ -73,7 +75,10 @@ func parseStartFlags(args []string) (*startCmd, error) {
 	c := &startCmd{client: f.client, json: f.json}
 	c.start = messages.Start{Brief: fs.Arg(0), Backend: f.backend, Cwd: f.cwd, Model: f.model, MaxRounds: f.maxRounds, MaxCostUSD: f.maxCostUSD,
 		AllowedTools: f.allowedTools, TaskTags: f.tags, AppendSystemPrompt: f.appendSystemPrompt,
-		Isolate: f.isolate, Exclusive: f.exclusive}
+		Isolate: f.isolate, Exclusive: f.exclusive, Network: f.network}
+	if err := checkNetwork(cmd, f.network); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(c.start.Brief) == "" {
 		return nil, usagef(cmd, "the BRIEF is empty")
 	}

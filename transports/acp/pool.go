@@ -201,6 +201,9 @@ func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink 
 			return err
 		}
 	}
+	// the session's record says what the adopted process may write (its
+	// rules were built in the pool's group, with its scratch folder)
+	spec.Procs.NoteWritable(w.group.Writable())
 	s.begin()
 	return nil
 }

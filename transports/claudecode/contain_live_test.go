@@ -26,3 +26,20 @@ func TestLiveContainedProcessTree(t *testing.T) {
 			Env: []string{"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=sk-ant-test"}},
 		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }, Network: true})
 }
+
+// TestLiveLoopbackProcessTree: the same check at network: loopback. The
+// session's tree runs in a network namespace of its own, the real claude
+// CLI reaches modelmock only through the runtime's relay, and the shell
+// reaches neither another loopback port nor the model's port on another
+// loopback address (which model-only's per-port rules let through).
+func TestLiveLoopbackProcessTree(t *testing.T) {
+	bin := claudeBinary(t)
+	mock, err := modelmock.Start(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	confinetest.Run(t, confinetest.Case{Transport: New(WithBinary(bin)), Mock: mock,
+		Spec: transports.SessionSpec{Model: "claude-mock-1", Posture: messages.PostureFull,
+			Env: []string{"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=sk-ant-test"}},
+		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }, Loopback: true})
+}

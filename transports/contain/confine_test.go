@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -58,11 +59,6 @@ func TestSessionConfinement(t *testing.T) {
 	assert.NotEmpty(t, cont.Filesystem)
 	assert.Contains(t, cont.Network, "open by default")
 	assert.Nil(t, c.Network, "network open by default")
-
-	lister := &stateful{listsHome: true}
-	_, err = contain.Wrap(lister, contain.Options{}).Open(context.Background(), transports.SessionSpec{Cwd: ws, Home: home}, func(int, messages.Event) {})
-	require.NoError(t, err)
-	assert.Empty(t, lister.opened.Confine.ReadDenied, "a CLI that lists HOME keeps its reads")
 
 	off := &stateful{}
 	_, err = contain.Wrap(off, contain.Options{Unconfined: true}).Open(context.Background(), transports.SessionSpec{Cwd: ws}, func(int, messages.Event) {})
@@ -174,4 +170,159 @@ func TestSessionNetworkAndDaemonHome(t *testing.T) {
 		transports.SessionSpec{Cwd: ws, Home: home, Network: messages.NetworkLoopback}, func(int, messages.Event) {})
 	require.NoError(t, err)
 	assert.Equal(t, []uint16{443}, lb.opened.Confine.Network.ConnectTCP)
+}
+
+// TestListingCLIGetsAHomeOfItsOwn: a CLI that lists HOME (copilot, gemini,
+// qwen) runs in a HOME of its own, under the daemon's home, holding links
+// to its declared state and the user's git config and nothing else, so
+// the user's credential folders are denied to it like to every backend
+// (on the old code its reads were left open). Two sessions share it, so
+// the warm pool, keyed by HOME, still matches.
+func TestListingCLIGetsAHomeOfItsOwn(t *testing.T) {
+	daemon, ws, user := t.TempDir(), t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(user, ".ssh"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(user, ".gitconfig"), []byte("[user]\n"), 0o600))
+	lister := &stateful{listsHome: true}
+	tr := contain.Wrap(lister, contain.Options{DaemonHome: daemon})
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: ws, Env: []string{"HOME=" + user}}, func(int, messages.Event) {})
+	require.NoError(t, err)
+	own := lister.opened.Home
+	require.NotEqual(t, user, own)
+	assert.True(t, strings.HasPrefix(own, filepath.Join(daemon, "homes")+"/"), own)
+	assert.Equal(t, "HOME="+own, lister.opened.Env[len(lister.opened.Env)-1], "the last HOME wins in the process's environment")
+	ents, err := os.ReadDir(own)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	assert.ElementsMatch(t, []string{".state", ".gitconfig"}, names, "only the CLI's state and the git config")
+	link, err := os.Readlink(filepath.Join(own, ".state"))
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(user, ".state"), link)
+	assert.DirExists(t, filepath.Join(user, ".state"))
+
+	c := lister.opened.Confine
+	assert.Contains(t, c.ReadDenied, filepath.Join(user, ".ssh"), "the user's credentials are denied")
+	assert.Contains(t, c.WritableDirs, own)
+	assert.Contains(t, c.WritableDirs, filepath.Join(own, ".state"), "its state, through the link (Landlock resolves it)")
+	cont := tr.Descriptor().Containment
+	assert.Contains(t, cont.Filesystem, "a HOME of its own")
+	assert.NotContains(t, cont.Filesystem, "reads not restricted")
+
+	again := &stateful{listsHome: true}
+	_, err = contain.Wrap(again, contain.Options{DaemonHome: daemon}).Open(context.Background(),
+		transports.SessionSpec{Cwd: t.TempDir(), Env: []string{"HOME=" + user}}, func(int, messages.Event) {})
+	require.NoError(t, err)
+	assert.Equal(t, own, again.opened.Home, "one per backend and user HOME: the warm pool still matches")
+}
+
+// starter is a process backend that, like codex (CODEX_HOME) and the ACP
+// agents (their scratch folder), adds a writable folder at its start,
+// starts its process and only then says it started.
+type starter struct {
+	fake
+	added  string
+	handle *proc.Handle
+	cgroup string
+	out    []byte
+}
+
+func (s *starter) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	spec.Confine = spec.Confine.WithWritable(s.added)
+	// the process writes in the added folder: the rules hold it
+	cmd := exec.Command("/bin/sh", "-c", "echo x > "+filepath.Join(s.added, "state")+" && echo ok")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var out strings.Builder
+	cmd.Stdout = &out
+	h, err := spec.Procs.Start(cmd, proc.Options{Confine: spec.Confine})
+	if err != nil {
+		return nil, err
+	}
+	s.handle, s.cgroup = h, spec.Procs.Cgroup()
+	err = cmd.Wait()
+	s.out = []byte(out.String())
+	h.Release()
+	if err != nil {
+		return nil, err
+	}
+	sink(0, messages.Event{Type: messages.EvStarted})
+	return s.fake.Open(ctx, spec, sink)
+}
+
+// TestRecordSaysWhatTheRulesWereBuiltFrom: the record's writable list is
+// the one the started process's Landlock rules were built from, with the
+// folder the backend added at its start, the process's private TMPDIR and
+// the session's cgroup (the old record had only the runtime's own list,
+// so the added folder was missing).
+func TestRecordSaysWhatTheRulesWereBuiltFrom(t *testing.T) {
+	if proc.LandlockABI() < 1 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Landlock on this kernel: CI must run the confinement tests")
+		}
+		t.Skip("no Landlock on this kernel")
+	}
+	kit, err := proc.NewKit(t.TempDir(), "rt-record")
+	require.NoError(t, err)
+	t.Cleanup(kit.Close)
+	b := &starter{added: t.TempDir()}
+	var got []messages.Event
+	ws := t.TempDir()
+	_, err = contain.Wrap(b, contain.Options{Kit: kit}).Open(context.Background(),
+		transports.SessionSpec{SessionID: "cs_record", Cwd: ws, Home: t.TempDir()}, func(_ int, ev messages.Event) { got = append(got, ev) })
+	require.NoError(t, err)
+	require.Equal(t, "ok\n", string(b.out), "the added folder is writable")
+	require.Len(t, got, 1)
+	a := got[0].Containment
+	require.NotNil(t, a)
+	assert.Equal(t, b.handle.Writable, a.Writable, "exactly the list the rules were built from")
+	assert.Contains(t, a.Writable, b.added, "the folder the backend added at its start")
+	assert.Contains(t, a.Writable, ws)
+	assert.Contains(t, a.Writable, "/dev/null")
+	var tmp bool
+	for _, w := range a.Writable {
+		tmp = tmp || strings.Contains(filepath.Base(w), "codesession-tmp-")
+	}
+	assert.True(t, tmp, "the process's private TMPDIR: %v", a.Writable)
+	if b.cgroup != "" {
+		assert.Contains(t, a.Writable, b.cgroup, "the session's cgroup (the watcher writes cgroup.kill)")
+	}
+}
+
+// TestLoopbackSession: network loopback asks proc for a namespace of the
+// session's own relaying the model endpoint on the host's loopback and
+// networkPorts; a remote model endpoint is named unreachable on the record;
+// and the record says whether the namespace holds here or what it fell
+// back to (before, loopback was model-only, said so, and relayed nothing).
+func TestLoopbackSession(t *testing.T) {
+	b := &stateful{}
+	tr := contain.Wrap(b, contain.Options{NetworkPorts: []uint16{9999}, Environ: func() []string { return nil }})
+	var got []messages.Event
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Home: t.TempDir(), Network: messages.NetworkLoopback,
+		Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:4242", "OPENAI_BASE_URL=https://api.example.com/v1"}},
+		func(_ int, ev messages.Event) { got = append(got, ev) })
+	require.NoError(t, err)
+	n := b.opened.Confine.Network
+	require.NotNil(t, n)
+	assert.True(t, n.LoopbackOnly)
+	assert.Equal(t, []string{"127.0.0.1:4242", "127.0.0.1:9999"}, n.Forward, "the loopback model endpoint and networkPorts")
+	assert.Equal(t, []uint16{443, 4242, 9999}, n.ConnectTCP)
+
+	b.sink(0, messages.Event{Type: messages.EvStarted})
+	a := got[0].Containment
+	require.NotNil(t, a)
+	if proc.LandlockABI() < proc.NetABI {
+		return // the mode does not hold at all, as TestSessionNetworkAndDaemonHome checks
+	}
+	best := strings.Join(a.BestEffort, "\n")
+	if ok, why := proc.LoopbackHolds(); ok {
+		assert.Equal(t, n.Forward, a.Relayed)
+		assert.Contains(t, best, "api.example.com:443 is not on the host's loopback")
+		assert.NotContains(t, best, "UDP")
+		assert.Contains(t, tr.Descriptor().Containment.Network, "a network namespace of its own")
+	} else {
+		assert.Empty(t, a.Relayed)
+		assert.Contains(t, best, "loopback fell back to model-only")
+		assert.Contains(t, best, why)
+	}
 }

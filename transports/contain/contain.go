@@ -27,6 +27,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -139,7 +140,8 @@ func (w *transport) Descriptor() transports.Descriptor {
 	if d.Containment != nil {
 		c.StateDirs, c.ListsHome = d.Containment.StateDirs, d.Containment.ListsHome // the backend's declaration
 		if c.ListsHome {
-			reads = "reads not restricted (the CLI lists HOME, which Landlock cannot allow while denying ~/.ssh in it)"
+			reads += "; the CLI lists HOME, so it runs in a HOME of its own (" + w.ownHomeRoot() + "/" + d.ID +
+				"-…) holding links to its state and the user's git config, never to ~/.ssh"
 		}
 	}
 	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
@@ -186,18 +188,13 @@ func (w *transport) Descriptor() transports.Descriptor {
 // writes in the workspace, the session's own HOME, the backend's declared
 // state folders and a private TMPDIR per process; no reads under the
 // credential folders of either HOME or under ReadDenied.
-func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
+//
+// userHome is the HOME the session was given when it differs from the one
+// its processes see (a CLI that lists HOME runs in a HOME of its own,
+// ownHome): its credential folders are denied too.
+func (w *transport) confinement(spec transports.SessionSpec, userHome string) *proc.Confinement {
 	daemonHome, _ := os.UserHomeDir()
-	// the HOME the process will see: the session's, else one the session's
-	// environment sets (config env, --env), else the daemon user's
-	sessionHome := spec.Home
-	if sessionHome == "" {
-		for _, kv := range spec.Env {
-			if v, ok := strings.CutPrefix(kv, "HOME="); ok && v != "" {
-				sessionHome = v // the last one wins, as in the process's env
-			}
-		}
-	}
+	sessionHome := sessionHome(spec)
 	home := cmp.Or(sessionHome, daemonHome)
 	c := &proc.Confinement{OwnTmp: true}
 	if spec.Cwd != "" {
@@ -220,7 +217,7 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 			if rest, ok := strings.CutPrefix(p, "~/"); ok {
 				p = filepath.Join(home, rest)
 			}
-			if base := filepath.Base(p); !strings.Contains(base[1:], ".") { // .claude.json is a file, .claude a folder
+			if isFolder(p) {
 				// a folder: made now, because Landlock rules hold on what
 				// exists, and a folder made later directly in a HOME that
 				// holds a denied path would be unreadable
@@ -229,22 +226,39 @@ func (w *transport) confinement(spec transports.SessionSpec) *proc.Confinement {
 			c.WritableDirs = append(c.WritableDirs, p)
 		}
 	}
-	if d := w.inner.Descriptor().Containment; d == nil || !d.ListsHome {
-		c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(sessionHome)...), w.o.ReadDenied...)
-		if w.o.DaemonHome != "" {
-			// the daemon's home is denied, the session's own folders in it
-			// are not: its workspace and HOME (writable, so readable) and
-			// its provision folder (MCP config, skills), read only
-			c.ReadDenied = append(c.ReadDenied, w.o.DaemonHome)
-			if spec.Provision != nil && spec.Provision.Dir != "" {
-				c.ReadableDirs = append(c.ReadableDirs, spec.Provision.Dir)
-			}
+	c.ReadDenied = append(append(proc.CredentialPaths(daemonHome), proc.CredentialPaths(sessionHome)...), proc.CredentialPaths(userHome)...)
+	c.ReadDenied = append(c.ReadDenied, w.o.ReadDenied...)
+	if w.o.DaemonHome != "" {
+		// the daemon's home is denied, the session's own folders in it
+		// are not: its workspace and HOME (writable, so readable) and
+		// its provision folder (MCP config, skills), read only
+		c.ReadDenied = append(c.ReadDenied, w.o.DaemonHome)
+		if spec.Provision != nil && spec.Provision.Dir != "" {
+			c.ReadableDirs = append(c.ReadableDirs, spec.Provision.Dir)
 		}
 	}
 	if mode := spec.Network; mode == messages.NetworkModelOnly || mode == messages.NetworkLoopback {
 		c.Network = &proc.NetRules{ConnectTCP: w.allowedPorts(spec)}
+		if mode == messages.NetworkLoopback {
+			c.Network.LoopbackOnly, c.Network.Forward = true, w.loopbackEndpoints(spec)
+		}
 	}
 	return c
+}
+
+// sessionHome is the HOME the session's processes will see: the
+// session's, else one its environment sets (config env, --env; the last
+// one wins, as in the process's env); "" for the daemon user's.
+func sessionHome(spec transports.SessionSpec) string {
+	home := spec.Home
+	if home == "" {
+		for _, kv := range spec.Env {
+			if v, ok := strings.CutPrefix(kv, "HOME="); ok && v != "" {
+				home = v
+			}
+		}
+	}
+	return home
 }
 
 // allowedPorts are the TCP ports a session with network confinement may
@@ -277,6 +291,69 @@ func (w *transport) allowedPorts(spec transports.SessionSpec) []uint16 {
 	return out
 }
 
+// baseURLs are the *_BASE_URL values of the daemon's and the session's
+// environment (the session's last).
+func (w *transport) baseURLs(spec transports.SessionSpec) []string {
+	var out []string
+	for _, kv := range append(append([]string{}, w.o.Environ()...), spec.Env...) {
+		if name, val, ok := strings.Cut(kv, "="); ok && strings.HasSuffix(name, "_BASE_URL") {
+			out = append(out, val)
+		}
+	}
+	return out
+}
+
+// loopbackEndpoints are what a loopback session's namespace relays to
+// the host: each model endpoint on the host's loopback (host:port) and
+// each of Options.NetworkPorts on 127.0.0.1.
+func (w *transport) loopbackEndpoints(spec transports.SessionSpec) []string {
+	var out []string
+	add := func(ep string) {
+		if !slices.Contains(out, ep) {
+			out = append(out, ep)
+		}
+	}
+	for _, raw := range w.baseURLs(spec) {
+		if host, port := urlHostPort(raw); port != 0 && isLoopbackHost(host) {
+			add(net.JoinHostPort(host, strconv.Itoa(int(port))))
+		}
+	}
+	for _, p := range w.o.NetworkPorts {
+		add(net.JoinHostPort("127.0.0.1", strconv.Itoa(int(p))))
+	}
+	return out
+}
+
+// remoteEndpoints are the model endpoints not on the host's loopback,
+// which a loopback session cannot reach.
+func (w *transport) remoteEndpoints(spec transports.SessionSpec) []string {
+	var out []string
+	for _, raw := range w.baseURLs(spec) {
+		if host, port := urlHostPort(raw); port != 0 && !isLoopbackHost(host) {
+			out = append(out, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		}
+	}
+	return out
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// urlHostPort is the host and TCP port of an http(s) URL (port 0 for
+// anything else).
+func urlHostPort(raw string) (string, uint16) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", 0
+	}
+	return u.Hostname(), urlPort(raw)
+}
+
 // urlPort is the TCP port of an http(s) URL, 0 for anything else.
 func urlPort(raw string) uint16 {
 	u, err := url.Parse(raw)
@@ -305,10 +382,16 @@ func networkReport(unconfined bool) string {
 	case unconfined:
 		return "open: confinement is turned off for this runtime"
 	case abi >= proc.NetABI:
-		return fmt.Sprintf("open by default; network: model-only or loopback (config network, backends.<id>.network, start's network) "+
-			"is enforced by Landlock ABI %d TCP rules: connect only to the model endpoint's port(s) (its *_BASE_URL variables, "+
+		loopback := "loopback: the whole tree in a network namespace of its own with only its loopback, where the runtime " +
+			"relays the model endpoint when it is on the host's loopback (and networkPorts on 127.0.0.1); nothing else is " +
+			"reachable (no other host, no DNS, no UDP), Unix sockets with a path stay open, a remote model endpoint is unreachable"
+		if ok, why := proc.LoopbackHolds(); !ok {
+			loopback = "loopback: enforced as model-only on this host (" + why + ")"
+		}
+		return fmt.Sprintf("open by default (config network, backends.<id>.network, start's network, --network); "+
+			"model-only: Landlock ABI %d TCP rules on the whole tree: connect only to the model endpoint's port(s) (its *_BASE_URL variables, "+
 			"else 443) and networkPorts, no TCP listening, multipath TCP refused; per port, not per address "+
-			"(loopback is enforced as model-only: the allowed ports are open on every host); UDP (DNS) and Unix sockets stay open", abi)
+			"(an allowed port is open on every host); UDP (DNS) and Unix sockets stay open; %s", abi, loopback)
 	default:
 		return fmt.Sprintf("open: this kernel's Landlock (ABI %d) has no TCP rules (ABI %d), so network: model-only and loopback do not hold", abi, proc.NetABI)
 	}
@@ -316,8 +399,10 @@ func networkReport(unconfined bool) string {
 
 // applied is what the session's confinement is on this host, for its
 // record: what held, and what was asked and did not.
-func applied(c *proc.Confinement, mode string, readsOpen bool) *messages.Applied {
-	a := &messages.Applied{LandlockABI: proc.LandlockABI(), Network: cmp.Or(mode, messages.NetworkOpen), ReadsOpen: readsOpen}
+//
+// unreachable are model endpoints a loopback session cannot reach.
+func applied(c *proc.Confinement, mode string, unreachable []string) *messages.Applied {
+	a := &messages.Applied{LandlockABI: proc.LandlockABI(), Network: cmp.Or(mode, messages.NetworkOpen)}
 	if c == nil {
 		a.LandlockABI = 0
 		a.BestEffort = append(a.BestEffort, "not confined: confinement is turned off for this runtime")
@@ -327,10 +412,16 @@ func applied(c *proc.Confinement, mode string, readsOpen bool) *messages.Applied
 		a.BestEffort = append(a.BestEffort, "not confined: this kernel has no Landlock")
 		return a
 	}
-	a.Writable, a.ReadDenied, a.ReadAllowed = slices.Clone(c.WritableDirs), slices.Clone(c.ReadDenied), slices.Clone(c.ReadableDirs)
-	if readsOpen {
-		a.BestEffort = append(a.BestEffort, "reads not restricted: the CLI lists HOME, which Landlock cannot allow while denying ~/.ssh in it")
+	// what the rules will be built from before any process started; the
+	// session replaces it with what its processes' rules were built from
+	// (session.fromBackend), which adds the folders a backend makes at
+	// its start (codex's CODEX_HOME, an ACP agent's scratch folder), each
+	// process's own TMPDIR and the session's cgroup
+	a.Writable = c.Writable()
+	if c.OwnTmp {
+		a.Writable = append(a.Writable, filepath.Join(os.TempDir(), "codesession-tmp-*"))
 	}
+	a.ReadDenied, a.ReadAllowed = slices.Clone(c.ReadDenied), slices.Clone(c.ReadableDirs)
 	if a.LandlockABI < 3 {
 		a.BestEffort = append(a.BestEffort, fmt.Sprintf("Landlock ABI %d cannot deny truncating files outside the writable folders (ABI 3)", a.LandlockABI))
 	}
@@ -340,10 +431,20 @@ func applied(c *proc.Confinement, mode string, readsOpen bool) *messages.Applied
 			a.BestEffort = append(a.BestEffort, fmt.Sprintf("network %s not enforced: Landlock ABI %d has no TCP rules (ABI %d)", mode, a.LandlockABI, proc.NetABI))
 		default:
 			a.ConnectTCP = slices.Clone(c.Network.ConnectTCP)
-			if mode == messages.NetworkLoopback {
-				a.BestEffort = append(a.BestEffort, "loopback enforced as model-only: Landlock's TCP rules are per port, not per address")
+			holds, why := proc.LoopbackHolds()
+			switch {
+			case mode == messages.NetworkLoopback && holds:
+				a.Relayed = slices.Clone(c.Network.Forward)
+				for _, ep := range unreachable {
+					a.BestEffort = append(a.BestEffort, "the model endpoint "+ep+" is not on the host's loopback: unreachable from the session's namespace")
+				}
+				a.BestEffort = append(a.BestEffort, "Unix sockets with a path are not restricted")
+			case mode == messages.NetworkLoopback:
+				a.BestEffort = append(a.BestEffort, "loopback fell back to model-only (Landlock's TCP rules are per port, not per address): "+why,
+					"UDP and Unix sockets are not restricted")
+			default:
+				a.BestEffort = append(a.BestEffort, "UDP and Unix sockets are not restricted")
 			}
-			a.BestEffort = append(a.BestEffort, "UDP and Unix sockets are not restricted")
 			if !proc.NoMPTCPHolds() {
 				a.BestEffort = append(a.BestEffort, "multipath TCP is not refused on this architecture (Landlock does not see it)")
 			}
@@ -427,7 +528,20 @@ func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 		spec.Procs = w.o.Kit.Group(spec.SessionID)
 	}
 	if spec.Confine == nil && !w.o.Unconfined {
-		spec.Confine = w.confinement(spec)
+		userHome := ""
+		if d := w.inner.Descriptor().Containment; d != nil && d.ListsHome {
+			userHome = sessionHome(spec)
+			if userHome == "" {
+				userHome, _ = os.UserHomeDir()
+			}
+			own, err := w.ownHome(userHome, d.StateDirs)
+			if err != nil {
+				spec.Procs.Close()
+				return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot lay out the CLI's own HOME")
+			}
+			spec.Home, spec.Env = own, append(slices.Clone(spec.Env), "HOME="+own) // the last HOME wins
+		}
+		spec.Confine = w.confinement(spec, userHome)
 		if n := spec.Confine.Network; n != nil {
 			// the mode is in the processes' environment, so a warm pool
 			// (keyed by what the environment builder passes) never hands a
@@ -435,13 +549,13 @@ func (w *transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 			spec.Env = append(slices.Clone(spec.Env), fmt.Sprintf("%s=%s:%v", EnvNetwork, spec.Network, n.ConnectTCP))
 		}
 	}
-	readsOpen := false
-	if d := w.inner.Descriptor().Containment; d != nil {
-		readsOpen = d.ListsHome
-	}
 	var report *messages.Applied
 	if _, runsProcs := w.inner.(transports.EnvChecker); runsProcs {
-		report = applied(spec.Confine, spec.Network, readsOpen)
+		var unreachable []string
+		if spec.Network == messages.NetworkLoopback {
+			unreachable = w.remoteEndpoints(spec)
+		}
+		report = applied(spec.Confine, spec.Network, unreachable)
 	}
 	s := &session{sink: sink, wall: w.wall(), grace: w.o.Grace, group: spec.Procs, applied: report,
 		redact:  newRedactor(proc.Secrets(append(append([]string{}, w.o.Environ()...), spec.Env...))),

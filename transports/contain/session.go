@@ -63,6 +63,11 @@ func (s *session) fromBackend(turn int, ev messages.Event) {
 	}
 	if ev.Type == messages.EvStarted && !s.started {
 		s.started = true
+		if w := s.group.Writable(); len(w) > 0 && s.applied != nil && s.applied.LandlockABI > 0 {
+			// exactly what the rules of the processes started so far were
+			// built from (a backend adds folders at its start)
+			s.applied.Writable = w
+		}
 		ev.Containment = s.applied
 	}
 	s.sink(turn, s.redact.event(ev))

@@ -19,3 +19,7 @@ func TestLiveNoPool(t *testing.T) { acptest.NoPoolRun(t, backend(t)) }
 // BenchmarkFirstTurn: start -> first turn with and without the warm pool,
 // interleaved.
 func BenchmarkFirstTurn(b *testing.B) { acptest.BenchFirstTurn(b, backend(b)) }
+
+// TestLiveContainedWarmRecord: a contained session that adopts the pooled
+// process says on its record what that process may write.
+func TestLiveContainedWarmRecord(t *testing.T) { acptest.ContainedWarmRecord(t, backend(t)) }

@@ -2,6 +2,8 @@ package native
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,4 +77,38 @@ func TestBashEnvironmentPolicy(t *testing.T) {
 
 	env = strings.Join(bashEnv(daemon, transports.SessionSpec{PassEnv: []string{"SSH_AUTH_SOCK"}}), "\n")
 	assert.NotContains(t, env, "GITEA_TOKEN")
+}
+
+// TestBashTakesTheSessionsNetworkMode: the runtime's network rules reach
+// bash (before, native's bash dropped them: the record said model-only and
+// bash connected anywhere).
+func TestBashTakesTheSessionsNetworkMode(t *testing.T) {
+	if proc.LandlockABI() < proc.NetABI {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Landlock TCP rules on this kernel: CI must run the confinement tests")
+		}
+		t.Skip("no Landlock TCP rules on this kernel")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("REACHED\n"))
+			_ = c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	f := gatetest.New(t)
+	tr := New(WithProcessEnv(nil))
+	env, err := tr.toolEnv(f.Workspace(t, true), transports.SessionSpec{Cwd: f.Given,
+		Confine: &proc.Confinement{Network: &proc.NetRules{ConnectTCP: []uint16{1}}}})
+	require.NoError(t, err)
+	defer os.RemoveAll(env.tmp)
+	r := call(t, &env, ToolBash, map[string]any{"command": fmt.Sprintf("cat < /dev/tcp/127.0.0.1/%d", port)})
+	assert.NotContains(t, r.output, "REACHED", "a port the session's rules do not allow")
 }

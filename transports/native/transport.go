@@ -383,8 +383,11 @@ func (t *Transport) toolEnv(ws gate.Workspace, spec transports.SessionSpec) (too
 	env := append(bashEnv(t.environ(), spec), "TMPDIR="+tmp)
 	confine := &proc.Confinement{WritableDirs: writable}
 	if spec.Confine != nil {
-		// the runtime's: the credential folders stay unreadable too
-		confine.ReadDenied = spec.Confine.ReadDenied
+		// the runtime's: the credential folders stay unreadable too, and
+		// the session's network mode holds for bash as it does for every
+		// other backend's tree (the loop's own model calls are the
+		// daemon's, outside it)
+		confine.ReadDenied, confine.Network = spec.Confine.ReadDenied, spec.Confine.Network
 	}
 	return toolEnv{ws: ws, outputCap: t.outputCap, env: env, bashWall: t.bashWall,
 		procs: spec.Procs, confine: confine, tmp: tmp}, nil

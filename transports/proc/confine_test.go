@@ -247,3 +247,64 @@ func TestConfineReadableUnderDenied(t *testing.T) {
 	assert.NotContains(t, o, "DAEMON-TOKEN", "nor the token")
 	assert.NotContains(t, o, "LISTED", "nor a listing of the daemon's home")
 }
+
+// serveLine accepts on addr until the test ends, writing line to each
+// connection.
+func serveLine(t *testing.T, addr, line string) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(line + "\n"))
+			_ = c.Close()
+		}
+	}()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestConfineLoopbackOnly: with LoopbackOnly the tree reaches the model
+// endpoint on the host's loopback (through the relay) and nothing else,
+// not even another host address on the same, allowed, port; under the
+// port rules alone (model-only) that other address is reachable, which is
+// the difference loopback makes.
+func TestConfineLoopbackOnly(t *testing.T) {
+	needLandlock(t)
+	if ok, why := proc.LoopbackHolds(); !ok {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	port := serveLine(t, "127.0.0.1:0", "MODEL-REACHED")
+	serveLine(t, fmt.Sprintf("127.0.0.2:%d", port), "OTHER-REACHED")
+	script := fmt.Sprintf("cat < /dev/tcp/127.0.0.1/%d; cat < /dev/tcp/127.0.0.2/%d; true", port, port)
+	start := func(loopback bool) (string, *proc.Handle) {
+		cmd := exec.Command("bash", "-c", script)
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		rules := &proc.NetRules{ConnectTCP: []uint16{port}}
+		if loopback {
+			rules.LoopbackOnly, rules.Forward = true, []string{fmt.Sprintf("127.0.0.1:%d", port)}
+		}
+		h, err := (*proc.Group)(nil).Start(cmd, proc.Options{Confine: &proc.Confinement{WritableDirs: []string{t.TempDir()}, Network: rules}})
+		require.NoError(t, err)
+		_ = cmd.Wait()
+		h.Release()
+		return out.String(), h
+	}
+	o, h := start(true)
+	assert.Contains(t, o, "MODEL-REACHED", "the model endpoint, relayed")
+	assert.NotContains(t, o, "OTHER-REACHED", "no other address, even on the allowed port")
+	assert.Contains(t, h.Confined, "a network namespace with only loopback")
+	if proc.LandlockABI() >= proc.NetABI {
+		o, _ = start(false)
+		assert.Contains(t, o, "MODEL-REACHED")
+		assert.Contains(t, o, "OTHER-REACHED", "the port rules alone are per port, not per address")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -45,6 +46,12 @@ type Confinement struct {
 type NetRules struct {
 	ConnectTCP []uint16
 	BindTCP    []uint16
+	// LoopbackOnly runs the tree in a network namespace of its own whose
+	// only interface is its loopback, where the runtime relays each
+	// Forward endpoint (host:port on the host's loopback) to the host
+	// (netns.go); without the privilege for it, the port rules alone hold.
+	LoopbackOnly bool
+	Forward      []string
 }
 
 // NetABI is the first Landlock ABI with TCP port rules.
@@ -68,12 +75,39 @@ const fileRights = landlock.AccessFSSet(llsys.AccessFSWriteFile | llsys.AccessFS
 // devices every shell may write to.
 var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
 
+// ptys are the terminals a pty-running CLI opens (gemini's shell forkpty).
+const ptys = "/dev/pts"
+
+// writableDirs are the paths the write rules are built from: WritableDirs
+// and extra, symlinks resolved, the missing ones left out.
+func (c *Confinement) writableDirs(extra []string) []string {
+	return realPaths(append(append([]string{}, c.WritableDirs...), extra...))
+}
+
+// Writable is every path a process started under c with the extra
+// writable paths may write under: the list its Landlock write rules are
+// built from, then the device files every shell writes to (those that
+// exist). Start puts it on the Handle and the Group, and the session
+// record shows it, so the record and the rules cannot drift.
+func (c *Confinement) Writable(extra ...string) []string {
+	out := c.writableDirs(extra)
+	for _, d := range append(slices.Clone(devices), ptys) {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 type ruleset struct {
 	fd    int
 	flags uint32
 	// noMPTCP: the ruleset restricts TCP, so multipath TCP sockets, which
 	// Landlock does not see, are refused too (seccomp)
 	noMPTCP bool
+	// loopback: fork into a network namespace of its own, relaying forward
+	loopback bool
+	forward  []string
 }
 
 func (r *ruleset) close() { _ = syscall.Close(r.fd) }
@@ -190,7 +224,7 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 		return nil, "", nil
 	}
 	denied := realPaths(c.ReadDenied)
-	writable := realPaths(append(append([]string{}, c.WritableDirs...), extra...))
+	writable := c.writableDirs(extra)
 	handled := writeRights
 	if len(denied) > 0 {
 		handled |= readRights
@@ -223,8 +257,7 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 		}
 	}
 	rules = append(rules, landlock.PathAccess(fileRights&handled, devices...).IgnoreIfMissing(),
-		// the terminals a pty-running CLI opens (gemini's shell forkpty)
-		landlock.PathAccess(fileRights&handled, "/dev/pts").IgnoreIfMissing())
+		landlock.PathAccess(fileRights&handled, ptys).IgnoreIfMissing())
 	if len(denied) > 0 {
 		for _, r := range realPaths(c.ReadableDirs) {
 			rights := readRights
@@ -262,7 +295,11 @@ func (c *Confinement) ruleset(extra []string) (*ruleset, string, error) {
 			how += ", no multipath TCP"
 		}
 	}
-	return &ruleset{fd: fd, flags: flags, noMPTCP: handledNet != 0}, how, nil
+	rs := &ruleset{fd: fd, flags: flags, noMPTCP: handledNet != 0}
+	if c.Network != nil && c.Network.LoopbackOnly {
+		rs.loopback, rs.forward = true, slices.Clone(c.Network.Forward)
+	}
+	return rs, how, nil
 }
 
 // LandlockABI is the kernel's Landlock ABI version, 0 without Landlock.

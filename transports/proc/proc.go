@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -47,9 +48,14 @@ type Handle struct {
 	lifeline  *os.File
 	record    string
 	tmp       string // the private TMPDIR, removed at Release
+	relay     *relay // a loopback-only tree's relay, closed at Release
 	once      sync.Once
 	// Confined says how the command's writes are restricted ("" when not).
 	Confined string
+	// Writable is every path the confined command's tree may write under
+	// (Confinement.Writable: its private TMPDIR and cgroup included); nil
+	// when it is not confined.
+	Writable []string
 }
 
 // Start starts cmd contained: in its own process group under the watchdog,
@@ -119,10 +125,20 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 			return nil, err
 		}
 		rules, h.Confined = rs, how
+		if rs != nil {
+			h.Writable = opts.Confine.Writable(extra...)
+		}
 	}
 	if rules != nil {
-		err = startConfined(cmd, rules)
+		var fellBack string
+		h.relay, fellBack, err = startConfined(cmd, rules)
 		rules.close()
+		switch {
+		case h.relay != nil:
+			h.Confined += fmt.Sprintf("; a network namespace with only loopback, relaying %v to the host", rules.forward)
+		case fellBack != "":
+			h.Confined += "; loopback fell back to the TCP port rules: " + fellBack
+		}
 	} else {
 		err = cmd.Start()
 	}
@@ -134,22 +150,41 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 	}
 	h.Pid, h.Pgid = cmd.Process.Pid, cmd.Process.Pid
 	h.record = g.record(h.Pgid, argv)
+	g.NoteWritable(h.Writable)
 	return h, nil
 }
 
-// startConfined forks cmd from an OS thread restricted by rules. The
-// goroutine ends locked, so the runtime discards the thread.
-func startConfined(cmd *exec.Cmd, rules *ruleset) error {
+// startConfined forks cmd from an OS thread restricted by rules (in a
+// network namespace of its own first, when they ask for loopback only:
+// then the relay, or why it fell back). The goroutine ends locked, so the
+// runtime discards the thread.
+func startConfined(cmd *exec.Cmd, rules *ruleset) (rel *relay, fellBack string, err error) {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if rules.loopback {
+			r, err := enterLoopbackNS(rules.forward)
+			switch {
+			case err == nil:
+				rel = r
+			case isNoNamespace(err):
+				fellBack = err.Error()
+			default:
+				done <- fmt.Errorf("proc: loopback-only network: %w", err)
+				return
+			}
+		}
 		if err := rules.restrictThread(); err != nil {
 			done <- err
 			return
 		}
 		done <- cmd.Start()
 	}()
-	return <-done
+	if err := <-done; err != nil {
+		rel.close()
+		return nil, "", err
+	}
+	return rel, fellBack, nil
 }
 
 // Signal sends sig to the process group.
@@ -180,6 +215,7 @@ func (h *Handle) Release() {
 			_ = os.Remove(h.record)
 		}
 		h.removeTmp()
+		h.relay.close()
 	})
 }
 
@@ -204,6 +240,9 @@ type Group struct {
 	cgErr   error
 	cgTried bool
 	closed  bool
+	// writable is what the group's confined processes may write, in the
+	// order first started (Handle.Writable, each path once)
+	writable []string
 }
 
 // Kit is a runtime's process bookkeeping: where records live, which runtime
@@ -308,6 +347,35 @@ func (g *Group) cgroupForStart() (string, *os.File) {
 		return "", nil
 	}
 	return g.cg, f
+}
+
+// NoteWritable adds paths to what the group's processes may write: Start
+// notes each confined process's Handle.Writable; a backend that hands a
+// session a process started in another group (a warm pool's) notes that
+// group's Writable.
+func (g *Group) NoteWritable(paths []string) {
+	if g == nil || len(paths) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range paths {
+		if !slices.Contains(g.writable, p) {
+			g.writable = append(g.writable, p)
+		}
+	}
+}
+
+// Writable is every path a confined process started in the group so far
+// may write under (the union of their Handle.Writable); nil before the
+// first one.
+func (g *Group) Writable() []string {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.writable)
 }
 
 // Cgroup is the session's cgroup directory, "" when it has none.

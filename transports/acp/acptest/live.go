@@ -256,6 +256,17 @@ func PostureRun(t *testing.T, b Backend, planMode, workMode string) {
 // the model asks shellTool (the CLI's shell, taking "command") for each
 // command; readsOpen for a CLI that lists HOME (its reads stay open).
 func Contained(t *testing.T, b Backend, shellTool string, readsOpen bool) {
+	contained(t, b, shellTool, confinetest.Case{ReadsOpen: readsOpen})
+}
+
+// ContainedLoopback is Contained at network: loopback (confinetest's
+// Case.Loopback): the agent reaches the mock only through the relay of
+// its own network namespace.
+func ContainedLoopback(t *testing.T, b Backend, shellTool string) {
+	contained(t, b, shellTool, confinetest.Case{Loopback: true})
+}
+
+func contained(t *testing.T, b Backend, shellTool string, c confinetest.Case) {
 	call := Call(shellTool, map[string]any{"command": "{{1}}", "description": "run it"})
 	mock, err := modelmock.Start(t, &modelmock.Scenario{Rules: []modelmock.Rule{
 		{Match: modelmock.Match{Regex: "RUN-SHELL (.*)"}, Steps: []modelmock.Step{{Tool: &call}, {Text: "shell done"}}},
@@ -265,6 +276,7 @@ func Contained(t *testing.T, b Backend, shellTool string, readsOpen bool) {
 	}
 	spec := b.Spec(t, mock)
 	spec.Posture = messages.PostureFull
-	confinetest.Run(t, confinetest.Case{Transport: b.New(Options(acp.WithBinary(b.Bin))...), Mock: mock, Spec: spec,
-		ShellPrompt: func(cmd string) string { return "RUN-SHELL " + cmd }, Answer: true, ReadsOpen: readsOpen})
+	c.Transport, c.Mock, c.Spec, c.Answer = b.New(Options(acp.WithBinary(b.Bin))...), mock, spec, true
+	c.ShellPrompt = func(cmd string) string { return "RUN-SHELL " + cmd }
+	confinetest.Run(t, c)
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,12 @@ type Case struct {
 	// from Spec.Env's *_BASE_URL) and has the shell try a loopback port
 	// that is not allowed, which must fail while the session works.
 	Network bool
+	// Loopback runs it at network: loopback instead (the session's own
+	// network namespace, where the model endpoint on the host's loopback
+	// is relayed), and the shell also tries the model's own port on
+	// another loopback address, which the port rules alone let through
+	// and the namespace must not.
+	Loopback bool
 }
 
 // NeedLandlock skips without Landlock, and fails under CI=true.
@@ -157,8 +164,33 @@ func Run(t *testing.T, c Case) {
 	spec := c.Spec
 	spec.Cwd, spec.Home = ws, home
 	netProbe := ""
-	if c.Network {
+	if c.Network || c.Loopback {
 		spec.Network = messages.NetworkModelOnly
+		if c.Loopback {
+			spec.Network = messages.NetworkLoopback
+			if ok, why := proc.LoopbackHolds(); !ok {
+				if os.Getenv("CI") == "true" {
+					t.Fatal(why)
+				}
+				t.Skip(why)
+			}
+			u, err := url.Parse(c.Mock.URL())
+			require.NoError(t, err)
+			same, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", u.Port()))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = same.Close() })
+			go func() {
+				for {
+					conn, err := same.Accept()
+					if err != nil {
+						return
+					}
+					_, _ = conn.Write([]byte("SAME-PORT-REACHED\n"))
+					_ = conn.Close()
+				}
+			}()
+			netProbe = fmt.Sprintf("bash -c 'cat < /dev/tcp/127.0.0.2/%s'; ", u.Port())
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = ln.Close() })
@@ -173,7 +205,7 @@ func Run(t *testing.T, c Case) {
 			}
 		}()
 		port := ln.Addr().(*net.TCPAddr).Port
-		netProbe = fmt.Sprintf("bash -c 'cat < /dev/tcp/127.0.0.1/%d'; ", port)
+		netProbe += fmt.Sprintf("bash -c 'cat < /dev/tcp/127.0.0.1/%d'; ", port)
 	}
 	if spec.SessionID == "" {
 		spec.SessionID = "cs_confine_" + id
@@ -231,8 +263,11 @@ func Run(t *testing.T, c Case) {
 	} else {
 		assert.NotContains(t, out, "PLANTED-SSH-KEY", "~/.ssh is unreadable")
 	}
-	if c.Network {
+	if c.Network || c.Loopback {
 		assert.NotContains(t, out, "LISTENER-REACHED", "a loopback port that is not the model's is unreachable")
+	}
+	if c.Loopback {
+		assert.NotContains(t, out, "SAME-PORT-REACHED", "the model's port on another address is unreachable from the namespace")
 	}
 	assert.NoFileExists(t, filepath.Join(outside, "touched"), "no write outside the workspace")
 	assert.FileExists(t, filepath.Join(ws, "inside.txt"), "writes inside the workspace work")
