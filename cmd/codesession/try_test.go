@@ -1,0 +1,75 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/claudecode"
+)
+
+// requireTry checks what every `try` prints: the one turn, the file the
+// agent wrote in its diff, the success verdict, and the scratch
+// repository gone afterwards.
+func requireTry(t *testing.T, res result) {
+	t.Helper()
+	require.Equal(t, exitOK, res.code, "stdout: %s\nstderr: %s", res.stdout, res.stderr)
+	for _, want := range []string{"SCRIPTED model server on http://127.0.0.1:", "== turn 1: turn_complete",
+		"answered allow_once", "== diff of turn 1", "+hello from codesession try", "outcome success",
+		"removed the temporary directories"} {
+		assert.Contains(t, res.stdout, want)
+	}
+	assert.NotContains(t, res.stdout, "== turn 2", "try is one turn")
+	repo := field(res.stdout, "repository:")
+	require.NotEmpty(t, repo)
+	assert.NoDirExists(t, repo, "the scratch repository is removed")
+	assert.NoDirExists(t, field(res.stdout, "home:"), "the scratch home is removed")
+}
+
+func TestTryNative(t *testing.T) {
+	t.Parallel()
+	requireTry(t, runCLI(t, invocation{}, "try", "--backend", "native"))
+}
+
+// TestTryClaudeCode drives the real claude CLI (skips without it, fails
+// under CI=true).
+func TestTryClaudeCode(t *testing.T) {
+	t.Parallel()
+	bin := claudeBin(t)
+	res := runCLI(t, invocation{env: map[string]string{claudecode.EnvBinary: bin}}, "try", "--backend", "claude-code")
+	requireTry(t, res)
+	assert.Contains(t, res.stdout, "the real claude-code CLI ("+claudecode.PinnedVersion+")")
+}
+
+func TestTryJSONKeepsOneObjectPerLine(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	res := runCLI(t, invocation{}, "try", "--json", "--home", home)
+	require.Equal(t, exitOK, res.code, "stderr: %s", res.stderr)
+	results, stopped := jsonLines(t, res.stdout)
+	assert.Equal(t, []messages.TurnKind{kClar, kDone}, kinds(results))
+	assert.Equal(t, messages.OutcomeSuccess, stopped.Outcome)
+	assert.FileExists(t, filepath.Join(home, "sessions", stopped.SessionID, "meta.json"), "a --home given is kept")
+}
+
+// TestTryNamesWhatIsMissing: a CLI that is not there is a typed error that
+// says which variable to set and what to install, exit 1, not a usage error.
+func TestTryNamesWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "no-claude-here")
+	res := runCLI(t, invocation{env: map[string]string{claudecode.EnvBinary: missing}}, "try", "--backend", "claude-code")
+	assert.Equal(t, exitFailed, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "codesession try: backend: claude-code is not available here")
+	assert.Contains(t, res.stderr, "set "+claudecode.EnvBinary+" to its executable")
+	assert.Contains(t, res.stderr, "npm install @anthropic-ai/claude-code@"+claudecode.PinnedVersion)
+	assert.Contains(t, res.stderr, "[unavailable]", "the error is typed")
+	assert.NotContains(t, res.stderr, "Try: codesession try --help")
+
+	res = runCLI(t, invocation{}, "try", "--backend", "codex")
+	assert.Equal(t, exitUsage, res.code)
+	assert.Contains(t, res.stderr, "try drives native or claude-code")
+	assert.Contains(t, res.stderr, "docs/backends.md")
+}
