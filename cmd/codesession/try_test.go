@@ -73,3 +73,18 @@ func TestTryNamesWhatIsMissing(t *testing.T) {
 	assert.Contains(t, res.stderr, "try drives native or claude-code")
 	assert.Contains(t, res.stderr, "docs/backends.md")
 }
+
+// TestDemoClaudeCode is the quick start's `demo --yes --backend
+// claude-code`: the real claude CLI fixes the typo, then adds the test.
+func TestDemoClaudeCode(t *testing.T) {
+	t.Parallel()
+	bin := claudeBin(t)
+	res := runCLI(t, invocation{env: map[string]string{claudecode.EnvBinary: bin}}, "demo", "--yes", "--json", "--backend", "claude-code")
+	require.Equal(t, exitOK, res.code, "stdout: %s\nstderr: %s", res.stdout, res.stderr)
+	results, stopped := jsonLines(t, res.stdout)
+	assert.Equal(t, []messages.TurnKind{kClar, kDone, kClar, kDone}, kinds(results))
+	assert.Equal(t, messages.OutcomeSuccess, stopped.Outcome)
+	assert.Contains(t, res.stderr, "the real claude-code CLI ("+claudecode.PinnedVersion+")")
+	assert.Contains(t, res.stderr, `+func greeting() string { return "hello, world" }`, "the CLI's edit is in the turn's diff")
+	assert.Contains(t, res.stderr, "hello_test.go")
+}
