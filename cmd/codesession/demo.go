@@ -184,28 +184,25 @@ func playScripted(ctx context.Context, s *streams, p scriptedPlay) (err error) {
 
 	// Only the scripted model's endpoint and a placeholder key reach the
 	// backend, whatever the config or the machine holds.
-	cfg.Env = map[string]string{
-		native.EnvProvider:         native.ProviderAnthropic,
-		native.EnvAnthropicBaseURL: mock.URL(),
-		native.EnvAnthropicAPIKey:  "demo-key-not-a-secret",
-		native.EnvPrices:           `{"` + demoModel + `": {"input": 3, "output": 15}}`,
+	target, ok := scriptedTargets[p.backend]
+	if !ok {
+		return usagef(cmd, "--backend %q: no scripted run for it", p.backend)
 	}
-	var backends *transports.Registry
-	switch p.backend {
-	case native.ID:
-		backends = transports.NewRegistry(native.New(native.WithProcessEnv(nil)))
-	case claudecode.ID:
-		claudeHome, err := mkTemp("codesession-" + cmd + "-claude-home-")
+	cfg.Env = target.env(mock.URL())
+	if target.cli {
+		home, err := mkTemp("codesession-" + cmd + "-agent-home-")
 		if err != nil {
 			return err
 		}
-		cfg.Env["HOME"] = claudeHome // never the user's ~/.claude
-		var opts []claudecode.Option
-		if bin := s.getenv(claudecode.EnvBinary); bin != "" {
-			opts = append(opts, claudecode.WithBinary(bin)) // the command's environment, as a test gives it
-		}
-		backends = transports.NewRegistry(claudecode.New(opts...))
+		cfg.Env["HOME"] = home // never the user's own ~/.claude, ~/.gemini...
 	}
+	// the executable the command's environment names (as a test gives it),
+	// else the transport's own lookup
+	var bin string
+	if target.envVar != "" {
+		bin = s.getenv(target.envVar)
+	}
+	backends := transports.NewRegistry(target.transport(bin))
 	t, _ := backends.Get(p.backend)
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	avail := t.Probe(pctx)
@@ -242,7 +239,7 @@ func playScripted(ctx context.Context, s *streams, p scriptedPlay) (err error) {
 	if p.policy == answerAllow {
 		out.note("every permission question is allowed once, without asking")
 	}
-	op := messages.Start{Brief: p.brief, Backend: p.backend, Cwd: repo, Model: demoModel,
+	op := messages.Start{Brief: p.brief, Backend: p.backend, Cwd: repo, Model: target.model,
 		InitialPosture: messages.PostureDefault, MaxPosture: messages.PostureAcceptEdits, TaskTags: p.tags}
 	sid, err := runSession(ctx, s, rt, cmd, op, sessionOpts{json: p.json, policy: p.policy,
 		guides: p.guides, readTimeout: 3 * time.Minute})

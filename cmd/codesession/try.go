@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/copilot"
+	"github.com/codesession/codesession/transports/gemini"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/native"
+	"github.com/codesession/codesession/transports/opencode"
 )
 
 // try's brief and what its scripted model writes: one short turn that
@@ -21,12 +27,101 @@ const (
 	tryContent  = "hello from codesession try\n"
 )
 
-// tryInstall says where a backend's CLI comes from, for the error when it
-// is missing: the variable that names the executable, and the install
-// command of the pinned version.
-var tryInstall = map[string]struct{ envVar, install string }{
-	claudecode.ID: {claudecode.EnvBinary, "npm install @anthropic-ai/claude-code@" + claudecode.PinnedVersion},
+// scriptedTarget is how one backend is driven against the scripted model
+// server: its transport, where its CLI comes from, the model to ask for,
+// the environment that points it at the server, and its own tool that
+// writes a file.
+type scriptedTarget struct {
+	// transport builds the backend; bin is the executable the command's
+	// environment names in envVar ("" lets the transport look it up).
+	transport func(bin string) transports.Transport
+	// envVar names the executable and install installs the pinned CLI,
+	// for the error when it is missing ("" for the in-process loop).
+	envVar, install string
+	// cli: an agent CLI, given a scratch HOME (never the user's own).
+	cli   bool
+	model string
+	env   func(mockURL string) map[string]string
+	// write is the agent's tool call that writes content to path (an
+	// absolute path in repo).
+	write func(repo, rel, content string) modelmock.ToolCall
 }
+
+// anthropicEnv points native and claude-code at the scripted model's
+// Anthropic Messages endpoint with a placeholder key.
+func anthropicEnv(url string) map[string]string {
+	return map[string]string{
+		native.EnvProvider:         native.ProviderAnthropic,
+		native.EnvAnthropicBaseURL: url,
+		native.EnvAnthropicAPIKey:  "demo-key-not-a-secret",
+		native.EnvPrices:           `{"` + demoModel + `": {"input": 3, "output": 15}}`,
+	}
+}
+
+func mockToolCall(name string, input map[string]any) modelmock.ToolCall {
+	return modelmock.ToolCall{Name: name, Input: demoInput(input)}
+}
+
+// scriptedTargets are the backends demo and try drive against the scripted
+// model: the in-process loop, and the agent CLIs whose wire the server
+// speaks with no vendor account (each as its live tests configure it).
+var scriptedTargets = map[string]scriptedTarget{
+	native.ID: {
+		transport: func(string) transports.Transport { return native.New(native.WithProcessEnv(nil)) },
+		model:     demoModel, env: anthropicEnv,
+		write: func(_, rel, content string) modelmock.ToolCall {
+			return mockToolCall(native.ToolWrite, map[string]any{"path": rel, "content": content})
+		},
+	},
+	claudecode.ID: {
+		transport: func(bin string) transports.Transport {
+			if bin == "" {
+				return claudecode.New()
+			}
+			return claudecode.New(claudecode.WithBinary(bin))
+		},
+		envVar: claudecode.EnvBinary, install: "npm install @anthropic-ai/claude-code@" + claudecode.PinnedVersion,
+		cli: true, model: demoModel, env: anthropicEnv,
+		write: func(repo, rel, content string) modelmock.ToolCall {
+			return mockToolCall("Write", map[string]any{"file_path": filepath.Join(repo, rel), "content": content})
+		},
+	},
+	opencode.ID: acpTarget(opencode.Agent(), opencode.New, "mock/mock-model", func(url string) map[string]string {
+		return map[string]string{opencode.EnvConfig: `{"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Scripted model",` +
+			`"options":{"baseURL":"` + url + `/v1","apiKey":"sk-mock"},` +
+			`"models":{"mock-model":{"name":"Scripted model","tool_call":true,"limit":{"context":128000,"output":8192}}}}}}`}
+	}, func(repo, rel, content string) modelmock.ToolCall {
+		return mockToolCall("write", map[string]any{"filePath": filepath.Join(repo, rel), "content": content})
+	}),
+	copilot.ID: acpTarget(copilot.Agent(), copilot.New, "", func(url string) map[string]string {
+		return map[string]string{"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": url + "/v1",
+			"COPILOT_PROVIDER_API_KEY": "sk-mock", "COPILOT_MODEL": "mock-model"}
+	}, func(repo, rel, content string) modelmock.ToolCall {
+		return mockToolCall("create", map[string]any{"path": filepath.Join(repo, rel), "file_text": content})
+	}),
+	gemini.ID: acpTarget(gemini.Agent(), gemini.New, "gemini-2.5-pro", func(url string) map[string]string {
+		return map[string]string{"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "mock-key"}
+	}, func(repo, rel, content string) modelmock.ToolCall {
+		return mockToolCall("write_file", map[string]any{"file_path": filepath.Join(repo, rel), "content": content})
+	}),
+}
+
+// acpTarget is an ACP agent's scriptedTarget.
+func acpTarget(agent acp.Agent, build func(...acp.Option) *acp.Transport, model string,
+	env func(string) map[string]string, write func(repo, rel, content string) modelmock.ToolCall) scriptedTarget {
+	return scriptedTarget{
+		transport: func(bin string) transports.Transport {
+			if bin == "" {
+				return build()
+			}
+			return build(acp.WithBinary(bin))
+		},
+		envVar: agent.EnvBinary, install: agent.Install, cli: true, model: model, env: env, write: write,
+	}
+}
+
+// tryBackends lists what try drives, sorted.
+func tryBackends() []string { return sortedKeys(scriptedTargets) }
 
 // tryCmd is a newcomer's first command: one short real session of the
 // chosen agent against the scripted model on loopback, in a scratch git
@@ -41,7 +136,7 @@ type tryCmd struct {
 
 func (c *tryCmd) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("try")
-	fs.StringVar(&c.backend, "backend", native.ID, "the agent: "+strings.Join(demoBackends, " or ")+" (an installed CLI)")
+	fs.StringVar(&c.backend, "backend", native.ID, "the agent: "+strings.Join(tryBackends(), ", ")+" (an installed CLI)")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object per line, like run --json")
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch repository and home instead of removing them")
 	c.cfg.addHome(fs)
@@ -54,7 +149,7 @@ func tryCommand() command {
 	return command{
 		name:    "try",
 		summary: "try a backend: one short real session against a scripted model on 127.0.0.1, in a scratch git repository",
-		usage:   "try [--backend native|claude-code] [--json] [--keep] [--home DIR]",
+		usage:   "try [--backend B] [--json] [--keep] [--home DIR]",
 		flags:   func() *pflag.FlagSet { return (&tryCmd{}).flagSet() },
 		parse:   func(args []string) (runner, error) { return parseTryFlags(args) },
 	}
@@ -69,14 +164,12 @@ func parseTryFlags(args []string) (*tryCmd, error) {
 	if fs.NArg() > 0 {
 		return nil, usagef("try", "takes no arguments, got %q", fs.Arg(0))
 	}
-	for _, b := range demoBackends {
-		if b == c.backend {
-			return c, nil
-		}
+	if _, ok := scriptedTargets[c.backend]; ok {
+		return c, nil
 	}
 	return nil, usagef("try", "--backend %q: try drives %s against the scripted model; "+
 		"to drive another backend by hand against `codesession modelmock`, see docs/backends.md",
-		c.backend, strings.Join(demoBackends, " or "))
+		c.backend, strings.Join(tryBackends(), ", "))
 }
 
 func (c *tryCmd) exec(ctx context.Context, s *streams) error {
@@ -90,8 +183,8 @@ func (c *tryCmd) exec(ctx context.Context, s *streams) error {
 func tryUnavailable(backend string, avail messages.Availability) error {
 	e := &messages.Error{Code: messages.CodeUnavailable, Op: "try", Field: "backend",
 		Message: backend + " is not available here: " + strings.TrimRight(orDash(avail.Reason), ": ")}
-	if in, ok := tryInstall[backend]; ok {
-		e.Message += "; set " + in.envVar + " to its executable, or install it: " + in.install
+	if tg := scriptedTargets[backend]; tg.envVar != "" {
+		e.Message += "; set " + tg.envVar + " to its executable, or install it: " + tg.install
 	}
 	return e
 }
@@ -99,14 +192,14 @@ func tryUnavailable(backend string, avail messages.Availability) error {
 // tryScenario is try's scripted model: write hello.txt with the backend's
 // own write tool, then say what was done.
 func tryScenario(backend, repo string) *modelmock.Scenario {
-	tl := demoToolsFor(backend, repo)
+	write := scriptedTargets[backend].write(repo, tryFile, tryContent)
 	return &modelmock.Scenario{
 		Rules: []modelmock.Rule{
 			{Match: modelmock.Match{ToolResultRegex: `(?i)denied|not allowed|rejected|refused`}, Steps: []modelmock.Step{
 				{Text: "That write was not allowed, so I changed nothing. ({{result}})"}}},
 			{Match: modelmock.Match{Text: tryBriefKey}, Steps: []modelmock.Step{
 				{Text: "Creating " + tryFile + ".",
-					Tool: &modelmock.ToolCall{Name: tl.write, Input: demoInput(map[string]any{tl.pathKey: tl.path(tryFile), "content": tryContent})}},
+					Tool: &write},
 				{Text: "Created " + tryFile + " with one line of greeting."},
 			}},
 		},

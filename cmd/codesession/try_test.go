@@ -1,14 +1,23 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/copilot"
+	"github.com/codesession/codesession/transports/gemini"
+	"github.com/codesession/codesession/transports/opencode"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
 // requireTry checks what every `try` prints: the one turn, the file the
@@ -39,9 +48,45 @@ func TestTryNative(t *testing.T) {
 func TestTryClaudeCode(t *testing.T) {
 	t.Parallel()
 	bin := claudeBin(t)
-	res := runCLI(t, invocation{env: map[string]string{claudecode.EnvBinary: bin}}, "try", "--backend", "claude-code")
+	res := runCLIWithin(t, 10*time.Minute, invocation{env: map[string]string{claudecode.EnvBinary: bin}}, "try", "--backend", "claude-code")
 	requireTry(t, res)
 	assert.Contains(t, res.stdout, "the real claude-code CLI ("+claudecode.PinnedVersion+")")
+}
+
+// TestTryACPBackends drives each ACP agent's real CLI through try (each
+// skips without its CLI, and fails under CI=true).
+func TestTryACPBackends(t *testing.T) {
+	for _, b := range []struct {
+		id, command string
+		agent       acp.Agent
+	}{
+		{opencode.ID, "opencode", opencode.Agent()},
+		{copilot.ID, "copilot", copilot.Agent()},
+		{gemini.ID, "gemini", gemini.Agent()},
+	} {
+		t.Run(b.id, func(t *testing.T) {
+			t.Parallel()
+			bin := subprocesstest.Find(t, b.agent.EnvBinary, b.agent.Install, b.command)
+			res := runCLIWithin(t, 10*time.Minute, invocation{env: map[string]string{b.agent.EnvBinary: bin}}, "try", "--backend", b.id)
+			requireTry(t, res)
+			assert.Contains(t, res.stdout, "the real "+b.id+" CLI (")
+		})
+	}
+}
+
+// runCLIWithin is runCLI with a longer deadline, for agent CLIs whose boot
+// on a loaded machine can take minutes (the deadline only stops a hang).
+func runCLIWithin(t *testing.T, d time.Duration, inv invocation, args ...string) result {
+	t.Helper()
+	env := map[string]string{"CODESESSION_HOME": t.TempDir()}
+	for k, v := range inv.env {
+		env[k] = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(inv.stdin), &stdout, &stderr)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
 func TestTryJSONKeepsOneObjectPerLine(t *testing.T) {
@@ -70,7 +115,7 @@ func TestTryNamesWhatIsMissing(t *testing.T) {
 
 	res = runCLI(t, invocation{}, "try", "--backend", "codex")
 	assert.Equal(t, exitUsage, res.code)
-	assert.Contains(t, res.stderr, "try drives native or claude-code")
+	assert.Contains(t, res.stderr, "try drives claude-code, copilot, gemini, native, opencode")
 	assert.Contains(t, res.stderr, "docs/backends.md")
 }
 
@@ -79,7 +124,7 @@ func TestTryNamesWhatIsMissing(t *testing.T) {
 func TestDemoClaudeCode(t *testing.T) {
 	t.Parallel()
 	bin := claudeBin(t)
-	res := runCLI(t, invocation{env: map[string]string{claudecode.EnvBinary: bin}}, "demo", "--yes", "--json", "--backend", "claude-code")
+	res := runCLIWithin(t, 10*time.Minute, invocation{env: map[string]string{claudecode.EnvBinary: bin}}, "demo", "--yes", "--json", "--backend", "claude-code")
 	require.Equal(t, exitOK, res.code, "stdout: %s\nstderr: %s", res.stdout, res.stderr)
 	results, stopped := jsonLines(t, res.stdout)
 	assert.Equal(t, []messages.TurnKind{kClar, kDone, kClar, kDone}, kinds(results))
