@@ -189,12 +189,19 @@ func playScripted(ctx context.Context, s *streams, p scriptedPlay) (err error) {
 		return usagef(cmd, "--backend %q: no scripted run for it", p.backend)
 	}
 	cfg.Env = target.env(mock.URL())
+	var agentHome string
 	if target.cli {
 		home, err := mkTemp("codesession-" + cmd + "-agent-home-")
 		if err != nil {
 			return err
 		}
 		cfg.Env["HOME"] = home // never the user's own ~/.claude, ~/.gemini...
+		agentHome = home
+		if target.prepare != nil {
+			if err := target.prepare(home, mock.URL()); err != nil {
+				return fmt.Errorf("point %s at the scripted model: %w", p.backend, err)
+			}
+		}
 	}
 	// the executable the command's environment names (as a test gives it),
 	// else the transport's own lookup
@@ -202,7 +209,7 @@ func playScripted(ctx context.Context, s *streams, p scriptedPlay) (err error) {
 	if target.envVar != "" {
 		bin = s.getenv(target.envVar)
 	}
-	backends := transports.NewRegistry(target.transport(bin))
+	backends := transports.NewRegistry(target.transport(bin, agentHome))
 	t, _ := backends.Get(p.backend)
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	avail := t.Probe(pctx)

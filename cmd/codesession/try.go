@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -11,11 +13,15 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/codex"
 	"github.com/codesession/codesession/transports/copilot"
+	"github.com/codesession/codesession/transports/droid"
 	"github.com/codesession/codesession/transports/gemini"
+	"github.com/codesession/codesession/transports/kilo"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/native"
 	"github.com/codesession/codesession/transports/opencode"
+	"github.com/codesession/codesession/transports/qwen"
 )
 
 // try's brief and what its scripted model writes: one short turn that
@@ -33,8 +39,12 @@ const (
 // writes a file.
 type scriptedTarget struct {
 	// transport builds the backend; bin is the executable the command's
-	// environment names in envVar ("" lets the transport look it up).
-	transport func(bin string) transports.Transport
+	// environment names in envVar ("" lets the transport look it up), and
+	// home the scratch HOME of a CLI, removed with the rest.
+	transport func(bin, home string) transports.Transport
+	// prepare, when set, writes what the CLI reads from its HOME to find
+	// the scripted model (droid's settings).
+	prepare func(home, mockURL string) error
 	// envVar names the executable and install installs the pinned CLI,
 	// for the error when it is missing ("" for the in-process loop).
 	envVar, install string
@@ -67,14 +77,14 @@ func mockToolCall(name string, input map[string]any) modelmock.ToolCall {
 // speaks with no vendor account (each as its live tests configure it).
 var scriptedTargets = map[string]scriptedTarget{
 	native.ID: {
-		transport: func(string) transports.Transport { return native.New(native.WithProcessEnv(nil)) },
+		transport: func(string, string) transports.Transport { return native.New(native.WithProcessEnv(nil)) },
 		model:     demoModel, env: anthropicEnv,
 		write: func(_, rel, content string) modelmock.ToolCall {
 			return mockToolCall(native.ToolWrite, map[string]any{"path": rel, "content": content})
 		},
 	},
 	claudecode.ID: {
-		transport: func(bin string) transports.Transport {
+		transport: func(bin, _ string) transports.Transport {
 			if bin == "" {
 				return claudecode.New()
 			}
@@ -86,12 +96,62 @@ var scriptedTargets = map[string]scriptedTarget{
 			return mockToolCall("Write", map[string]any{"file_path": filepath.Join(repo, rel), "content": content})
 		},
 	},
+	codex.ID: {
+		transport: func(bin, home string) transports.Transport {
+			opts := []codex.Option{codex.WithHomeRoot(filepath.Join(home, "codex-homes"))} // removed with the scratch HOME
+			if bin != "" {
+				opts = append(opts, codex.WithBinary(bin))
+			}
+			return codex.New(opts...)
+		},
+		envVar: codex.EnvBinary, install: "npm install @openai/codex@" + codex.PinnedVersion,
+		cli: true, model: "gpt-5.5", // a known slug: codex offers apply_patch only to models it knows
+		env: func(url string) map[string]string {
+			return map[string]string{"OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "sk-mock"}
+		},
+		write: func(_, rel, content string) modelmock.ToolCall {
+			var patch strings.Builder
+			patch.WriteString("*** Begin Patch\n*** Add File: " + rel + "\n")
+			for _, line := range strings.SplitAfter(strings.TrimSuffix(content, "\n"), "\n") {
+				patch.WriteString("+" + strings.TrimSuffix(line, "\n") + "\n")
+			}
+			patch.WriteString("*** End Patch\n")
+			return mockToolCall("apply_patch", map[string]any{"input": patch.String()})
+		},
+	},
+	droid.ID: {
+		transport: func(bin, _ string) transports.Transport {
+			if bin == "" {
+				return droid.New()
+			}
+			return droid.New(droid.WithBinary(bin))
+		},
+		envVar: droid.EnvBinary, install: "npm install droid@" + droid.PinnedVersion,
+		cli: true, model: "custom:Scripted-model-0", // droid's id for the one custom model below
+		env:     func(string) map[string]string { return map[string]string{} },
+		prepare: writeDroidSettings,
+		write: func(repo, rel, content string) modelmock.ToolCall {
+			return mockToolCall("Create", map[string]any{"file_path": filepath.Join(repo, rel), "content": content})
+		},
+	},
 	opencode.ID: acpTarget(opencode.Agent(), opencode.New, "mock/mock-model", func(url string) map[string]string {
 		return map[string]string{opencode.EnvConfig: `{"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Scripted model",` +
 			`"options":{"baseURL":"` + url + `/v1","apiKey":"sk-mock"},` +
 			`"models":{"mock-model":{"name":"Scripted model","tool_call":true,"limit":{"context":128000,"output":8192}}}}}}`}
 	}, func(repo, rel, content string) modelmock.ToolCall {
 		return mockToolCall("write", map[string]any{"filePath": filepath.Join(repo, rel), "content": content})
+	}),
+	kilo.ID: acpTarget(kilo.Agent(), kilo.New, "mock/mock-model", func(url string) map[string]string {
+		return map[string]string{kilo.EnvConfig: `{"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Scripted model",` +
+			`"options":{"baseURL":"` + url + `/v1","apiKey":"sk-mock"},` +
+			`"models":{"mock-model":{"name":"Scripted model","tool_call":true,"limit":{"context":128000,"output":8192}}}}}}`}
+	}, func(repo, rel, content string) modelmock.ToolCall {
+		return mockToolCall("write", map[string]any{"filePath": filepath.Join(repo, rel), "content": content})
+	}),
+	qwen.ID: acpTarget(qwen.Agent(), qwen.New, "mock-model", func(url string) map[string]string {
+		return map[string]string{"OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "sk-mock"}
+	}, func(repo, rel, content string) modelmock.ToolCall {
+		return mockToolCall("write_file", map[string]any{"file_path": filepath.Join(repo, rel), "content": content})
 	}),
 	copilot.ID: acpTarget(copilot.Agent(), copilot.New, "", func(url string) map[string]string {
 		return map[string]string{"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": url + "/v1",
@@ -110,7 +170,7 @@ var scriptedTargets = map[string]scriptedTarget{
 func acpTarget(agent acp.Agent, build func(...acp.Option) *acp.Transport, model string,
 	env func(string) map[string]string, write func(repo, rel, content string) modelmock.ToolCall) scriptedTarget {
 	return scriptedTarget{
-		transport: func(bin string) transports.Transport {
+		transport: func(bin, _ string) transports.Transport {
 			if bin == "" {
 				return build()
 			}
@@ -118,6 +178,21 @@ func acpTarget(agent acp.Agent, build func(...acp.Option) *acp.Transport, model 
 		},
 		envVar: agent.EnvBinary, install: agent.Install, cli: true, model: model, env: env, write: write,
 	}
+}
+
+// writeDroidSettings points droid at the scripted model: one
+// bring-your-own-key Chat Completions model in its HOME, no Factory login.
+func writeDroidSettings(home, mockURL string) error {
+	b, err := json.Marshal(map[string]any{"customModels": []map[string]any{{
+		"model": "mock-model", "displayName": "Scripted model", "baseUrl": mockURL + "/v1",
+		"apiKey": "sk-mock", "provider": "generic-chat-completion-api", "maxOutputTokens": 8192}}})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".factory"), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(home, ".factory", "settings.json"), b, 0o600)
 }
 
 // tryBackends lists what try drives, sorted.

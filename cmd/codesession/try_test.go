@@ -12,11 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
-	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/claudecode"
+	"github.com/codesession/codesession/transports/codex"
 	"github.com/codesession/codesession/transports/copilot"
+	"github.com/codesession/codesession/transports/droid"
 	"github.com/codesession/codesession/transports/gemini"
+	"github.com/codesession/codesession/transports/kilo"
 	"github.com/codesession/codesession/transports/opencode"
+	"github.com/codesession/codesession/transports/qwen"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
@@ -53,21 +56,22 @@ func TestTryClaudeCode(t *testing.T) {
 	assert.Contains(t, res.stdout, "the real claude-code CLI ("+claudecode.PinnedVersion+")")
 }
 
-// TestTryACPBackends drives each ACP agent's real CLI through try (each
-// skips without its CLI, and fails under CI=true).
-func TestTryACPBackends(t *testing.T) {
-	for _, b := range []struct {
-		id, command string
-		agent       acp.Agent
-	}{
-		{opencode.ID, "opencode", opencode.Agent()},
-		{copilot.ID, "copilot", copilot.Agent()},
-		{gemini.ID, "gemini", gemini.Agent()},
+// TestTryCLIBackends drives each other agent's real CLI through try
+// (each skips without its CLI, and fails under CI=true).
+func TestTryCLIBackends(t *testing.T) {
+	for _, b := range []struct{ id, envVar, install, command string }{
+		{opencode.ID, opencode.Agent().EnvBinary, opencode.Agent().Install, "opencode"},
+		{copilot.ID, copilot.Agent().EnvBinary, copilot.Agent().Install, "copilot"},
+		{gemini.ID, gemini.Agent().EnvBinary, gemini.Agent().Install, "gemini"},
+		{codex.ID, codex.EnvBinary, "npm install @openai/codex@" + codex.PinnedVersion, "codex"},
+		{droid.ID, droid.EnvBinary, "npm install droid@" + droid.PinnedVersion, "droid"},
+		{qwen.ID, qwen.Agent().EnvBinary, qwen.Agent().Install, "qwen"},
+		{kilo.ID, kilo.Agent().EnvBinary, kilo.Agent().Install, "kilo"},
 	} {
 		t.Run(b.id, func(t *testing.T) {
 			t.Parallel()
-			bin := subprocesstest.Find(t, b.agent.EnvBinary, b.agent.Install, b.command)
-			res := runCLIWithin(t, 10*time.Minute, invocation{env: map[string]string{b.agent.EnvBinary: bin}}, "try", "--backend", b.id)
+			bin := subprocesstest.Find(t, b.envVar, b.install, b.command)
+			res := runCLIWithin(t, 10*time.Minute, invocation{env: map[string]string{b.envVar: bin}}, "try", "--backend", b.id)
 			requireTry(t, res)
 			assert.Contains(t, res.stdout, "the real "+b.id+" CLI (")
 		})
@@ -113,9 +117,9 @@ func TestTryNamesWhatIsMissing(t *testing.T) {
 	assert.Contains(t, res.stderr, "[unavailable]", "the error is typed")
 	assert.NotContains(t, res.stderr, "Try: codesession try --help")
 
-	res = runCLI(t, invocation{}, "try", "--backend", "codex")
+	res = runCLI(t, invocation{}, "try", "--backend", "grok")
 	assert.Equal(t, exitUsage, res.code)
-	assert.Contains(t, res.stderr, "try drives claude-code, copilot, gemini, native, opencode")
+	assert.Contains(t, res.stderr, "try drives claude-code, codex, copilot, droid, gemini, kilo, native, opencode, qwen")
 	assert.Contains(t, res.stderr, "docs/backends.md")
 }
 
