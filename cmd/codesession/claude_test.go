@@ -52,7 +52,7 @@ func startModelmockCmd(t *testing.T, args ...string) string {
 	return url
 }
 
-// TestRunClaudeCodeAgainstModelmock is the README's manual run, automated:
+// TestRunClaudeCodeAgainstModelmock is docs/backends.md's manual run, automated:
 // `codesession modelmock` serves the reference scenario and `codesession
 // run --backend claude-code` drives the real CLI against it.
 func TestRunClaudeCodeAgainstModelmock(t *testing.T) {

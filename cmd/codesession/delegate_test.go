@@ -19,7 +19,7 @@ func opToolCall(in map[string]any) *modelmock.ToolCall {
 	return &modelmock.ToolCall{Name: messages.ToolName, Input: b}
 }
 
-// The three commands of the README's "Delegating to a driver": delegate
+// The three commands of docs/delegation.md ("Delegating to a driver"): delegate
 // (waiting for the verdict), delegations, and resume of a driven session.
 func TestDelegateCommands(t *testing.T) {
 	const sid = `(cs_[0-9a-f]{64})`

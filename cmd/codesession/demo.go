@@ -95,12 +95,43 @@ func parseDemoFlags(args []string) (*demoCmd, error) {
 	return c, nil
 }
 
-func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
-	const cmd = "demo"
-	out := newPrinter(c.json, s.stdout, s.stderr, "")
+func (c *demoCmd) exec(ctx context.Context, s *streams) error {
+	policy := answerAsk
+	if c.yes {
+		policy = answerAllow
+	}
+	return playScripted(ctx, s, scriptedPlay{cmd: "demo", cfg: c.cfg, json: c.json, keep: c.keep, backend: c.backend,
+		policy: policy, brief: demoBrief, guides: []string{demoGuide}, scenario: demoScenario, tags: []string{"demo"}})
+}
+
+// scriptedPlay is one session of a real agent against the scripted model
+// in a throwaway git repository: what demo and try share.
+type scriptedPlay struct {
+	cmd      string
+	cfg      configFlags
+	json     bool
+	keep     bool
+	backend  string // one of demoBackends
+	policy   answerPolicy
+	brief    string
+	guides   []string
+	scenario func(backend, repo string) *modelmock.Scenario
+	tags     []string
+	// unavailable builds the error for a backend whose probe failed; nil
+	// is a plain error with the probe's reason.
+	unavailable func(backend string, avail messages.Availability) error
+}
+
+// playScripted starts the scripted model on loopback, fills a temporary
+// git repository, drives p's session in an embedded runtime, prints the
+// turns, the per-turn diffs and where the record lives, and removes the
+// temporary directories unless p.keep.
+func playScripted(ctx context.Context, s *streams, p scriptedPlay) (err error) {
+	cmd := p.cmd
+	out := newPrinter(p.json, s.stdout, s.stderr, "")
 	var temps []string
 	defer func() {
-		if c.keep {
+		if p.keep {
 			for _, d := range temps {
 				out.note("kept %s", d)
 			}
@@ -124,9 +155,9 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 		return filepath.EvalSymlinks(d)
 	}
 
-	cf := c.cfg
+	cf := p.cfg
 	if cf.home == "" {
-		home, err := mkTemp("codesession-demo-home-")
+		home, err := mkTemp("codesession-" + cmd + "-home-")
 		if err != nil {
 			return err
 		}
@@ -137,15 +168,15 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 		return err
 	}
 	log := cf.cliLogger(cfg, s.stderr)
-	repo, err := mkTemp("codesession-demo-repo-")
+	repo, err := mkTemp("codesession-" + cmd + "-repo-")
 	if err != nil {
 		return err
 	}
 
-	// The scripted model, on loopback, for as long as the demo runs.
+	// The scripted model, on loopback, for as long as the session runs.
 	mctx, stopMock := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMock()
-	mock, err := modelmock.Start(mctx, demoScenario(c.backend, repo))
+	mock, err := modelmock.Start(mctx, p.scenario(p.backend, repo))
 	if err != nil {
 		return fmt.Errorf("start the scripted model server: %w", err)
 	}
@@ -153,37 +184,48 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 
 	// Only the scripted model's endpoint and a placeholder key reach the
 	// backend, whatever the config or the machine holds.
-	cfg.Env = map[string]string{
-		native.EnvProvider:         native.ProviderAnthropic,
-		native.EnvAnthropicBaseURL: mock.URL(),
-		native.EnvAnthropicAPIKey:  "demo-key-not-a-secret",
-		native.EnvPrices:           `{"` + demoModel + `": {"input": 3, "output": 15}}`,
+	target, ok := scriptedTargets[p.backend]
+	if !ok {
+		return usagef(cmd, "--backend %q: no scripted run for it", p.backend)
 	}
-	var backends *transports.Registry
-	switch c.backend {
-	case native.ID:
-		backends = transports.NewRegistry(native.New(native.WithProcessEnv(nil)))
-	case claudecode.ID:
-		claudeHome, err := mkTemp("codesession-demo-claude-home-")
+	cfg.Env = target.env(mock.URL())
+	var agentHome string
+	if target.cli {
+		home, err := mkTemp("codesession-" + cmd + "-agent-home-")
 		if err != nil {
 			return err
 		}
-		cfg.Env["HOME"] = claudeHome // never the user's ~/.claude
-		backends = transports.NewRegistry(claudecode.New())
+		cfg.Env["HOME"] = home // never the user's own ~/.claude, ~/.gemini...
+		agentHome = home
+		if target.prepare != nil {
+			if err := target.prepare(home, mock.URL()); err != nil {
+				return fmt.Errorf("point %s at the scripted model: %w", p.backend, err)
+			}
+		}
 	}
-	t, _ := backends.Get(c.backend)
+	// the executable the command's environment names (as a test gives it),
+	// else the transport's own lookup
+	var bin string
+	if target.envVar != "" {
+		bin = s.getenv(target.envVar)
+	}
+	backends := transports.NewRegistry(target.transport(bin, agentHome))
+	t, _ := backends.Get(p.backend)
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	avail := t.Probe(pctx)
 	cancel()
 	if !avail.Available {
-		return fmt.Errorf("backend %s is not available here: %s", c.backend, orDash(avail.Reason))
+		if p.unavailable != nil {
+			return p.unavailable(p.backend, avail)
+		}
+		return fmt.Errorf("backend %s is not available here: %s", p.backend, orDash(avail.Reason))
 	}
 
 	what := "the in-process agent loop (read, edit, write, bash behind the tool gate)"
-	if c.backend != native.ID {
-		what = fmt.Sprintf("the real %s CLI (%s)", c.backend, orDash(avail.Version))
+	if p.backend != native.ID {
+		what = fmt.Sprintf("the real %s CLI (%s)", p.backend, orDash(avail.Version))
 	}
-	out.note("codesession demo: %s, against a SCRIPTED model server on %s.", what, mock.URL())
+	out.note("codesession %s: %s, against a SCRIPTED model server on %s.", cmd, what, mock.URL())
 	out.note("The model's answers are a fixed script; the agent, its tools, the permission gate, the per-turn diff and the record are real. No network, no API key.")
 	if note := initDemoRepo(ctx, repo); note != "" {
 		out.note("note: %s", note)
@@ -201,15 +243,13 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 			closeRuntime(ctx, s, rt)
 		}
 	}()
-	policy := answerAsk
-	if c.yes {
-		policy = answerAllow
-		out.note("--yes: every permission question is allowed once")
+	if p.policy == answerAllow {
+		out.note("every permission question is allowed once, without asking")
 	}
-	op := messages.Start{Brief: demoBrief, Backend: c.backend, Cwd: repo, Model: demoModel,
-		InitialPosture: messages.PostureDefault, MaxPosture: messages.PostureAcceptEdits, TaskTags: []string{"demo"}}
-	sid, err := runSession(ctx, s, rt, cmd, op, sessionOpts{json: c.json, policy: policy,
-		guides: []string{demoGuide}, readTimeout: 3 * time.Minute})
+	op := messages.Start{Brief: p.brief, Backend: p.backend, Cwd: repo, Model: target.model,
+		InitialPosture: messages.PostureDefault, MaxPosture: messages.PostureAcceptEdits, TaskTags: p.tags}
+	sid, err := runSession(ctx, s, rt, cmd, op, sessionOpts{json: p.json, policy: p.policy,
+		guides: p.guides, readTimeout: 3 * time.Minute})
 	if sid == "" {
 		return err
 	}
@@ -236,8 +276,8 @@ func (c *demoCmd) exec(ctx context.Context, s *streams) (err error) {
 	}
 	// Where the session's record and events live, read back from the store.
 	priced := "as the CLI reports it for the scripted model"
-	if c.backend == native.ID {
-		priced = "at the demo's made-up prices"
+	if p.backend == native.ID {
+		priced = "at made-up prices for the scripted model"
 	}
 	if rec, gerr := rt.Store().GetMeta(rctx, sid); gerr == nil {
 		out.note("record:     %s (status %s, outcome %s, %d rounds, cost $%.4f %s)",

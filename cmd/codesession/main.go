@@ -4,6 +4,7 @@
 //	codesession run [flags] BRIEF    start, drive and stop one session
 //	codesession backends [--json]    the capability matrix with availability
 //	codesession outcomes | lessons   the learning loop: outcomes, lessons, the injection block
+//	codesession try [--backend B]    one short real session against a scripted model, to try a backend
 //	codesession demo [--yes]         the whole loop, offline, against a scripted model
 //	codesession modelmock            the scripted model server on 127.0.0.1
 //	codesession serve                the daemon: HTTP control plane and SSE feed
@@ -104,7 +105,7 @@ func commands() []command {
 	return []command{runCommand(),
 		serveCommand(), startCommand(), readCommand(), answerCommand(), guideCommand(), postureCommand(),
 		interruptCommand(), stopCommand(), lsCommand(), showCommand(), diffCommand(), tailCommand(), resumeCommand(), attachCommand(), delegateCommand(), delegationsCommand(),
-		backendsCommand(), outcomesCommand(), lessonsCommand(), approvalsCommand(), capabilitiesCommand(), demoCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
+		backendsCommand(), outcomesCommand(), lessonsCommand(), approvalsCommand(), capabilitiesCommand(), demoCommand(), tryCommand(), modelmockCommand(), benchCommand(), mcpCommand(),
 		scopeCommand(), pruneCommand(), configCommand(), completionCommand(), versionCommand(), helpCommand()}
 }
 

@@ -3,7 +3,7 @@
 // control plane's /api routes and its SSE feed.
 import { api, describe } from './api.js';
 import { EventStream } from './sse.js';
-import { h, clear, age, cost, pretty } from './dom.js';
+import { h, clear, age, spend, overBudget, pretty } from './dom.js';
 import { Feed, Pending, displayStatus } from './feed.js';
 import { delegationsView } from './delegations.js';
 import { provisionFacts, approvalsView } from './approvals.js';
@@ -95,7 +95,8 @@ function listView() {
         h('td', {}, r.model || '—', r.effort ? h('span', { class: 'muted' }, ` @${r.effort}`) : null),
         h('td', {}, h('span', { class: `badge posture-${r.posture}` }, r.posture || '—'), h('span', { class: 'muted' }, ` ≤ ${r.maxPosture || '?'}`)),
         h('td', {}, `${r.roundsElapsed || 0}${r.maxRounds ? ' / ' + r.maxRounds : ''}`),
-        h('td', {}, cost(r.costUsd)),
+        h('td', { class: 'spend', dataset: { budget: r.maxCostUsd || '', over: overBudget(r.costUsd, r.maxCostUsd) ? 'yes' : '' } },
+          spend(r.costUsd, r.maxCostUsd), overBudget(r.costUsd, r.maxCostUsd) ? h('span', { class: 'badge warn' }, 'budget reached') : null),
         h('td', { class: 'age', dataset: { created: r.createdAt } }, age(r.createdAt))));
     }
     if (!shown) body.append(h('tr', {}, h('td', { colspan: 8, class: 'muted empty' }, recs.size ? 'No session matches the filters.' : 'No sessions yet. Start one.')));
@@ -236,7 +237,8 @@ function sessionView(sid) {
         h('dt', {}, 'posture'), h('dd', {}, h('span', { class: `badge posture-${rec.posture}`, id: 'posture-badge' }, rec.posture), h('span', { class: 'muted' }, ` ceiling ${rec.maxPosture}`), ' ',
           postureSel, h('button', { id: 'posture-set', disabled: postureSel.disabled, onclick: () => act('Set posture', () => api('POST', `/api/code-sessions/${sid}/posture`, { posture: postureSel.value })) }, 'Set')),
         h('dt', {}, 'rounds'), h('dd', {}, `${rec.roundsElapsed || 0}${rec.maxRounds ? ' of ' + rec.maxRounds : ''}`),
-        h('dt', {}, 'cost'), h('dd', {}, cost(rec.costUsd)),
+        h('dt', {}, 'cost'), h('dd', { id: 'session-cost' }, spend(rec.costUsd, rec.maxCostUsd), rec.maxCostUsd > 0 ? h('span', { class: 'muted' }, ' budget') : null,
+          overBudget(rec.costUsd, rec.maxCostUsd) ? h('span', { class: 'badge warn', id: 'budget-reached' }, 'budget reached: stopped cleanly (max_budget)') : null),
         h('dt', {}, 'cwd'), h('dd', {}, h('code', {}, rec.cwd || '')),
         h('dt', {}, 'age'), h('dd', {}, age(rec.createdAt)),
         rec.outcome ? [h('dt', {}, 'verdict'), h('dd', {}, rec.outcome, rec.outcomeNote ? ` — ${rec.outcomeNote}` : '')] : null,
@@ -414,6 +416,7 @@ function newView() {
     const body = { brief: f.get('brief'), backend: f.get('backend') };
     for (const k of ['cwd', 'agentModel', 'effort', 'initialPosture', 'maxPosture']) if (f.get(k)) body[k] = f.get(k);
     if (f.get('maxRounds')) body.maxRounds = Number(f.get('maxRounds'));
+    if (f.get('maxCostUsd')) body.maxCostUsd = Number(f.get('maxCostUsd'));
     if (f.get('isolate')) body.isolate = 'worktree';
     notice(msg, 'Starting…');
     try {
@@ -431,7 +434,9 @@ function newView() {
     h('label', {}, 'Effort', effortSel),
     h('label', {}, 'Posture', posture),
     h('label', {}, 'Ceiling', maxPosture),
-    h('label', {}, 'Max rounds', h('input', { type: 'number', name: 'maxRounds', id: 'new-max-rounds', min: 1, placeholder: 'default' }))),
+    h('label', {}, 'Max rounds', h('input', { type: 'number', name: 'maxRounds', id: 'new-max-rounds', min: 1, placeholder: 'default' })),
+    h('label', { title: 'once the backend\'s reported cost reaches it, the session stops cleanly (max_budget)' }, 'Budget (USD)',
+      h('input', { type: 'number', name: 'maxCostUsd', id: 'new-max-cost', min: 0, step: 'any', placeholder: 'none' }))),
   h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'isolate', id: 'new-isolate', value: 'worktree' }),
     ' Isolate in a git worktree: the session works on a branch of its own beside the directory (which must be a git repository); prune removes the worktree and keeps the branch'),
   h('button', { type: 'submit', id: 'new-submit' }, 'Start session'));

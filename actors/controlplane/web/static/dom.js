@@ -41,6 +41,19 @@ export function cost(usd) {
   return usd < 0.01 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`;
 }
 
+// spend is a session's cost against its budget (maxCostUsd), as ls shows
+// it: "$0.01 / $0.50"; without a budget, the cost alone.
+export function spend(usd, budget) {
+  if (!(budget > 0)) return cost(usd);
+  return `${usd ? cost(usd) : '$0'} / ${cost(budget)}`;
+}
+
+// overBudget: the session's reported cost reached its budget, so the
+// runtime stopped it cleanly (max_budget) or will at the turn's end.
+export function overBudget(usd, budget) {
+  return budget > 0 && usd >= budget;
+}
+
 export function pretty(raw) {
   if (raw === undefined || raw === null) return '';
   try {
