@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -58,6 +59,9 @@ type (
 		reply  chan<- session.Result[int]
 	}
 	regLive struct {
+		// inDir, when set, keeps only the sessions working in it or
+		// around it (within, either way)
+		inDir string
 		reply chan<- session.Result[[]string]
 	}
 	// sessionGone: a session actor has fully stopped.
@@ -79,6 +83,7 @@ type (
 type liveEntry struct {
 	pid   *actor.PID
 	scope string
+	cwd   string // the session's working directory, cleaned
 }
 
 type releasedEntry struct {
@@ -176,7 +181,11 @@ func (r *registry) Receive(c *actor.Context) {
 		r.release(c, m)
 	case regLive:
 		ids := make([]string, 0, len(r.live))
-		for id := range r.live {
+		dir := filepath.Clean(m.inDir)
+		for id, e := range r.live {
+			if m.inDir != "" && (e.cwd == "" || !sharesDir(e.cwd, dir)) {
+				continue
+			}
 			ids = append(ids, id)
 		}
 		m.reply <- session.Result[[]string]{Val: ids}
@@ -305,7 +314,7 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		opts.Inject = func(who string, msg any) { inj(sid, who, msg) }
 	}
 	pid := session.Spawn(c, opts)
-	r.live[spec.SessionID] = liveEntry{pid: pid, scope: spec.OwnerScope}
+	r.live[spec.SessionID] = liveEntry{pid: pid, scope: spec.OwnerScope, cwd: cleanCwd(spec.Cwd)}
 	delete(r.released, spec.SessionID)
 	r.metrics.started.WithLabelValues(spec.Descriptor.ID).Inc()
 }

@@ -164,6 +164,13 @@ type Actor struct {
 	retry         *time.Timer
 	retryArmed    bool
 	fallback      *persistWriter // used when the persist child is gone for good
+	// holding: streamed output is held back for the rest of its turn
+	// (coalesce.go) until holdTimer fires; holdGen tells its stale fires
+	// apart, holdDue says the wait is over.
+	holdTimer *time.Timer
+	holdGen   int
+	holding   bool
+	holdDue   bool
 	// parked are op answers waiting for the events their op emitted to be
 	// durable: an op's ok is an acknowledgement too.
 	parked []parkedReply
@@ -303,6 +310,9 @@ func (a *Actor) Receive(c *actor.Context) {
 		if a.retry != nil {
 			a.retry.Stop()
 		}
+		if a.holdTimer != nil {
+			a.holdTimer.Stop()
+		}
 		if a.gate != nil {
 			a.gate.close()
 		}
@@ -381,6 +391,8 @@ func (a *Actor) Receive(c *actor.Context) {
 		a.persisted(c, now, m)
 	case persistRetry:
 		a.retryArmed = false
+	case persistFlushDue:
+		a.holdDue = a.holdDue || (a.holding && m.gen == a.holdGen)
 	case childrenStopped:
 		a.core.ChildrenStopped(now)
 		a.closeCapturer()
@@ -693,6 +705,9 @@ func (a *Actor) pump(c *actor.Context) {
 		if len(evs) == 0 && (a.pendingMeta == nil || a.inflight > 0) {
 			return // a record alone waits for the batches in flight
 		}
+		if a.hold(c, evs) {
+			return // streamed output waits for the rest of its turn
+		}
 		a.reqID++
 		a.inflight++
 		req := persistReq{id: a.reqID, events: evs, meta: a.pendingMeta}
@@ -705,6 +720,32 @@ func (a *Actor) pump(c *actor.Context) {
 		a.pendingMeta = nil
 		a.sendPersist(c, req)
 	}
+}
+
+// hold holds a batch of streamed output back (mayHold) for up to
+// persistCoalesce, arming the timer that ends the wait; once anything is
+// sent, the next wait starts afresh.
+func (a *Actor) hold(c *actor.Context, evs []messages.PersistedEvent) bool {
+	oldest := uint64(0)
+	for _, p := range a.parked {
+		if oldest == 0 || p.seq < oldest {
+			oldest = p.seq
+		}
+	}
+	if !a.holdDue && mayHold(evs, a.pendingMeta != nil, oldest, a.core.Life() == LifeRunning) {
+		if !a.holding {
+			a.holding = true
+			a.holdGen++
+			gen, engine, self := a.holdGen, c.Engine(), c.PID()
+			a.holdTimer = time.AfterFunc(persistCoalesce, func() { engine.Send(self, persistFlushDue{gen: gen}) })
+		}
+		return true
+	}
+	if a.holding {
+		a.holdTimer.Stop()
+	}
+	a.holding, a.holdDue = false, false
+	return false
 }
 
 // persistDepth is how many requests may be in flight: persistDepth on a

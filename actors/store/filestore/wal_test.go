@@ -3,6 +3,7 @@ package filestore_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -415,4 +416,36 @@ func TestCheckpointWhoseSyncFailsLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, evs, int(seq), "every acknowledged append is back")
 	require.Equal(t, storetest.NormalizeEvents(storetest.NewEvents(1, int(seq))), storetest.NormalizeEvents(evs))
+}
+
+// TestRecordFramesAreCompactAndMetaJSONIndented: a record rides the WAL
+// compact (the old frame was MarshalIndent's, twice the bytes and three
+// times the CPU on every append that carries a record), and meta.json is
+// still the indented record a person reads.
+func TestRecordFramesAreCompactAndMetaJSONIndented(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := open(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	idle := rec.Clone()
+	idle.Status = messages.StatusIdle
+	require.NoError(t, st.AppendRecord(ctx, rec.SessionID, storetest.NewEvents(1, 3), idle))
+
+	wal, err := os.ReadFile(filepath.Join(home, "wal", "log"))
+	require.NoError(t, err)
+	compact, err := json.Marshal(idle)
+	require.NoError(t, err)
+	assert.True(t, bytes.Contains(wal, compact), "the WAL holds the record compact")
+	assert.False(t, bytes.Contains(wal, []byte("{\n  \"")), "no indented record in the WAL")
+
+	require.NoError(t, st.Close())
+	meta, err := os.ReadFile(metaPath(home, rec.SessionID))
+	require.NoError(t, err)
+	want, err := json.MarshalIndent(idle, "", "  ")
+	require.NoError(t, err)
+	assert.Equal(t, string(want)+"\n", string(meta))
+	got, err := open(t, home).GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusIdle, got.Status)
 }
