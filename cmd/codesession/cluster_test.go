@@ -30,6 +30,8 @@ type clusterProc struct {
 	args                   []string
 	// prefix runs the binary under another command (ip netns exec NS).
 	prefix []string
+	// env is added to the daemon's environment.
+	env []string
 }
 
 // freeGossipAddr is a 127.0.0.1 port free for gossip (TCP and UDP) with
@@ -79,7 +81,7 @@ func (p *clusterProc) start(t *testing.T, bin string) {
 	t.Helper()
 	argv := append(append(append([]string(nil), p.prefix...), bin), p.args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "CODESESSION_BACKEND=script", "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG=")
+	cmd.Env = append(append(os.Environ(), "CODESESSION_BACKEND=script", "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG="), p.env...)
 	d := &daemonProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = d.stderr, d.stderr
 	require.NoError(t, cmd.Start())
