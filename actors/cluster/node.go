@@ -85,6 +85,10 @@ type Config struct {
 	GossipKey []byte
 	// Profile picks memberlist's timings (default ProfileLAN).
 	Profile Profile
+	// Transport, when set, is memberlist's transport, bound to ListenAddr
+	// (default: memberlist's own NetTransport there). Benchmarks wrap it
+	// to cut a node's gossip off (a partition) or delay and drop it.
+	Transport memberlist.Transport
 	// SyncInterval: see DefaultSyncInterval.
 	SyncInterval time.Duration
 	// Runtime is the node's own runtime; Scope the owner scope of its
@@ -286,6 +290,9 @@ func Start(cfg Config) (*Node, error) {
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
+	}
 	mc.Delegate = (*gossip)(n)
 	mc.Events = (*gossip)(n)
 	mc.Logger = slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
