@@ -345,3 +345,33 @@ func TestClusterThreeNodesThreeHundredSessions(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterConvergesInTheWrongStartOrder: three processes in network
+// namespaces, started the wrong way round: n2 and n3 first, each told to
+// join n1, which is not up yet, then n1 last and told to join no one.
+// Retry join brings all three into one cluster (the restart left
+// three one-node clusters for good), and a session placed from n3 onto n2
+// is listed by n1.
+func TestClusterConvergesInTheWrongStartOrder(t *testing.T) {
+	skipOrFailWithoutNetns(t)
+	lab := newNetnsLab(t, 3)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "codesession")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	scenario := writeScenario(t, opsScenario)
+	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	const seed = "10.77.0.1:7946" // n1's gossip address, before n1 runs
+	n3 := lab.startNode(bin, 3, roots[2], scenario, seed)
+	n2 := lab.startNode(bin, 2, roots[1], scenario, seed)
+	waitFor(t, "n2 to log a failed join of the absent seed", func() bool { return strings.Contains(n2.stderr.String(), "retry join: not every address answered") })
+	n1 := lab.startNode(bin, 1, roots[0], scenario, "")
+	nodes := []*clusterProc{n1, n2, n3}
+	for _, n := range nodes {
+		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
+	}
+	var placed cluster.Placed
+	require.Nil(t, n3.api(t, "POST", "/api/code-sessions", map[string]any{"brief": "after a late seed", "cwd": roots[1]}, &placed))
+	require.Equal(t, "n2", placed.Node)
+	waitFor(t, "n1 to list the session on n2", func() bool { r, ok := n1.session(t, placed.SessionID); return ok && r.Node == "n2" })
+}
