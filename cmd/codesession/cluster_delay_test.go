@@ -95,7 +95,7 @@ func TestClusterUnderDelayAndLoss(t *testing.T) {
 	require.NoError(t, err, "go build: %s", out)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	lan := map[string]any{"profile": "lan"}
+	lan := map[string]any{"cluster": map[string]any{"profile": "lan"}}
 	debug := []string{"CODESESSION_LOG_LEVEL=debug"} // memberlist's verdicts are logged at debug
 	n1 := lab.startNodeWith(bin, 1, roots[0], scenario, "", lan, debug)
 	n2 := lab.startNodeWith(bin, 2, roots[1], scenario, n1.gossip, lan, debug)

@@ -144,18 +144,18 @@ func (l *netnsLab) partition(i int, cut bool) {
 // wire on :7947, HTTP on the management address.
 func (l *netnsLab) startNode(bin string, i int, root, scenario, join string) *clusterProc {
 	l.t.Helper()
-	return l.startNodeWith(bin, i, root, scenario, join, map[string]any{"profile": "local"}, nil)
+	return l.startNodeWith(bin, i, root, scenario, join, map[string]any{"cluster": map[string]any{"profile": "local"}}, nil)
 }
 
-// startNodeWith is startNode with the config's cluster section given, and
+// startNodeWith is startNode with the config file's content given, and
 // extra environment for the daemon.
-func (l *netnsLab) startNodeWith(bin string, i int, root, scenario, join string, clusterCfg map[string]any, env []string) *clusterProc {
+func (l *netnsLab) startNodeWith(bin string, i int, root, scenario, join string, cfg map[string]any, env []string) *clusterProc {
 	t := l.t
 	t.Helper()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
 	cfgPath := filepath.Join(dir, "config.json")
-	cfgJSON, err := json.Marshal(map[string]any{"cluster": clusterCfg})
+	cfgJSON, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(cfgPath, cfgJSON, 0o600))
 	id := fmt.Sprintf("n%d", i)

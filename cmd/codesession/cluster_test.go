@@ -101,6 +101,12 @@ func (p *clusterProc) api(t *testing.T, method, path string, body, out any) *mes
 	t.Helper()
 	tok, err := os.ReadFile(controlplane.TokenPath(p.home))
 	require.NoError(t, err)
+	return p.apiAs(t, strings.TrimSpace(string(tok)), method, path, body, out)
+}
+
+// apiAs is api under token.
+func (p *clusterProc) apiAs(t *testing.T, token, method, path string, body, out any) *messages.Error {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -108,7 +114,7 @@ func (p *clusterProc) api(t *testing.T, method, path string, body, out any) *mes
 	}
 	req, err := http.NewRequest(method, "http://"+p.addr+path, rd)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -115,7 +115,7 @@ func TestClusterMutualTLSRefusesWrongAndMissingCertificates(t *testing.T) {
 			c["tlsCert"], c["tlsKey"] = other.issue(t, "n4", "10.77.0.4")
 			c["tlsCa"] = other.file
 		}
-		return c
+		return map[string]any{"cluster": c}
 	}
 	var nodes []*clusterProc
 	for i := 1; i <= 5; i++ {
