@@ -2,10 +2,17 @@ package bench
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -156,12 +163,14 @@ func runCluster(ctx context.Context, o Options, dir string) (*Result, error) {
 // startBenchCluster starts nodes a, b and c, each holding dir/<id>.
 func startBenchCluster(dir string) ([]*cluster.Node, func(), error) {
 	quiet := slog.New(slog.NewTextHandler(devNull{}, &slog.HandlerOptions{Level: slog.LevelError}))
-	return startBenchClusterWith(dir, quiet, nil)
+	return startBenchClusterWith(dir, []string{"a", "b", "c"}, 3, quiet, nil)
 }
 
-// startBenchClusterWith is startBenchCluster with the nodes' logger and a
-// hook that sees each node's config before it starts.
-func startBenchClusterWith(dir string, nodeLog *slog.Logger, hook func(*cluster.Config) error) ([]*cluster.Node, func(), error) {
+// startBenchClusterWith is startBenchCluster with the nodes' ids, the
+// nodes' logger and a hook that sees each node's config before it starts;
+// it waits until the first good nodes have verified each other (the
+// others join the first's gossip, but may never be verified).
+func startBenchClusterWith(dir string, ids []string, good int, nodeLog *slog.Logger, hook func(*cluster.Config) error) ([]*cluster.Node, func(), error) {
 	quiet := slog.New(slog.NewTextHandler(devNull{}, &slog.HandlerOptions{Level: slog.LevelError}))
 	var nodes []*cluster.Node
 	var rts []*actors.Runtime
@@ -176,7 +185,7 @@ func startBenchClusterWith(dir string, nodeLog *slog.Logger, hook func(*cluster.
 		}
 	}
 	var seed string
-	for _, id := range []string{"a", "b", "c"} {
+	for _, id := range ids {
 		root := filepath.Join(dir, id)
 		if err := os.MkdirAll(root, 0o700); err != nil {
 			stop()
@@ -220,8 +229,8 @@ func startBenchClusterWith(dir string, nodeLog *slog.Logger, hook func(*cluster.
 		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for _, n := range nodes {
-		for verified(n) < 2 {
+	for _, n := range nodes[:good] {
+		for verified(n) < good-1 {
 			if time.Now().After(deadline) {
 				stop()
 				return nil, nil, fmt.Errorf("bench: the cluster did not form in time")
@@ -532,7 +541,7 @@ type faultCluster struct {
 func startFaultCluster(dir string) (*faultCluster, error) {
 	fc := &faultCluster{count: &gossipCounter{}}
 	t0 := time.Now()
-	nodes, stop, err := startBenchClusterWith(dir, slog.New(fc.count), func(nc *cluster.Config) error {
+	nodes, stop, err := startBenchClusterWith(dir, []string{"a", "b", "c"}, 3, slog.New(fc.count), func(nc *cluster.Config) error {
 		ft, err := newFaultTransport(nc.ListenAddr)
 		if err != nil {
 			return err
@@ -751,6 +760,10 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 		"%d of 3 nodes did (%d sessions placed)", listed, len(where))
 	res.vs(fmt.Sprintf("%d sessions over 3 nodes through a, per session (%d callers)", n, clusterConcurrency), ms(spread)/float64(n), UnitMs,
 		"the same sessions on a alone, per session", ms(alone)/float64(n))
+	plainRead := func() error { _, _, err := a.Get(ctx, sid, 0, 1); return err }
+	if err := clusterTLSRefusal(ctx, res, filepath.Join(dir, "tls"), plainRead); err != nil {
+		return err
+	}
 	res.note("fault rows: gossip (memberlist) runs over a transport the bench cuts, delays and thins (each node's outgoing packets and stream dials); the wire (hollywood) is neither cut nor delayed here, so the routed read under gossip delay shows that ops do not wait on gossip, and the partition is of membership. TestClusterUnderDelayAndLoss and TestClusterPartitionHeals (cmd/codesession) cut, delay and drop every packet, wire included, between processes in network namespaces. Probes made is at most one a round per node (memberlist stretches its rounds when its probes fail)")
 	return nil
 }
@@ -758,4 +771,143 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 func fmtState(n *cluster.Node, id string) string {
 	s, v := memberState(n, id)
 	return fmt.Sprintf("%s (verified %v)", s, v)
+}
+
+// benchCA is a certificate authority made for the mTLS rows.
+type benchCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newBenchCA(name string) (*benchCA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &benchCA{cert: cert, key: key, pool: pool}, nil
+}
+
+// tlsFor is the wire's mutual TLS for a node on 127.0.0.1 with a
+// certificate this CA signs.
+func (ca *benchCA) tlsFor(name string) (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.MutualTLSConfig(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, ca.pool), nil
+}
+
+// clusterTLSRefusal starts a, b and c with certificates of the cluster CA,
+// x with one of another CA and y with none, all in one gossip (no gossip
+// key): it counts what the good nodes refused and times a routed read over
+// mutual TLS against the same read over plaintext (plainRead, on the fault
+// cluster), the two alternated.
+func clusterTLSRefusal(ctx context.Context, res *Result, dir string, plainRead func() error) error {
+	ca, err := newBenchCA("cluster")
+	if err != nil {
+		return err
+	}
+	other, err := newBenchCA("other")
+	if err != nil {
+		return err
+	}
+	quiet := slog.New(slog.NewTextHandler(devNull{}, &slog.HandlerOptions{Level: slog.LevelError}))
+	nodes, stop, err := startBenchClusterWith(dir, []string{"a", "b", "c", "x", "y"}, 3, quiet, func(nc *cluster.Config) error {
+		var err error
+		switch nc.NodeID {
+		case "x":
+			nc.TLS, err = other.tlsFor(nc.NodeID)
+		case "y":
+		default:
+			nc.TLS, err = ca.tlsFor(nc.NodeID)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	a, bad := nodes[0], nodes[3:]
+	// wait until a knows x and y in its gossip; they are then probed
+	waitUntil(ctx, time.Minute, func() bool {
+		sx, _ := memberState(a, "x")
+		sy, _ := memberState(a, "y")
+		return sx == "alive" && sy == "alive"
+	})
+	attempts, refused := 0, 0
+	for _, b := range bad {
+		for _, try := range []func() error{
+			func() error {
+				_, err := a.Start(ctx, messages.Start{Brief: "to " + b.ID(), Cwd: filepath.Join(dir, b.ID())}, b.ID())
+				return err
+			},
+			func() error {
+				_, err := b.Start(ctx, messages.Start{Brief: "from " + b.ID(), Cwd: filepath.Join(dir, "a")}, "a")
+				return err
+			},
+		} {
+			attempts++
+			if try() != nil {
+				refused++
+			}
+		}
+	}
+	verifiedBad := 0
+	for _, g := range nodes[:3] {
+		for _, m := range g.Members() {
+			if (m.ID == "x" || m.ID == "y") && m.Verified {
+				verifiedBad++
+			}
+		}
+	}
+	for _, b := range bad {
+		verifiedBad += verified(b)
+	}
+	res.check("mTLS: no good node verified x (other CA) or y (no certificate), and they verified no one", verifiedBad == 0, "%d verifications", verifiedBad)
+	res.vs("mTLS: starts onto or through x and y refused", float64(refused), UnitCount, "starts tried", float64(attempts))
+
+	placed, err := a.Start(ctx, messages.Start{Brief: "tls", Cwd: filepath.Join(dir, "c")}, "")
+	if err != nil || placed.Node != "c" {
+		res.check("mTLS: a session placed from a onto c", false, "placed on %q: %v", placed.Node, err)
+		return nil
+	}
+	lat, plain := &latencies{}, &latencies{}
+	bad2 := 0
+	for range 200 {
+		t0 := time.Now()
+		if _, _, err := a.Get(ctx, placed.SessionID, 0, 1); err != nil {
+			bad2++
+		}
+		lat.since(t0)
+		t0 = time.Now()
+		if plainRead() != nil {
+			bad2++
+		}
+		plain.since(t0)
+	}
+	res.check("mTLS: routed reads among the good nodes (and plaintext ones) answered", bad2 == 0, "%d of 400 failed", bad2)
+	res.vs("routed read p50 over mutual TLS", ms(lat.summary().p50), UnitMs, "the same read over plaintext (the fault cluster, alternated) p50", ms(plain.summary().p50))
+	return nil
 }
