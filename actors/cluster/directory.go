@@ -174,7 +174,12 @@ func (n *Node) Publish(sid string, ev messages.PersistedEvent) {
 }
 
 // feed takes another node's live event: its session is recorded as that
-// node's, and the event goes to the local feed.
+// node's, and the event goes to the local feed. The first event of a
+// session this node has no record of is held, with every later one, until
+// the record is fetched from the owner (learnRecord): the local feed
+// decides from the record which scopes see the session, so an event handed
+// on before it would be shown to the default token only and lost to the
+// session's own scope.
 func (n *Node) feed(f *Feed) {
 	if !messages.ValidSessionID(f.SessionID) {
 		n.log.Warn("cluster: a feed event with a malformed session id is dropped", "node", f.Node)
@@ -193,27 +198,79 @@ func (n *Node) feed(f *Feed) {
 	n.owner[f.SessionID] = f.Node
 	n.deliverFeedLocked(f.SessionID, f.Event)
 	_, known := p.recs[f.SessionID]
-	learn := !known && !p.listing
-	if learn {
-		// a session this node has no record of: list its node now rather
-		// than at the next sync, so that should the node die soon, its
-		// session can still be shown orphaned here
-		p.listing = true
+	q, held := n.held[f.SessionID]
+	switch {
+	case held && len(q) >= maxHeld:
+		n.log.Warn("cluster: too many feed events held for a session whose record is being fetched; one is dropped", "node", f.Node, "session", f.SessionID)
+	case held:
+		n.held[f.SessionID] = append(q, f.Event)
+	case !known:
+		n.held[f.SessionID] = []messages.PersistedEvent{f.Event}
+		go n.learnRecord(f.Node, f.SessionID)
 	}
 	on := n.onFeed
 	n.mu.Unlock()
-	if learn {
-		go func() {
-			n.refresh(f.Node)
-			n.mu.Lock()
-			p.listing = false
-			n.mu.Unlock()
-		}()
-	} else if recordChanging[f.Event.Event.Type] {
+	if recordChanging[f.Event.Event.Type] && (known || held) {
 		n.scheduleRecord(f.Node, f.SessionID)
 	}
-	if on != nil {
+	if on != nil && known && !held {
 		on(f.Node, f.SessionID, f.Event)
+	}
+}
+
+// maxHeld bounds the feed events held for one session while its record is
+// fetched (learnRecord).
+const maxHeld = 4096
+
+// learnRecordTries is how many times learnRecord asks the owner for a
+// record before it hands the held events on without it.
+const learnRecordTries = 3
+
+// learnRecord fetches the record of a session this node first heard of by
+// its feed (so that, should its node die soon, it can still be shown
+// orphaned here, and the local feed knows its scope), then hands the
+// events held meanwhile to the local feed in order. Events that come while
+// it hands them on join the queue; the session's events go straight
+// through only once the queue is empty, so their order is kept.
+func (n *Node) learnRecord(node, sid string) {
+	for try := 0; try < learnRecordTries; try++ {
+		ctx, cancel := context.WithTimeout(WithScope(context.Background(), directoryScope), refreshTimeout)
+		var rec messages.SessionRecord
+		err := n.call(ctx, node, opRecord, getRequest{SessionID: sid}, &rec, 0)
+		cancel()
+		if err == nil && rec.SessionID == sid {
+			n.mu.Lock()
+			if p := n.peers[node]; p != nil {
+				if old, ok := p.recs[sid]; !ok || old.Version <= rec.Version {
+					p.recs[sid] = rec
+				}
+			}
+			n.mu.Unlock()
+			break
+		}
+		n.log.Warn("cluster: cannot fetch the record of a session first heard of by its feed", "member", node, "session", sid, "try", try+1, "err", err)
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+		}
+	}
+	for {
+		n.mu.Lock()
+		q := n.held[sid]
+		if len(q) == 0 || n.closed {
+			delete(n.held, sid)
+			n.mu.Unlock()
+			return
+		}
+		n.held[sid] = make([]messages.PersistedEvent, 0, 4)
+		on := n.onFeed
+		n.mu.Unlock()
+		if on != nil {
+			for _, ev := range q {
+				on(node, sid, ev)
+			}
+		}
 	}
 }
 

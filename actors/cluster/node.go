@@ -85,6 +85,10 @@ type Config struct {
 	GossipKey []byte
 	// Profile picks memberlist's timings (default ProfileLAN).
 	Profile Profile
+	// Transport, when set, is memberlist's transport, bound to ListenAddr
+	// (default: memberlist's own NetTransport there). Benchmarks wrap it
+	// to cut a node's gossip off (a partition) or delay and drop it.
+	Transport memberlist.Transport
 	// SyncInterval: see DefaultSyncInterval.
 	SyncInterval time.Duration
 	// Runtime is the node's own runtime; Scope the owner scope of its
@@ -154,8 +158,7 @@ type peer struct {
 	pid      *actor.PID
 	// recs are its session records as last listed; kept when it dies, so
 	// its sessions can be shown orphaned.
-	recs    map[string]messages.SessionRecord
-	listing bool // a refresh for an unknown session is under way
+	recs map[string]messages.SessionRecord
 	// gossip is its memberlist address, retried when it is gone (join.go).
 	gossip string
 	// left: it said it was leaving (Meta.Leaving) before it went, not a
@@ -194,6 +197,9 @@ type Node struct {
 	order    []string        // answered ids, oldest first
 	fetching map[string]bool // record fetches scheduled (directory.go)
 	refetch  map[string]bool // a record changed again while being fetched
+	// held are feed events of sessions whose record is being learned
+	// (learnRecord), in order; a session is in it until they are handed on
+	held map[string][]messages.PersistedEvent
 	// calls counts the calls this node made to others, by op (tests show
 	// that a listing makes none).
 	calls  map[string]int
@@ -248,7 +254,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), rejoin: make(chan struct{}, 1),
 		peers: map[string]*peer{}, owner: map[string]string{}, pending: map[string]chan *Reply{}, answered: map[string]*done{},
-		fetching: map[string]bool{}, refetch: map[string]bool{}, calls: map[string]int{}}
+		fetching: map[string]bool{}, refetch: map[string]bool{}, held: map[string][]messages.PersistedEvent{}, calls: map[string]int{}}
 	n.meta = Meta{ID: cfg.NodeID, Addr: cfg.RemoteAddr, Roots: cfg.Roots, Boot: time.Now().UnixNano()}
 	n.meta.Backends = slices.Sorted(slices.Values(cfg.Backends))
 	if len(cfg.Backends) == 0 {
@@ -284,6 +290,9 @@ func Start(cfg Config) (*Node, error) {
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
+	}
 	mc.Delegate = (*gossip)(n)
 	mc.Events = (*gossip)(n)
 	mc.Logger = slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)

@@ -34,16 +34,21 @@ func holds(roots []string, cwd string) bool {
 
 // place picks the node for a start: the one named (it must be live and fit),
 // else the least loaded live node whose roots hold cwd and that has the
-// backend. Ties go to this node, then to the smaller id. No fit is an
-// invalid error that says why each node was passed over.
+// backend. Ties go to this node, then to the smaller id. A node that
+// gossips Leaving is passed over: it is in its last moments (Close waits
+// up to leavingTimeout before its leave), and a session placed there would
+// be orphaned at once. No fit is an invalid error that says why each node
+// was passed over.
 func (n *Node) place(op messages.Start, backend, named string) (candidate, error) {
 	self := n.Meta()
 	cands := []candidate{{meta: self, local: true}}
 	n.mu.Lock()
-	var unverified []string
+	var unverified, leaving []string
 	for id, p := range n.peers {
 		switch {
 		case p.state == PeerDead:
+		case p.meta.Leaving:
+			leaving = append(leaving, id)
 		case !p.verified:
 			unverified = append(unverified, id)
 		default:
@@ -72,6 +77,9 @@ func (n *Node) place(op messages.Start, backend, named string) (candidate, error
 				msg := fmt.Sprintf("node %q is not a live member of the cluster", named)
 				if slices.Contains(unverified, named) {
 					msg = fmt.Sprintf("node %q has not answered over the wire yet", named)
+				}
+				if slices.Contains(leaving, named) {
+					msg = fmt.Sprintf("node %q is leaving the cluster", named)
 				}
 				return candidate{}, messages.FieldError(messages.OpStart, field, "%s", msg)
 			}

@@ -42,6 +42,9 @@ func TestPlacementPicksTheLeastLoaded(t *testing.T) {
 		{"a tie between peers goes to the smaller id", 5, map[string]peer{"d": alive(1), "c": alive(1)}, "c"},
 		{"a dead idle peer is passed over", 5, map[string]peer{"b": {state: PeerDead, verified: true}, "c": alive(3)}, "c"},
 		{"an unverified idle peer is passed over", 5, map[string]peer{"b": {state: PeerAlive}, "c": alive(3)}, "c"},
+		{"an idle peer that gossips Leaving is passed over", 5,
+			map[string]peer{"b": {state: PeerAlive, verified: true, meta: Meta{Leaving: true}}, "c": alive(3)}, "c"},
+		{"this node over a leaving peer however idle", 5, map[string]peer{"b": {state: PeerAlive, verified: true, meta: Meta{Leaving: true}}}, "self"},
 		{"an idle peer without the backend is passed over", 5,
 			map[string]peer{"b": {state: PeerAlive, verified: true, meta: Meta{Backends: []string{"codex"}}}, "c": alive(4)}, "c"},
 	}
@@ -54,4 +57,14 @@ func TestPlacementPicksTheLeastLoaded(t *testing.T) {
 			assert.Equal(t, tc.want == "self", c.local)
 		})
 	}
+}
+
+// TestPlacementRefusesALeavingNodeByName: a start that names a node in its
+// last moments of leaving is refused with a reason, not placed there.
+func TestPlacementRefusesALeavingNodeByName(t *testing.T) {
+	n := placementNode(5, map[string]peer{"b": {state: PeerAlive, verified: true, meta: Meta{Leaving: true}}})
+	_, err := n.place(messages.Start{Brief: "x"}, "script", "b")
+	require.Error(t, err)
+	assert.True(t, messages.IsCode(err, messages.CodeInvalid), "%v", err)
+	assert.Contains(t, err.Error(), "leaving")
 }

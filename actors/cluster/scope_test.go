@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,5 +196,66 @@ func TestScopedAllSessionsFeedAcrossNodes(t *testing.T) {
 	for len(feeds["alpha"]) > 0 {
 		d := <-feeds["alpha"]
 		require.NotEqual(t, sids["beta"], d.SessionID, "alpha's feed carried beta's session")
+	}
+}
+
+// TestScopedAllSessionsFeedSeesARemoteSessionFromItsFirstEvent: alpha's
+// all-sessions feed on a, and a session alpha starts on b through a: the
+// feed carries the session's events from seq 1, gapless, up to the end of
+// its first turn. The old feed handed another node's events on before a
+// knew the session's record, and the scoped feed dropped every event
+// until the record came (it showed them to the default token only).
+func TestScopedAllSessionsFeedSeesARemoteSessionFromItsFirstEvent(t *testing.T) {
+	dir := t.TempDir()
+	tok := "alpha-token-0123456789"
+	f := filepath.Join(dir, "alpha.token")
+	require.NoError(t, os.WriteFile(f, []byte(tok+"\n"), 0o600))
+	alpha := config.Scope{Name: "alpha", TokenFile: f}
+	ra, rb := filepath.Join(dir, "wa"), filepath.Join(dir, "wb")
+	require.NoError(t, mkdir(ra))
+	require.NoError(t, mkdir(rb))
+	a := startDaemonNode(t, "a", ra, "", alpha)
+	b := startDaemonNode(t, "b", rb, a.node.cfg.ListenAddr, alpha)
+	converged(t, a.node, b.node)
+
+	ctx := ctxT(t)
+	feed := sseEventsAs(t, ctx, a, tok, "", "")
+	for i := range 3 { // a few sessions: each is a fresh race with its record
+		var placed Placed
+		require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions", map[string]any{"brief": fmt.Sprintf("first %d", i), "cwd": rb}, &placed))
+		require.Equal(t, "b", placed.Node)
+		var tr messages.TurnResult
+		require.Nil(t, a.apiAs(t, tok, "POST", "/api/code-sessions/"+placed.SessionID+"/read-turn", map[string]any{"timeoutMs": 60000}, &tr))
+		require.Equal(t, messages.KindTurnComplete, tr.Kind)
+		var v struct {
+			Events  []messages.PersistedEvent `json:"events"`
+			LastSeq uint64                    `json:"lastSeq"`
+		}
+		require.Nil(t, a.apiAs(t, tok, "GET", "/api/code-sessions/"+placed.SessionID+"?limit=5000", nil, &v))
+		var seqs []uint64
+		timeout := time.After(deadline)
+		for len(seqs) == 0 || seqs[len(seqs)-1] < v.LastSeq {
+			select {
+			case d, ok := <-feed:
+				require.True(t, ok, "alpha's feed ended; saw %v", seqs)
+				if d.SessionID == placed.SessionID {
+					seqs = append(seqs, d.Seq)
+				}
+			case <-timeout:
+				t.Fatalf("alpha's feed never reached seq %d of session %d; saw %v", v.LastSeq, i, seqs)
+			}
+		}
+		// the feed coalesces a run of text deltas into one event (the
+		// run's last seq): every other event of the log is in it, in order
+		var want []uint64
+		for _, ev := range v.Events {
+			if !(ev.Event.Type == messages.EvText && ev.Event.Delta) {
+				want = append(want, ev.Seq)
+			}
+		}
+		require.True(t, slices.IsSorted(seqs) && len(slices.Compact(slices.Clone(seqs))) == len(seqs), "in order, no repeats: %v", seqs)
+		for _, s := range want {
+			require.Contains(t, seqs, s, "session %d: alpha's feed lacks seq %d of the log (it has %v)", i, s, seqs)
+		}
 	}
 }

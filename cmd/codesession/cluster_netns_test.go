@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,26 +65,58 @@ func (l *netnsLab) ip(args ...string) {
 	require.NoError(l.t, err, "ip %s: %s", strings.Join(args, " "), out)
 }
 
-func newNetnsLab(t *testing.T, n int) *netnsLab {
+// newLab is a lab with no nodes yet; its namespaces are deleted on
+// cleanup.
+func newLab(t *testing.T) *netnsLab {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	l := &netnsLab{t: t, tag: hex.EncodeToString(b[:])}
-	l.hub = "cshub" + l.tag
 	t.Cleanup(func() {
 		// deleting a namespace deletes the interfaces in it; the test's
 		// own management ends go with their peers
-		for _, ns := range append([]string{l.hub}, l.nodes...) {
+		for i, ns := range l.nodes {
 			_ = exec.Command("ip", "netns", "del", ns).Run()
+			// a namespace lives on while anything holds it (a closing
+			// TUN, a socket): its management link's end here goes now,
+			// so the next lab finds 10.78.i.1 free
+			_ = exec.Command("ip", "link", "del", fmt.Sprintf("m%d%s", i+1, l.tag)).Run()
+		}
+		if l.hub != "" {
+			_ = exec.Command("ip", "netns", "del", l.hub).Run()
 		}
 	})
-	l.ip("netns", "add", l.hub)
+	return l
+}
+
+// addNode makes node i's namespace (1-based) with its management link
+// from the test's namespace (10.78.i.1 here, 10.78.i.2 there) and returns
+// its name; the cluster link is the caller's.
+func (l *netnsLab) addNode(i int) string {
+	ns := fmt.Sprintf("csn%d%s", i, l.tag)
+	l.nodes = append(l.nodes, ns)
+	l.ip("netns", "add", ns)
+	l.ip("-n", ns, "link", "set", "lo", "up")
+	mine, theirs := fmt.Sprintf("m%d%s", i, l.tag), fmt.Sprintf("g%d%s", i, l.tag)
+	l.ip("link", "add", mine, "type", "veth", "peer", "name", theirs)
+	l.ip("link", "set", theirs, "netns", ns)
+	l.ip("addr", "add", fmt.Sprintf("10.78.%d.1/30", i), "dev", mine)
+	l.ip("link", "set", mine, "up")
+	l.ip("-n", ns, "addr", "add", fmt.Sprintf("10.78.%d.2/30", i), "dev", theirs)
+	l.ip("-n", ns, "link", "set", theirs, "up")
+	return ns
+}
+
+// newNetnsLab is a lab of n nodes whose cluster links meet on a bridge in
+// the hub namespace.
+func newNetnsLab(t *testing.T, n int) *netnsLab {
+	l := newLab(t)
+	hub := "cshub" + l.tag
+	l.ip("netns", "add", hub)
+	l.hub = hub
 	l.ip("-n", l.hub, "link", "add", "br0", "type", "bridge")
 	l.ip("-n", l.hub, "link", "set", "br0", "up")
 	for i := 1; i <= n; i++ {
-		ns := fmt.Sprintf("csn%d%s", i, l.tag)
-		l.nodes = append(l.nodes, ns)
-		l.ip("netns", "add", ns)
-		l.ip("-n", ns, "link", "set", "lo", "up")
+		ns := l.addNode(i)
 		// cluster link: node ns eth0 <-> hub port
 		hubEnd, nodeEnd := fmt.Sprintf("h%d%s", i, l.tag), fmt.Sprintf("c%d%s", i, l.tag)
 		l.hubEnd = append(l.hubEnd, hubEnd)
@@ -94,14 +127,6 @@ func newNetnsLab(t *testing.T, n int) *netnsLab {
 		l.ip("-n", l.hub, "link", "set", hubEnd, "up")
 		l.ip("-n", ns, "addr", "add", fmt.Sprintf("10.77.0.%d/24", i), "dev", nodeEnd)
 		l.ip("-n", ns, "link", "set", nodeEnd, "up")
-		// management link: the test's namespace <-> node
-		mine, theirs := fmt.Sprintf("m%d%s", i, l.tag), fmt.Sprintf("g%d%s", i, l.tag)
-		l.ip("link", "add", mine, "type", "veth", "peer", "name", theirs)
-		l.ip("link", "set", theirs, "netns", ns)
-		l.ip("addr", "add", fmt.Sprintf("10.78.%d.1/30", i), "dev", mine)
-		l.ip("link", "set", mine, "up")
-		l.ip("-n", ns, "addr", "add", fmt.Sprintf("10.78.%d.2/30", i), "dev", theirs)
-		l.ip("-n", ns, "link", "set", theirs, "up")
 	}
 	return l
 }
@@ -118,21 +143,42 @@ func (l *netnsLab) partition(i int, cut bool) {
 // startNetnsNode runs node i of the lab: gossip on 10.77.0.i:7946, the
 // wire on :7947, HTTP on the management address.
 func (l *netnsLab) startNode(bin string, i int, root, scenario, join string) *clusterProc {
+	l.t.Helper()
+	return l.startNodeWith(bin, i, root, scenario, join, map[string]any{"cluster": map[string]any{"profile": "local"}}, nil)
+}
+
+// startNodeWith is startNode with the config file's content given, and
+// extra environment for the daemon.
+func (l *netnsLab) startNodeWith(bin string, i int, root, scenario, join string, cfg map[string]any, env []string) *clusterProc {
 	t := l.t
 	t.Helper()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
 	cfgPath := filepath.Join(dir, "config.json")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(`{"cluster": {"profile": "local"}}`), 0o600))
+	cfgJSON, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(cfgPath, cfgJSON, 0o600))
 	id := fmt.Sprintf("n%d", i)
 	p := &clusterProc{id: id, home: home, addr: fmt.Sprintf("10.78.%d.2:8080", i), gossip: fmt.Sprintf("10.77.0.%d:7946", i),
-		prefix: []string{"ip", "netns", "exec", l.nodes[i-1]}}
+		prefix: []string{"ip", "netns", "exec", l.nodes[i-1]}, env: env}
 	p.args = []string{"serve", "--addr", p.addr, "--insecure-remote", "--home", home, "--config", cfgPath,
 		"--env", "CODESESSION_SCRIPT=" + scenario, "--node-id", id, "--cluster-listen", p.gossip, "--cluster-root", root}
 	if join != "" {
 		p.args = append(p.args, "--join", join)
 	}
 	p.start(t, bin)
+	t.Cleanup(func() {
+		if t.Failed() { // what the node said last, for the failure
+			exited := "running"
+			select {
+			case <-p.done:
+				exited = "exited: " + p.cmd.ProcessState.String()
+			default:
+			}
+			lines := strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
+			t.Logf("%s (%s), its last log lines:\n%s", p.id, exited, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	})
 	return p
 }
 
@@ -298,4 +344,34 @@ func TestClusterThreeNodesThreeHundredSessions(t *testing.T) {
 			return true
 		})
 	}
+}
+
+// TestClusterConvergesInTheWrongStartOrder: three processes in network
+// namespaces, started the wrong way round: n2 and n3 first, each told to
+// join n1, which is not up yet, then n1 last and told to join no one.
+// Retry join brings all three into one cluster (the issue's restart left
+// three one-node clusters for good), and a session placed from n3 onto n2
+// is listed by n1.
+func TestClusterConvergesInTheWrongStartOrder(t *testing.T) {
+	skipOrFailWithoutNetns(t)
+	lab := newNetnsLab(t, 3)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "codesession")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	scenario := writeScenario(t, opsScenario)
+	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	const seed = "10.77.0.1:7946" // n1's gossip address, before n1 runs
+	n3 := lab.startNode(bin, 3, roots[2], scenario, seed)
+	n2 := lab.startNode(bin, 2, roots[1], scenario, seed)
+	waitFor(t, "n2 to log a failed join of the absent seed", func() bool { return strings.Contains(n2.stderr.String(), "retry join: not every address answered") })
+	n1 := lab.startNode(bin, 1, roots[0], scenario, "")
+	nodes := []*clusterProc{n1, n2, n3}
+	for _, n := range nodes {
+		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
+	}
+	var placed cluster.Placed
+	require.Nil(t, n3.api(t, "POST", "/api/code-sessions", map[string]any{"brief": "after a late seed", "cwd": roots[1]}, &placed))
+	require.Equal(t, "n2", placed.Node)
+	waitFor(t, "n1 to list the session on n2", func() bool { r, ok := n1.session(t, placed.SessionID); return ok && r.Node == "n2" })
 }

@@ -30,6 +30,8 @@ type clusterProc struct {
 	args                   []string
 	// prefix runs the binary under another command (ip netns exec NS).
 	prefix []string
+	// env is added to the daemon's environment.
+	env []string
 }
 
 // freeGossipAddr is a 127.0.0.1 port free for gossip (TCP and UDP) with
@@ -79,7 +81,7 @@ func (p *clusterProc) start(t *testing.T, bin string) {
 	t.Helper()
 	argv := append(append(append([]string(nil), p.prefix...), bin), p.args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "CODESESSION_BACKEND=script", "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG=")
+	cmd.Env = append(append(os.Environ(), "CODESESSION_BACKEND=script", "CODESESSION_LOG_LEVEL=warn", "CODESESSION_ADDR=", "CODESESSION_CONFIG="), p.env...)
 	d := &daemonProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = d.stderr, d.stderr
 	require.NoError(t, cmd.Start())
@@ -99,6 +101,12 @@ func (p *clusterProc) api(t *testing.T, method, path string, body, out any) *mes
 	t.Helper()
 	tok, err := os.ReadFile(controlplane.TokenPath(p.home))
 	require.NoError(t, err)
+	return p.apiAs(t, strings.TrimSpace(string(tok)), method, path, body, out)
+}
+
+// apiAs is api under token.
+func (p *clusterProc) apiAs(t *testing.T, token, method, path string, body, out any) *messages.Error {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -106,7 +114,7 @@ func (p *clusterProc) api(t *testing.T, method, path string, body, out any) *mes
 	}
 	req, err := http.NewRequest(method, "http://"+p.addr+path, rd)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
