@@ -2,9 +2,31 @@ package acp
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/codesession/codesession/transports"
 )
+
+// filterLines runs filterLine over every line of r as the kit's line
+// reader splits it, as the agent's stdout reaches it.
+func filterLines(r io.Reader, w io.Writer, maxLine int, report func(v lineVerdict, n int, head []byte)) error {
+	lr := transports.NewLineReader(r, maxLine)
+	for {
+		line, over, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := filterLine(line, over, w, report); err != nil {
+			return err
+		}
+	}
+}
 
 func TestFilterLines(t *testing.T) {
 	long := `{"jsonrpc":"2.0","method":"x","params":{"pad":"` + strings.Repeat("y", 3000) + `"}}`
