@@ -560,3 +560,14 @@ func TestReadTurnAnswerLostInTheWriteIsReadAgain(t *testing.T) {
 	assert.Equal(t, lost.Data, again, "the result the client never got is read again")
 	assert.Equal(t, messages.KindTurnComplete, again.Kind)
 }
+
+// TestRenderAttachSetsTheLaunchEnv: the environment a backend says its
+// resume needs (codex's CODEX_HOME) is set in the command, quoted; a
+// malformed name is left out.
+func TestRenderAttachSetsTheLaunchEnv(t *testing.T) {
+	rec := messages.SessionRecord{Cwd: "/r", Status: messages.StatusEnded, Runs: []messages.Run{{ExternalSessionID: "th-1"}}}
+	tmpl := &messages.ExternalAttach{CommandTemplate: "codex resume {sessionId}"}
+	v := RenderAttachFor(tmpl, rec, AttachLaunch{Home: "/home/u", Env: []string{"CODEX_HOME=/cache/codex homes/cs_1", "A=1", "bad name=x", "=y"}})
+	require.NotNil(t, v)
+	assert.Equal(t, `cd /r && HOME=/home/u CODEX_HOME='/cache/codex homes/cs_1' A=1 codex resume th-1`, v.Command)
+}

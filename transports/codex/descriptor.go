@@ -116,7 +116,7 @@ func descriptor() messages.Descriptor {
 			"(max = xhigh). Codex reads the repository's AGENTS.md by itself. Verified with Codex CLI " + PinnedVersion + ".",
 		ExternalAttach: &messages.ExternalAttach{
 			CommandTemplate: "codex resume {sessionId}",
-			Note:            "run it in {cwd} with the session's CODEX_HOME: Codex keeps its threads under $CODEX_HOME/sessions",
+			Note:            "the command sets the session's own CODEX_HOME: Codex keeps its threads under $CODEX_HOME/sessions",
 		},
 		CLIVersion: PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
