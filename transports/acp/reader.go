@@ -27,7 +27,18 @@ const (
 	lineGarbage
 	// lineTooLong: over the line cap; dropped unread and reported.
 	lineTooLong
+	// lineIgnored: a JSON-RPC object the client has no use for, dropped
+	// before the SDK decodes it, without a report (see ignoredUpdates).
+	lineIgnored
 )
+
+// ignoredUpdates are the session/update kinds the client ignores and the
+// reader drops unread by the SDK: qwen 0.24 sends its slash-command list,
+// every bundled skill's SKILL.md included, as one ~560 kB
+// available_commands_update at each session start, which the SDK would
+// decode into maps only for the client to discard it (and under -race it
+// was still decoding when a session closed).
+var ignoredUpdates = map[string]bool{"available_commands_update": true}
 
 func (v lineVerdict) String() string {
 	switch v {
@@ -39,6 +50,8 @@ func (v lineVerdict) String() string {
 		return "garbage"
 	case lineTooLong:
 		return "too-long"
+	case lineIgnored:
+		return "ignored"
 	}
 	return "invalid"
 }
@@ -53,10 +66,22 @@ func classify(line []byte) lineVerdict {
 		return lineGarbage
 	}
 	var env struct {
-		JSONRPC string `json:"jsonrpc"`
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
 	}
 	if json.Unmarshal(line, &env) != nil || env.JSONRPC != "2.0" {
 		return lineGarbage
+	}
+	if env.Method == "session/update" {
+		var p struct {
+			Update struct {
+				SessionUpdate string `json:"sessionUpdate"`
+			} `json:"update"`
+		}
+		if json.Unmarshal(env.Params, &p) == nil && ignoredUpdates[p.Update.SessionUpdate] {
+			return lineIgnored
+		}
 	}
 	return linePass
 }
@@ -75,7 +100,7 @@ func filterLine(line []byte, over int, w io.Writer, report func(v lineVerdict, n
 	case linePass:
 		_, err := w.Write(append(line[:len(line):len(line)], '\n'))
 		return err
-	case lineBlank:
+	case lineBlank, lineIgnored:
 	default:
 		report(v, len(line), line[:min(len(line), 80)])
 	}

@@ -38,6 +38,8 @@ func TestFilterLines(t *testing.T) {
 		`[1,2]`,
 		long,
 		`{"jsonrpc":"2.0","method":"session/update","params":{}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`,
+		`{"jsonrpc":"2.0","method":"x","params":[1]}`,
 		`{"jsonrpc":"2.0","id":3,"result":{}}`, // last line without a newline
 	}, "\n")
 	var out bytes.Buffer
@@ -50,7 +52,8 @@ func TestFilterLines(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n" + `{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"
+	want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"x","params":[1]}` + "\n" + `{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"
 	if out.String() != want {
 		t.Errorf("passed:\n%s\nwant:\n%s", out.String(), want)
 	}
