@@ -158,6 +158,12 @@ func (s *session) boot(ctx context.Context) error {
 		_ = os.RemoveAll(s.scratch)
 		return messages.AsError(messages.OpStart, err)
 	}
+	if s.spec.ResumeExternalID != "" && s.t.agent.BeforeLoad != nil {
+		if err := s.t.agent.BeforeLoad(ctx, s.spec); err != nil {
+			_ = os.RemoveAll(s.scratch)
+			return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, "the start ended before "+s.t.agent.Descriptor.ID+" could load the session")
+		}
+	}
 	if err := s.start(args, extra); err != nil {
 		_ = os.RemoveAll(s.scratch)
 		return err
