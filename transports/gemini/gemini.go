@@ -113,7 +113,10 @@ func descriptor() messages.Descriptor {
 			"plan selects gemini's read-only plan mode; acceptEdits allows edits inside the workspace; full allows " +
 			"every call inside it. The model (-m) is set at start; there is no effort. A resume loads gemini's own session " +
 			"(ACP session/load), so the model sees the earlier turns. Verified with gemini-cli " + PinnedVersion + ".",
-		CLIVersion: PinnedVersion,
+		// `gemini --resume <id>` finds the session among the chats of the
+		// project of the directory it runs in (the command cds there)
+		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "gemini --resume {sessionId}"},
+		CLIVersion:     PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
 		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.gemini"}},
 	}

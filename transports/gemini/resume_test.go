@@ -103,3 +103,22 @@ func TestLiveResumeAfterKillKeepsTheConversation(t *testing.T) {
 		t.Errorf("the first request after the resume does not carry turn 1:\n%.2000s", last)
 	}
 }
+
+// TestLiveAttachCommandResumes runs the attach command headless (-p): the
+// model's request carries the session's turn 1. A user settings file in
+// the session's HOME selects the API-key auth, as a user's own would (a
+// system settings file under /tmp is refused as insecure), for this test
+// only.
+func TestLiveAttachCommandResumes(t *testing.T) {
+	settings := filepath.Join(acptest.SharedHome, ".gemini", "settings.json")
+	if _, err := os.Stat(settings); err == nil {
+		t.Fatalf("%s exists: the test would overwrite it", settings)
+	}
+	acptest.AttachRun(t, backend(t), func(argv []string, prompt string) []string {
+		if err := os.WriteFile(settings, []byte(`{"security":{"auth":{"selectedType":"gemini-api-key"}}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(settings) })
+		return append(argv, "-p", prompt)
+	}, "GEMINI_CLI_TRUST_WORKSPACE=true")
+}
