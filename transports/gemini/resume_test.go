@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/modelmock"
@@ -114,11 +115,11 @@ func TestLiveAttachCommandResumes(t *testing.T) {
 	if _, err := os.Stat(settings); err == nil {
 		t.Fatalf("%s exists: the test would overwrite it", settings)
 	}
-	acptest.AttachRun(t, backend(t), func(argv []string, prompt string) []string {
+	acptest.AttachRun(t, backend(t), func(argv []string, prompt string, _ transports.SessionSpec) ([]string, []string) {
 		if err := os.WriteFile(settings, []byte(`{"security":{"auth":{"selectedType":"gemini-api-key"}}}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = os.Remove(settings) })
-		return append(argv, "-p", prompt)
-	}, "GEMINI_CLI_TRUST_WORKSPACE=true")
+		return append(argv, "-p", prompt), []string{"GEMINI_CLI_TRUST_WORKSPACE=true"}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
 )
 
@@ -16,11 +17,12 @@ import (
 // runs turn 1 ("remember the word marmalade") and closes; then the
 // descriptor's ExternalAttach template, filled with the session's id and
 // workspace, runs with its binary replaced by b.Bin and made
-// non-interactive by headless (which gets the template's argv and the
-// prompt and returns the argv to run), in the workspace with the session's
-// HOME and spec environment plus env. The model's request must carry turn
-// 1: the command resumed the session's conversation.
-func AttachRun(t *testing.T, b Backend, headless func(argv []string, prompt string) []string, env ...string) {
+// non-interactive by headless (which gets the template's argv, the prompt
+// and the session's spec, and returns the argv to run and the environment
+// a user's own setup would add), in the workspace with the session's HOME
+// and spec environment. The model's request must carry turn 1: the command
+// resumed the session's conversation.
+func AttachRun(t *testing.T, b Backend, headless func(argv []string, prompt string, spec transports.SessionSpec) (args, env []string)) {
 	t.Helper()
 	tmpl := b.New().Descriptor().ExternalAttach
 	if tmpl == nil || tmpl.CommandTemplate == "" {
@@ -40,19 +42,19 @@ func AttachRun(t *testing.T, b Backend, headless func(argv []string, prompt stri
 		t.Fatal(err)
 	}
 	argv := strings.Fields(strings.NewReplacer("{sessionId}", st.ExternalSessionID, "{cwd}", l.WS).Replace(tmpl.CommandTemplate))
-	argv = headless(argv, "what was the word")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // stops a hang only
+	spec := b.Spec(t, l.Mock)
+	argv, env := headless(argv, "what was the word", spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // stops a hang only
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.Bin, argv[1:]...)
 	cmd.Dir = l.WS
-	spec := b.Spec(t, l.Mock)
 	cmd.Env = append(append(append(os.Environ(), "HOME="+spec.Home), spec.Env...), env...)
 	cmd.Stdin = strings.NewReader("")
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%q: %v\n%s", argv, err, out)
-	}
 	reqs := l.Mock.MainRequests()
+	if err != nil {
+		t.Fatalf("%q: %v (the model saw %d requests)\n%s", argv, err, len(reqs), out)
+	}
 	if len(reqs) == 0 {
 		t.Fatal("the model saw no request")
 	}
