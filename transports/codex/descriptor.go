@@ -106,6 +106,7 @@ func descriptor() messages.Descriptor {
 			"allowedTools cannot be honoured: the sandbox and the approval policy are the only boundary",
 			"token usage only: no USD cost is reported (subscription billing)",
 			"reads the repository's AGENTS.md on its own",
+			"without bubblewrap (bwrap) on PATH Codex sandboxes with its bundled copy; it warns at every start, which sessions do not repeat",
 		},
 		BriefingNotes: "Codex runs as one persistent `codex app-server` process per session, with its own CODEX_HOME " +
 			"written by codesession. Postures map to a sandbox plus an approval policy: plan = read-only sandbox " +
