@@ -130,6 +130,18 @@ func (s *session) progressLocked(id string, st *toolState, status acpsdk.ToolCal
 		IsError: status == acpsdk.ToolCallStatusFailed, Truncated: cut, OriginalBytes: orig})
 }
 
+// notRunLocked closes a call the host refused or denied with its result:
+// it never ran. gemini 0.61 sends no tool_call_update for a rejected call,
+// so without this the log had its tool_use and no tool_result; an agent
+// that does report the failure later is not reported twice (st.done).
+func (s *session) notRunLocked(turn int, id string, st *toolState, why string) {
+	if st.done {
+		return
+	}
+	st.done = true
+	s.emitLocked(turn, messages.Event{Type: messages.EvToolResult, ToolUseID: id, ToolName: st.name(), Output: why, IsError: true})
+}
+
 func (s *session) useLocked(id string, st *toolState) {
 	if st.used {
 		return
@@ -220,6 +232,7 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 		if v == verdictReject {
 			s.emitLocked(turn, messages.Event{Type: messages.EvWarning, Text: "refused " + st.name() + " " + st.title + ": " + why})
 			s.notes = append(s.notes, "the host refused "+st.name()+" "+st.title+": "+why)
+			s.notRunLocked(turn, id, st, "refused: "+why)
 		}
 		s.mu.Unlock()
 		d := messages.DecisionAllowOnce
@@ -246,6 +259,9 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 	}
 	if r.Decision == messages.DecisionDeny && r.Reason != "" {
 		s.notes = append(s.notes, "the host denied "+st.name()+" "+st.title+": "+r.Reason)
+	}
+	if r.Decision == messages.DecisionDeny || r.Decision == messages.DecisionCancel {
+		s.notRunLocked(turn, id, st, strings.TrimSuffix("denied: "+r.Reason, ": "))
 	}
 	s.mu.Unlock()
 	return acpsdk.RequestPermissionResponse{Outcome: outcomeFor(p.Options, r.Decision)}, nil

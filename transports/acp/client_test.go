@@ -239,6 +239,19 @@ func TestReplayGateRefuses(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning names the gate's reason; events %+v", rec.all())
 	}
+	// the refused write never ran: its result says so, once
+	results := 0
+	for _, ev := range rec.all() {
+		if ev.Type == messages.EvToolResult {
+			results++
+			if !ev.IsError || !strings.HasPrefix(ev.Output, "refused: ") {
+				t.Errorf("the refused call's result: %+v", ev)
+			}
+		}
+	}
+	if results != 1 {
+		t.Errorf("%d tool results for the refused call: want 1; events %+v", results, rec.all())
+	}
 }
 
 // TestDenyReasonNextPrompt: a deny's reason is kept for the next prompt.
