@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,16 +52,61 @@ func AttachRun(t *testing.T, b Backend, headless func(argv []string, prompt stri
 	cmd.Dir = l.WS
 	cmd.Env = append(append(append(os.Environ(), "HOME="+spec.Home), spec.Env...), env...)
 	cmd.Stdin = strings.NewReader("")
-	out, err := cmd.CombinedOutput()
-	reqs := l.Mock.MainRequests()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stopped as a group
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out strings.Builder
+	lw := &lockedWriter{w: &out}
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// the verdict is the model's request; a CLI that stays up after
+	// answering (opencode run on the mock) is stopped once it was sent
+	var err error
+	var reqs []modelmock.Request
+	for done := false; !done; {
+		select {
+		case err = <-exited:
+			done = true
+		case <-time.After(200 * time.Millisecond):
+			reqs = l.Mock.MainRequests()
+			if n := len(reqs); n > 0 && strings.Contains(string(reqs[n-1].Body), "what was the word") {
+				time.Sleep(time.Second) // let it take the answer
+				_ = cmd.Cancel()
+				<-exited
+				done = true
+			}
+		}
+	}
+	reqs = l.Mock.MainRequests()
 	if err != nil {
-		t.Fatalf("%q: %v (the model saw %d requests)\n%s", argv, err, len(reqs), out)
+		t.Fatalf("%q: %v (the model saw %d requests)\n%s", argv, err, len(reqs), lw.String())
 	}
 	if len(reqs) == 0 {
 		t.Fatal("the model saw no request")
 	}
 	last := string(reqs[len(reqs)-1].Body)
 	if !strings.Contains(last, "what was the word") || !strings.Contains(last, "remember the word marmalade") {
-		t.Errorf("%q: the model's request does not carry turn 1: the session was not resumed\n%s\n%.3000s", argv, out, last)
+		t.Errorf("%q: the model's request does not carry turn 1: the session was not resumed\n%s\n%.3000s", argv, lw.String(), last)
 	}
+}
+
+// lockedWriter serializes the CLI's stdout and stderr into one buffer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
