@@ -77,6 +77,8 @@ type (
 		rec     messages.SessionRecord
 		lastSeq uint64
 		prov    curation.Result // the resumed run's capabilities
+		// dangling is the turn the log shows started and never ended
+		dangling int
 	}
 )
 
@@ -369,12 +371,49 @@ func (r *registry) resume(c *actor.Context, m regResume) {
 			fail(messages.AsError(op, err))
 			return
 		}
+		dangling, err := danglingTurn(ctx, st, sid, rec, last)
+		if err != nil {
+			fail(messages.AsError(op, err))
+			return
+		}
 		var prov curation.Result
 		if r.curate != nil { // the run gets the project's capabilities as of now
 			prov = r.curate(ctx, sid, rec.Cwd, rec.BackendID)
 		}
-		engine.Send(self, regAdopt{regResume: m, rec: rec, lastSeq: last, prov: prov})
+		engine.Send(self, regAdopt{regResume: m, rec: rec, lastSeq: last, prov: prov, dangling: dangling})
 	}()
+}
+
+// danglingTailEvents is how far back from a log's end danglingTurn looks:
+// past the few events a crash and a boot sweep add after a turn's last.
+const danglingTailEvents = 256
+
+// danglingTurn is the turn rec's log shows started and never ended, 0 for
+// none: the highest turn among the last events when it is past the rounds
+// the record counts and has no turn_end (a turn's end is its last event,
+// so it is in the tail whenever any event of the turn is).
+func danglingTurn(ctx context.Context, st store.Store, sid string, rec messages.SessionRecord, last uint64) (int, error) {
+	from := uint64(0)
+	if last > danglingTailEvents {
+		from = last - danglingTailEvents
+	}
+	evs, err := st.ReadEvents(ctx, sid, from, 0)
+	if err != nil {
+		return 0, err
+	}
+	top, ended := 0, false
+	for _, e := range evs {
+		if e.Turn > top {
+			top, ended = e.Turn, false
+		}
+		if e.Turn == top && e.Event.Type == messages.EvTurnEnd {
+			ended = true
+		}
+	}
+	if top <= rec.RoundsElapsed || ended {
+		return 0, nil
+	}
+	return top, nil
 }
 
 // adopt spawns the session that continues a record: same id, seq after the
@@ -410,7 +449,7 @@ func (r *registry) adopt(c *actor.Context, m regAdopt) {
 	spec := session.Spec{SessionID: sid, Descriptor: t.Descriptor(), Cwd: rec.Cwd, Model: routing.ResolveModel(t.Descriptor(), rec.Model), Effort: rec.Effort,
 		MaxPosture: lim.maxPosture, Posture: lim.posture, MaxRounds: lim.maxRounds, MaxCostUSD: lim.maxCost, AllowedTools: lim.tools,
 		Brief: brief, TaskTags: rec.TaskTags, OwnerScope: m.scope, ResumeExternalID: resumeID, Runtime: r.runtimeID,
-		AdoptWarnings: lim.warnings, Provision: m.prov.Plan, ProvisionMeta: m.prov.Meta, Network: resumeNetwork(rec, r.cfg, t.Descriptor().ID)}
+		AdoptWarnings: lim.warnings, DanglingTurn: m.dangling, Provision: m.prov.Plan, ProvisionMeta: m.prov.Meta, Network: resumeNetwork(rec, r.cfg, t.Descriptor().ID)}
 	r.spawn(c, spec, t, m.reply, &rec, m.lastSeq)
 }
 

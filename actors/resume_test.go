@@ -2,6 +2,7 @@ package actors
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,4 +107,63 @@ func TestResumeAnOrphanAfterARestart(t *testing.T) {
 	assert.Equal(t, before+1, evs[0].Seq)
 	assert.Equal(t, messages.EvAdopted, evs[1].Event.Type)
 	assert.Equal(t, before+2, evs[1].Seq)
+}
+
+// TestResumeClosesTheDanglingTurn: a runtime killed in the middle of turn
+// 1 leaves turn 1 without a turn_end; the resume closes it with an
+// interrupted turn_end that says it was orphaned, and the first turn after
+// the resume is turn 2, so every turn number names one turn (on the old
+// code the resumed turn was turn 1 again and turn 1 had no end).
+func TestResumeClosesTheDanglingTurn(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := ctxT(t)
+	sc := &script.Scenario{
+		Turns:    []script.Turn{{Match: "go", Steps: []script.Step{script.Text("working"), script.Delay(time.Hour), script.Text("late")}}},
+		Fallback: &script.Turn{Steps: []script.Step{script.Text("ok {{turn}}")}},
+	}
+	rt := newRuntime(t, cfg, sc)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // turn 1's text is durable
+		evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
+		require.NoError(t, err)
+		for _, e := range evs {
+			if e.Turn == 1 && e.Event.Type == messages.EvText {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 10*time.Millisecond)
+	before, err := rt.Store().LastSeq(ctx, st.SessionID)
+	require.NoError(t, err)
+	rt.closed.Store(true) // the process dies mid-turn
+	rt.lease.release()
+	t.Cleanup(func() { rt.closed.Store(false) })
+
+	rt2 := newRuntime(t, cfg, sc)
+	_, err = rt2.Resume(ctx, "s", messages.Resume{SessionID: st.SessionID, Brief: "again"})
+	require.NoError(t, err)
+	r := readKind(t, rt2, "s", st.SessionID)
+	assert.Equal(t, messages.KindTurnComplete, r.Kind)
+	assert.Equal(t, 2, r.Turn, "the first turn after the resume must not reuse the dangling turn's number")
+	evs, err := rt2.Store().ReadEvents(ctx, st.SessionID, 0, 0)
+	require.NoError(t, err)
+	ends := map[int]int{}
+	var orphanEnd *messages.PersistedEvent
+	for i, e := range evs {
+		if e.Event.Type == messages.EvTurnEnd {
+			ends[e.Turn]++
+			if e.Turn == 1 {
+				orphanEnd = &evs[i]
+			}
+		}
+	}
+	assert.Equal(t, map[int]int{1: 1, 2: 1}, ends, "one turn_end per turn")
+	require.NotNil(t, orphanEnd, "turn 1 was never closed")
+	assert.Greater(t, orphanEnd.Seq, before)
+	assert.Equal(t, messages.TurnInterrupted, orphanEnd.Event.State)
+	assert.Contains(t, orphanEnd.Event.Text, "orphaned")
+	rec, err := rt2.Store().GetMeta(ctx, st.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, 2, rec.RoundsElapsed)
 }

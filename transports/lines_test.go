@@ -12,7 +12,7 @@ import (
 )
 
 // readAll reads every line with the cap, as strings; a dropped line is
-// "<over N>".
+// "<over N: head>".
 func readAll(t testing.TB, r io.Reader, max int) []string {
 	lr := NewLineReader(r, max)
 	var out []string
@@ -23,7 +23,7 @@ func readAll(t testing.TB, r io.Reader, max int) []string {
 		}
 		require.NoError(t, err)
 		if over > 0 {
-			out = append(out, "<over "+itoa(over)+">")
+			out = append(out, "<over "+itoa(over)+": "+string(line)+">")
 			continue
 		}
 		out = append(out, string(line))
@@ -43,9 +43,9 @@ func TestLineReader(t *testing.T) {
 		{"lines", "a\nbb\n\nccc\n", 10, []string{"a", "bb", "", "ccc"}},
 		{"no final newline", "a\nbb", 10, []string{"a", "bb"}},
 		{"exactly the cap", "12345\n", 5, []string{"12345"}},
-		{"one over the cap", "123456\nok\n", 5, []string{"<over 6>", "ok"}},
-		{"over the cap at the end", "ok\n123456", 5, []string{"ok", "<over 6>"}},
-		{"huge line then more", big + "\nafter\n", 1 << 10, []string{"<over " + itoa(len(big)) + ">", "after"}},
+		{"one over the cap", "123456\nok\n", 5, []string{"<over 6: 123456>", "ok"}},
+		{"over the cap at the end", "ok\n123456", 5, []string{"ok", "<over 6: 123456>"}},
+		{"huge line then more", big + "\nafter\n", 1 << 10, []string{"<over " + itoa(len(big)) + ": " + big[:HeadBytes] + ">", "after"}},
 		{"huge line under a huge cap", big + "\n", 1 << 20, []string{big}},
 		{"empty", "", 5, nil},
 	} {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 )
 
 // AttachView is the backend's own interactive resume command for a
@@ -35,11 +36,22 @@ func RenderAttach(t *messages.ExternalAttach, rec messages.SessionRecord) *Attac
 type AttachLaunch struct {
 	Bin  string // the backend's executable, "" when the template's own name is right
 	Home string // the HOME the backend ran with, "" when it inherited the user's
+	// Env is more of the session's environment the command needs, as
+	// NAME=value (codex's per-session CODEX_HOME, which holds its thread)
+	Env []string
+}
+
+// AttachEnver is a transport whose interactive resume needs more of the
+// session's environment than HOME: AttachEnv returns it, as NAME=value,
+// for the session spec (its SessionID and the daemon's backend Env).
+type AttachEnver interface {
+	AttachEnv(spec transports.SessionSpec) []string
 }
 
 // RenderAttachFor renders the command so it runs as is from any shell: it
 // changes to the session's cwd, sets the HOME the backend ran with (Claude
-// Code and Codex keep their transcripts under it), and names the binary
+// Code keeps its transcripts under it) and the launch's Env (codex's
+// CODEX_HOME), and names the binary
 // the daemon ran, each quoted for the shell. The note's placeholders are
 // filled too.
 func RenderAttachFor(t *messages.ExternalAttach, rec messages.SessionRecord, l AttachLaunch) *AttachView {
@@ -57,6 +69,11 @@ func RenderAttachFor(t *messages.ExternalAttach, rec messages.SessionRecord, l A
 	if l.Bin != "" {
 		_, rest, _ := strings.Cut(cmd, " ")
 		cmd = strings.TrimSpace(shellQuote(l.Bin) + " " + rest)
+	}
+	for i := len(l.Env) - 1; i >= 0; i-- {
+		if name, val, ok := strings.Cut(l.Env[i], "="); ok && name != "" && plainArg(name) && !strings.ContainsAny(name, "=/") {
+			cmd = name + "=" + shellQuote(val) + " " + cmd
+		}
 	}
 	if l.Home != "" {
 		cmd = "HOME=" + shellQuote(l.Home) + " " + cmd

@@ -151,7 +151,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := sessionView{Record: rec, Events: evs, LastSeq: last}
 	if t, err := s.rt.Backends().Get(rec.BackendID); err == nil {
-		v.ExternalAttach = RenderAttachFor(t.Descriptor().ExternalAttach, rec, s.attachLaunch(t))
+		v.ExternalAttach = RenderAttachFor(t.Descriptor().ExternalAttach, rec, s.attachLaunch(t, rec))
 	}
 	if m, ok := s.rt.Manifest(sid); ok {
 		v.Manifest = &m
@@ -159,9 +159,10 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	return writeData(w, v)
 }
 
-// attachLaunch is how the daemon starts t's processes: the binary it runs
-// (for backends that say) and the HOME its backend environment sets.
-func (s *Server) attachLaunch(t transports.Transport) AttachLaunch {
+// attachLaunch is how the daemon starts t's processes for rec: the binary
+// it runs (for backends that say), the HOME its backend environment sets
+// and what else of the session's environment the backend says it needs.
+func (s *Server) attachLaunch(t transports.Transport, rec messages.SessionRecord) AttachLaunch {
 	env := s.rt.BackendEnv()
 	var l AttachLaunch
 	l.Home = env["HOME"]
@@ -182,6 +183,13 @@ func (s *Server) attachLaunch(t transports.Transport) AttachLaunch {
 		if bin, err := b.Binary(kv); err == nil {
 			l.Bin = bin
 		}
+	}
+	if e, ok := t.(AttachEnver); ok {
+		kv := make([]string, 0, len(env))
+		for k, v := range env {
+			kv = append(kv, k+"="+v)
+		}
+		l.Env = e.AttachEnv(transports.SessionSpec{SessionID: rec.SessionID, Cwd: rec.Cwd, Env: kv})
 	}
 	return l
 }

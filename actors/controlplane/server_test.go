@@ -20,6 +20,7 @@ import (
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/opencode"
 	"github.com/codesession/codesession/transports/script"
 )
 
@@ -559,4 +560,28 @@ func TestReadTurnAnswerLostInTheWriteIsReadAgain(t *testing.T) {
 	again := f.read(st.SessionID)
 	assert.Equal(t, lost.Data, again, "the result the client never got is read again")
 	assert.Equal(t, messages.KindTurnComplete, again.Kind)
+}
+
+// TestRenderAttachSetsTheLaunchEnv: the environment a backend says its
+// resume needs (codex's CODEX_HOME) is set in the command, quoted; a
+// malformed name is left out.
+func TestRenderAttachSetsTheLaunchEnv(t *testing.T) {
+	rec := messages.SessionRecord{Cwd: "/r", Status: messages.StatusEnded, Runs: []messages.Run{{ExternalSessionID: "th-1"}}}
+	tmpl := &messages.ExternalAttach{CommandTemplate: "codex resume {sessionId}"}
+	v := RenderAttachFor(tmpl, rec, AttachLaunch{Home: "/home/u", Env: []string{"CODEX_HOME=/cache/codex homes/cs_1", "A=1", "bad name=x", "=y"}})
+	require.NotNil(t, v)
+	assert.Equal(t, `cd /r && HOME=/home/u CODEX_HOME='/cache/codex homes/cs_1' A=1 codex resume th-1`, v.Command)
+}
+
+// TestOpencodeAttachNeedsTheCwd: opencode's attach names the project
+// directory; without a cwd on the record there is no command (opencode
+// would open the session wherever the shell is).
+func TestOpencodeAttachNeedsTheCwd(t *testing.T) {
+	tmpl := opencode.New().Descriptor().ExternalAttach
+	rec := messages.SessionRecord{Status: messages.StatusEnded, Runs: []messages.Run{{ExternalSessionID: "ses_1"}}}
+	assert.Nil(t, RenderAttach(tmpl, rec))
+	rec.Cwd = "/w"
+	v := RenderAttach(tmpl, rec)
+	require.NotNil(t, v)
+	assert.Equal(t, "cd /w && opencode /w --session ses_1", v.Command)
 }

@@ -37,6 +37,10 @@ type Spec struct {
 	// AdoptWarnings say what the resuming scope's constraints clamped; an
 	// adopted session records each as a warning event.
 	AdoptWarnings []string
+	// DanglingTurn is the turn an adopted record's log shows started and
+	// never ended (the runtime died mid-turn), 0 for none: Adopt closes it
+	// with an interrupted turn_end and numbers the next turn after it.
+	DanglingTurn int
 
 	// Worktree is the session's own git worktree (Cwd is inside it), when
 	// it is isolated; it goes on the record.
@@ -312,6 +316,13 @@ func Adopt(spec Spec, rec messages.SessionRecord, now time.Time, lastSeq uint64)
 	}
 	c.rec.UpdatedAt = now
 	c.turn = rec.RoundsElapsed
+	if d := spec.DanglingTurn; d > c.turn {
+		// turn numbers stay unique across the resume: the dangling turn
+		// gets its end and counts as run
+		c.turn, c.rec.RoundsElapsed = d, d
+		c.emit(now, d, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted,
+			Text: fmt.Sprintf("turn %d was orphaned: the runtime stopped in the middle of it; the resume closes it", d)})
+	}
 	c.adopted = true
 	c.emit(now, c.turn, messages.Event{Type: messages.EvAdopted, Text: fmt.Sprintf("run %d resumes the session", len(c.rec.Runs)),
 		ExternalSessionID: run.ExternalSessionID})

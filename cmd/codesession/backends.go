@@ -137,6 +137,15 @@ func writeBackendsTable(w io.Writer, res messages.ListBackendsResult) {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", d.ID, orDash(strings.Join(parts, " ")))
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Attach (the CLI's own interactive resume, verified against its pinned version; `attach SESSION` fills it in; - = none offered):")
+	for _, b := range res.Backends {
+		cmd := ""
+		if a := b.Descriptor.ExternalAttach; a != nil {
+			cmd = a.CommandTemplate
+		}
+		fmt.Fprintf(w, "  %s: %s\n", b.Descriptor.ID, orDash(cmd))
+	}
 	writeContainment(w, res)
 	var notes []string
 	for _, b := range res.Backends {

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"context"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 )
@@ -47,4 +48,9 @@ type Agent struct {
 	// Scrub lists variables Documented matches that the process still never
 	// takes from the daemon's environment.
 	Scrub []string
+	// BeforeLoad, when set, runs before the process of a resume (spec has
+	// ResumeExternalID) is started: what the agent needs first so its
+	// session/load finds the session (gemini: a later minute). It returns
+	// ctx's error when ctx ends first.
+	BeforeLoad func(ctx context.Context, spec transports.SessionSpec) error
 }

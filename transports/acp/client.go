@@ -3,6 +3,9 @@ package acp
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -120,8 +123,23 @@ func (s *session) progressLocked(id string, st *toolState, status acpsdk.ToolCal
 	st.done = true
 	out := resultText(st.content, rawOutput)
 	capped, cut, orig := transports.CapOutput(out, s.t.outputCap)
+	if agentCut, agentOrig := agentTruncation(rawOutput, s.spec.Home); agentCut {
+		cut, orig = true, max(orig, agentOrig)
+	}
 	s.emitLocked(s.turn, messages.Event{Type: messages.EvToolResult, ToolUseID: id, ToolName: st.name(), Output: capped,
 		IsError: status == acpsdk.ToolCallStatusFailed, Truncated: cut, OriginalBytes: orig})
+}
+
+// notRunLocked closes a call the host refused or denied with its result:
+// it never ran. gemini 0.61 sends no tool_call_update for a rejected call,
+// so without this the log had its tool_use and no tool_result; an agent
+// that does report the failure later is not reported twice (st.done).
+func (s *session) notRunLocked(turn int, id string, st *toolState, why string) {
+	if st.done {
+		return
+	}
+	st.done = true
+	s.emitLocked(turn, messages.Event{Type: messages.EvToolResult, ToolUseID: id, ToolName: st.name(), Output: why, IsError: true})
 }
 
 func (s *session) useLocked(id string, st *toolState) {
@@ -130,6 +148,33 @@ func (s *session) useLocked(id string, st *toolState) {
 	}
 	st.used = true
 	s.emitLocked(s.turn, messages.Event{Type: messages.EvToolUse, ToolUseID: id, ToolName: st.name(), Input: st.input()})
+}
+
+// agentTruncation reads what an agent says of its own cut of a tool's
+// output in the raw output: qwen 0.24 sends a big shell output as a ~4.5 kB
+// head-and-tail summary (under any cap of ours) with "truncated": true and
+// the whole output saved in "outputFiles" under its HOME. The result is
+// then Truncated, and the original size is that of the saved files (0 when
+// none is a regular file under home: the size is unknown).
+func agentTruncation(raw any, home string) (cut bool, original int) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return false, 0
+	}
+	if t, _ := m["truncated"].(bool); !t {
+		return false, 0
+	}
+	files, _ := m["outputFiles"].([]any)
+	for _, f := range files {
+		path, _ := f.(string)
+		if home == "" || !filepath.IsAbs(path) || !strings.HasPrefix(filepath.Clean(path), filepath.Clean(home)+string(filepath.Separator)) {
+			continue // only what the agent saved in its own HOME
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
+			original += int(fi.Size())
+		}
+	}
+	return true, original
 }
 
 // resultText is a tool's output: its text content, else its raw output's
@@ -187,6 +232,7 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 		if v == verdictReject {
 			s.emitLocked(turn, messages.Event{Type: messages.EvWarning, Text: "refused " + st.name() + " " + st.title + ": " + why})
 			s.notes = append(s.notes, "the host refused "+st.name()+" "+st.title+": "+why)
+			s.notRunLocked(turn, id, st, "refused: "+why)
 		}
 		s.mu.Unlock()
 		d := messages.DecisionAllowOnce
@@ -213,6 +259,9 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 	}
 	if r.Decision == messages.DecisionDeny && r.Reason != "" {
 		s.notes = append(s.notes, "the host denied "+st.name()+" "+st.title+": "+r.Reason)
+	}
+	if r.Decision == messages.DecisionDeny || r.Decision == messages.DecisionCancel {
+		s.notRunLocked(turn, id, st, strings.TrimSuffix("denied: "+r.Reason, ": "))
 	}
 	s.mu.Unlock()
 	return acpsdk.RequestPermissionResponse{Outcome: outcomeFor(p.Options, r.Decision)}, nil

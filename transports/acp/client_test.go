@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -238,6 +239,19 @@ func TestReplayGateRefuses(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning names the gate's reason; events %+v", rec.all())
 	}
+	// the refused write never ran: its result says so, once
+	results := 0
+	for _, ev := range rec.all() {
+		if ev.Type == messages.EvToolResult {
+			results++
+			if !ev.IsError || !strings.HasPrefix(ev.Output, "refused: ") {
+				t.Errorf("the refused call's result: %+v", ev)
+			}
+		}
+	}
+	if results != 1 {
+		t.Errorf("%d tool results for the refused call: want 1; events %+v", results, rec.all())
+	}
 }
 
 // TestDenyReasonNextPrompt: a deny's reason is kept for the next prompt.
@@ -251,5 +265,39 @@ func TestDenyReasonNextPrompt(t *testing.T) {
 	}
 	if len(s.notes) != 1 || !strings.Contains(s.notes[0], "not today") {
 		t.Errorf("notes %q: want the deny's reason", s.notes)
+	}
+}
+
+// TestAgentTruncation: an agent's own "truncated" raw output makes the
+// result Truncated, sized by the files it saved under its HOME, and only
+// those (qwen 0.24's shell result; see agentTruncation).
+func TestAgentTruncation(t *testing.T) {
+	home, other := t.TempDir(), t.TempDir()
+	saved := filepath.Join(home, ".qwen", "tmp", "out.output")
+	outside := filepath.Join(other, "secret")
+	for _, p := range []string{saved, outside} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, 100_000), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		raw  any
+		cut  bool
+		orig int
+	}{
+		{"no raw output", nil, false, 0},
+		{"not cut", map[string]any{"truncated": false, "outputFiles": []any{saved}}, false, 0},
+		{"cut, saved in HOME", map[string]any{"truncated": true, "outputFiles": []any{saved}}, true, 100_000},
+		{"cut, saved elsewhere", map[string]any{"truncated": true, "outputFiles": []any{outside, "relative"}}, true, 0},
+		{"cut, a path escaping HOME", map[string]any{"truncated": true, "outputFiles": []any{home + "/../" + filepath.Base(other) + "/secret"}}, true, 0},
+	} {
+		cut, orig := agentTruncation(c.raw, home)
+		if cut != c.cut || orig != c.orig {
+			t.Errorf("%s: (%v, %d): want (%v, %d)", c.name, cut, orig, c.cut, c.orig)
+		}
 	}
 }

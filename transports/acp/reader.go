@@ -1,10 +1,8 @@
 package acp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 )
@@ -29,7 +27,18 @@ const (
 	lineGarbage
 	// lineTooLong: over the line cap; dropped unread and reported.
 	lineTooLong
+	// lineIgnored: a JSON-RPC object the client has no use for, dropped
+	// before the SDK decodes it, without a report (see ignoredUpdates).
+	lineIgnored
 )
+
+// ignoredUpdates are the session/update kinds the client ignores and the
+// reader drops unread by the SDK: qwen 0.24 sends its slash-command list,
+// every bundled skill's SKILL.md included, as one ~560 kB
+// available_commands_update at each session start, which the SDK would
+// decode into maps only for the client to discard it (and under -race it
+// was still decoding when a session closed).
+var ignoredUpdates = map[string]bool{"available_commands_update": true}
 
 func (v lineVerdict) String() string {
 	switch v {
@@ -41,6 +50,8 @@ func (v lineVerdict) String() string {
 		return "garbage"
 	case lineTooLong:
 		return "too-long"
+	case lineIgnored:
+		return "ignored"
 	}
 	return "invalid"
 }
@@ -55,65 +66,45 @@ func classify(line []byte) lineVerdict {
 		return lineGarbage
 	}
 	var env struct {
-		JSONRPC string `json:"jsonrpc"`
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
 	}
 	if json.Unmarshal(line, &env) != nil || env.JSONRPC != "2.0" {
 		return lineGarbage
 	}
+	if env.Method == "session/update" {
+		var p struct {
+			Update struct {
+				SessionUpdate string `json:"sessionUpdate"`
+			} `json:"update"`
+		}
+		if json.Unmarshal(env.Params, &p) == nil && ignoredUpdates[p.Update.SessionUpdate] {
+			return lineIgnored
+		}
+	}
 	return linePass
 }
 
-// filterLines copies the JSON-RPC lines of r to w, one per line, calling
-// report for every line it drops (with its verdict, its length and its
-// start). It returns when r ends or w fails; it never closes w.
-func filterLines(r io.Reader, w io.Writer, maxLine int, report func(v lineVerdict, n int, head []byte)) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte
-	for {
-		buf = buf[:0]
-		n, over := 0, false
-		var err error
-		for {
-			var chunk []byte
-			chunk, err = br.ReadSlice('\n')
-			n += len(chunk)
-			if !over {
-				buf = append(buf, chunk...)
-				if len(buf) > maxLine+1 { // +1: the newline does not count
-					over = true
-					buf = append([]byte(nil), buf[:80]...) // keep the start for the report only
-				}
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
-			break
-		}
-		if n > 0 {
-			line := bytes.TrimRight(buf, "\r\n")
-			switch {
-			case over:
-				report(lineTooLong, n, line)
-			default:
-				switch v := classify(line); v {
-				case linePass:
-					out := append(line, '\n')
-					if _, werr := w.Write(out); werr != nil {
-						return werr
-					}
-				case lineBlank:
-				default:
-					report(v, len(line), line[:min(len(line), 80)])
-				}
-			}
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
+// filterLine passes one line of the agent's stdout (as the kit's line
+// reader gives it: without its newline, or the head of a line of over
+// bytes over the cap) to w when it is a JSON-RPC object, and reports it
+// otherwise (a blank line is skipped). Only w's error is returned.
+func filterLine(line []byte, over int, w io.Writer, report func(v lineVerdict, n int, head []byte)) error {
+	if over > 0 {
+		report(lineTooLong, over, line[:min(len(line), 80)])
+		return nil
 	}
+	line = bytes.TrimRight(line, "\r")
+	switch v := classify(line); v {
+	case linePass:
+		_, err := w.Write(append(line[:len(line):len(line)], '\n'))
+		return err
+	case lineBlank, lineIgnored:
+	default:
+		report(v, len(line), line[:min(len(line), 80)])
+	}
+	return nil
 }
 
 // describeDropped is the EvError text for a dropped line.

@@ -2,9 +2,31 @@ package acp
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/codesession/codesession/transports"
 )
+
+// filterLines runs filterLine over every line of r as the kit's line
+// reader splits it, as the agent's stdout reaches it.
+func filterLines(r io.Reader, w io.Writer, maxLine int, report func(v lineVerdict, n int, head []byte)) error {
+	lr := transports.NewLineReader(r, maxLine)
+	for {
+		line, over, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := filterLine(line, over, w, report); err != nil {
+			return err
+		}
+	}
+}
 
 func TestFilterLines(t *testing.T) {
 	long := `{"jsonrpc":"2.0","method":"x","params":{"pad":"` + strings.Repeat("y", 3000) + `"}}`
@@ -16,6 +38,8 @@ func TestFilterLines(t *testing.T) {
 		`[1,2]`,
 		long,
 		`{"jsonrpc":"2.0","method":"session/update","params":{}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`,
+		`{"jsonrpc":"2.0","method":"x","params":[1]}`,
 		`{"jsonrpc":"2.0","id":3,"result":{}}`, // last line without a newline
 	}, "\n")
 	var out bytes.Buffer
@@ -28,7 +52,8 @@ func TestFilterLines(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n" + `{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"
+	want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"x","params":[1]}` + "\n" + `{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"
 	if out.String() != want {
 		t.Errorf("passed:\n%s\nwant:\n%s", out.String(), want)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,14 +30,15 @@ type session struct {
 	scratch string
 	ws      gate.Workspace
 
-	cmd        *exec.Cmd
-	pgid       int
-	stdin      io.WriteCloser
-	stderr     *subprocess.Tail
+	// proc is the agent process on the subprocess kit (spawn through
+	// proc, pipes, capped line reader, stdin queue, stderr tail, waiter);
+	// nil until start. exitStatus is its exit as the kit reports it, set
+	// before exited closes.
+	proc       *subprocess.Process
+	exitStatus string
 	conn       *acpsdk.ClientSideConnection
 	sid        acpsdk.SessionId
-	exited     chan struct{} // closed when the process is reaped
-	readerDone chan struct{} // closed when the stdout filter ended
+	exited     chan struct{} // closed when the process is reaped and its stdout drained
 	watched    chan struct{} // closed when watch returned (nil until it runs)
 	turns      sync.WaitGroup
 	asks       *transports.Asks
@@ -103,7 +103,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 	}
 	spec.Confine = spec.Confine.WithWritable(scratch) // the agent's per-session config lives there
 	return &session{t: t, spec: spec, sink: sink, bin: bin, scratch: scratch, ws: ws, posture: spec.Posture,
-		stderr: subprocess.NewTail(8 << 10), exited: make(chan struct{}), readerDone: make(chan struct{}), firstEnd: make(chan struct{}),
+		exited: make(chan struct{}), firstEnd: make(chan struct{}),
 		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), tools: map[string]*toolState{}}, nil
 }
 
@@ -157,6 +157,12 @@ func (s *session) boot(ctx context.Context) error {
 	if err != nil {
 		_ = os.RemoveAll(s.scratch)
 		return messages.AsError(messages.OpStart, err)
+	}
+	if s.spec.ResumeExternalID != "" && s.t.agent.BeforeLoad != nil {
+		if err := s.t.agent.BeforeLoad(ctx, s.spec); err != nil {
+			_ = os.RemoveAll(s.scratch)
+			return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, "the start ended before "+s.t.agent.Descriptor.ID+" could load the session")
+		}
 	}
 	if err := s.start(args, extra); err != nil {
 		_ = os.RemoveAll(s.scratch)
@@ -224,65 +230,63 @@ func (s *session) begin() {
 	go s.watch()
 }
 
-// start spawns the process in its own process group with its stdout
-// behind the ACP reader.
+// start spawns the process on the subprocess kit (its own process group
+// under proc's watchdog, the session's cgroup and boot-sweep record, so
+// nothing of it outlives the runtime, SIGKILL included) with its stdout
+// lines filtered into the ACP connection.
 func (s *session) start(args, extra []string) error {
-	cmd := exec.Command(s.bin, args...)
-	cmd.Dir = s.ws.Given()
-	cmd.Env = s.t.buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...))
-	cmd.Stderr = s.stderr
-	cmd.WaitDelay = 2 * time.Second
-	stdin, err := cmd.StdinPipe()
+	sdkR, sdkW := io.Pipe()
+	toSDK := tapWriter{w: sdkW, tap: s.t.wire, dir: "<<"}
+	p, err := subprocess.Start(subprocess.Spawn{
+		Bin: s.bin, Args: args, Dir: s.ws.Given(),
+		Env:   s.t.buildEnv(os.Environ(), s.spec, append(append([]string(nil), extra...), s.t.env...)),
+		Procs: s.spec.Procs, Confine: s.spec.Confine, LineCap: s.t.lineCap, TailBytes: 8 << 10,
+		OnLine: func(line []byte, over int, _ time.Time) {
+			// a write error: the SDK's connection ended; the waiter reports the exit
+			_ = filterLine(line, over, toSDK, s.dropped)
+		},
+		OnExit: func(status string, _ bool) {
+			_ = sdkW.Close()
+			s.ownGroup.Close()
+			s.exitStatus = status
+			close(s.exited)
+		},
+	})
 	if err != nil {
-		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot make the agent's stdin pipe")
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot make the agent's stdout pipe")
-	}
-	cmd.Stdout = outW
-	// its own process group under proc's watchdog (and the session's
-	// cgroup and boot-sweep record), so nothing of it outlives the
-	// runtime, SIGKILL included
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
-	if err != nil {
-		_ = outR.Close()
-		_ = outW.Close()
-		_ = stdin.Close()
+		_ = sdkR.Close()
 		return messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.bin, err))
 	}
-	_ = outW.Close() // the child holds its own copy
-	s.cmd, s.pgid, s.stdin = cmd, h.Pgid, stdin
-	go func() {
-		_ = cmd.Wait()
-		h.Release()
-		s.ownGroup.Close()
-		close(s.exited)
-	}()
-	sdkR, sdkW := io.Pipe()
-	go func() {
-		defer close(s.readerDone)
-		defer sdkW.Close()
-		defer outR.Close()
-		_ = filterLines(outR, tapWriter{w: sdkW, tap: s.t.wire, dir: "<<"}, s.t.lineCap, func(v lineVerdict, n int, head []byte) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if !s.opened { // a failed Open reports nothing through the sink
-				s.early = append(s.early, describeDropped(v, n, head))
-				return
-			}
-			s.emitLocked(s.turn, messages.Event{Type: messages.EvError, Text: describeDropped(v, n, head)})
-		})
-	}()
+	s.proc = p
 	// The SDK starts its receive goroutine inside NewClientSideConnection
 	// and reads its logger unsynchronized, so SetLogger after it races
 	// with an agent that exits at once. The gate holds the receiver's
 	// first read until the logger is in place.
 	ready := make(chan struct{})
-	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, tapWriter{w: stdin, tap: s.t.wire, dir: ">>"}, gatedReader{r: sdkR, ready: ready})
+	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, tapWriter{w: stdinWriter{p}, tap: s.t.wire, dir: ">>"}, gatedReader{r: sdkR, ready: ready})
 	s.conn.SetLogger(slog.New(slog.DiscardHandler))
 	close(ready)
 	return nil
+}
+
+// dropped reports a line the filter dropped: through the sink once the
+// session is open, else after EvStarted (a failed Open reports nothing).
+func (s *session) dropped(v lineVerdict, n int, head []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.opened {
+		s.early = append(s.early, describeDropped(v, n, head))
+		return
+	}
+	s.emitLocked(s.turn, messages.Event{Type: messages.EvError, Text: describeDropped(v, n, head)})
+}
+
+// stdinWriter queues the SDK's writes (one JSON-RPC message each) for the
+// process's stdin.
+type stdinWriter struct{ p *subprocess.Process }
+
+func (w stdinWriter) Write(b []byte) (int, error) {
+	w.p.Write(append([]byte(nil), b...)) // the SDK may reuse b
+	return len(b), nil
 }
 
 // startError is the typed error of a failed start step: the process's
@@ -295,12 +299,12 @@ func (s *session) startError(ctx context.Context, step string, err error) error 
 	select {
 	case <-s.exited:
 		return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s exited during %s (%s): %s",
-			s.t.agent.Descriptor.ID, step, s.cmd.ProcessState, s.stderr.Text(400)))
+			s.t.agent.Descriptor.ID, step, s.exitStatus, s.proc.Tail().Text(400)))
 	default:
 	}
 	if ctx.Err() != nil {
 		return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, fmt.Sprintf("%s did not answer %s in time (%v): %s",
-			s.t.agent.Descriptor.ID, step, context.Cause(ctx), s.stderr.Text(400)))
+			s.t.agent.Descriptor.ID, step, context.Cause(ctx), s.proc.Tail().Text(400)))
 	}
 	return messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("%s refused %s: %v", s.t.agent.Descriptor.ID, step, err))
 }
@@ -309,8 +313,7 @@ func (s *session) startError(ctx context.Context, step string, err error) error 
 func (s *session) watch() {
 	defer close(s.watched)
 	<-s.exited
-	<-s.readerDone
-	s.die(fmt.Sprintf("%s exited (%s): %s", s.t.agent.Descriptor.ID, s.cmd.ProcessState, s.stderr.Text(400)))
+	s.die(fmt.Sprintf("%s exited (%s): %s", s.t.agent.Descriptor.ID, s.exitStatus, s.proc.Tail().Text(400)))
 }
 
 // die marks the session dead and reports it once, closing a running turn.
@@ -362,7 +365,7 @@ func (s *session) runTurn(turn int, text string) {
 			case <-s.exited:
 			case <-time.After(5 * time.Second):
 			}
-			s.die(fmt.Sprintf("%s stopped answering during turn %d: %v: %s", s.t.agent.Descriptor.ID, turn, err, s.stderr.Text(400)))
+			s.die(fmt.Sprintf("%s stopped answering during turn %d: %v: %s", s.t.agent.Descriptor.ID, turn, err, s.proc.Tail().Text(400)))
 			return
 		default:
 		}
@@ -613,9 +616,7 @@ func (s *session) Close(ctx context.Context) error {
 	// end of input first, and a moment to save the conversation (gemini
 	// writes its chat file as it goes out; killed at once, a later
 	// session/load found "no previous sessions"), then SIGTERM, then SIGKILL
-	_ = s.stdin.Close()
-	subprocess.Stop(ctx, s.pgid, s.exited,
-		subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: 3 * time.Second, Signal: syscall.SIGKILL})
+	s.proc.Stop(ctx, subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: 3 * time.Second, Signal: syscall.SIGKILL})
 	s.kill() // what the agent left in its group
 	s.wait()
 	_ = os.RemoveAll(s.scratch)
@@ -624,18 +625,17 @@ func (s *session) Close(ctx context.Context) error {
 
 // kill sends SIGKILL to the process group.
 func (s *session) kill() {
-	if s.cmd != nil && s.pgid > 0 {
-		subprocess.Signal(s.pgid, syscall.SIGKILL)
+	if s.proc != nil {
+		s.proc.Kill()
 	}
 }
 
 // wait waits for the process, the reader, the SDK and the turn goroutine.
 func (s *session) wait() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
 	<-s.exited
-	<-s.readerDone
 	<-s.conn.Done()
 	s.turns.Wait()
 	if s.watched != nil {
@@ -670,4 +670,4 @@ func (g gatedReader) Read(p []byte) (int, error) {
 
 // Pid is the agent process's pid (the leader of its process group), for
 // tests and the benchmark that tell a pooled process from a fresh one.
-func (s *session) Pid() int { return s.pgid }
+func (s *session) Pid() int { return s.proc.Pgid }

@@ -236,7 +236,11 @@ func (c *core) notification(fx *effects, m message) {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(m.Params, &w)
-		fx.emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvWarning, Text: "codex " + m.Method + ": " + firstNonEmpty(w.Summary, w.Message, string(m.Params))})
+		text := firstNonEmpty(w.Summary, w.Message, string(m.Params))
+		if m.Method == "configWarning" && strings.Contains(text, bubblewrapWarning) {
+			break // the same at every start on a host without bwrap: `backends` says it once (descriptor)
+		}
+		fx.emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvWarning, Text: "codex " + m.Method + ": " + text})
 	case "thread/started", "thread/status/changed", "serverRequest/resolved", "account/rateLimits/updated",
 		"remoteControl/status/changed", "item/fileChange/outputDelta", "item/fileChange/patchUpdated",
 		"item/reasoning/summaryPartAdded", "turn/plan/updated", "thread/settings/updated", "mcpServer/startupStatus/updated",
@@ -614,3 +618,8 @@ func firstNonEmpty(ss ...string) string {
 	}
 	return ""
 }
+
+// bubblewrapWarning is how codex 0.169's configWarning at every start
+// begins on a host without bubblewrap on PATH (it then uses its bundled
+// copy): the descriptor says it once instead of each session's log.
+const bubblewrapWarning = "could not find bubblewrap on PATH"

@@ -106,6 +106,7 @@ func descriptor() messages.Descriptor {
 			"allowedTools cannot be honoured: the sandbox and the approval policy are the only boundary",
 			"token usage only: no USD cost is reported (subscription billing)",
 			"reads the repository's AGENTS.md on its own",
+			"without bubblewrap (bwrap) on PATH Codex sandboxes with its bundled copy; it warns at every start, which sessions do not repeat",
 		},
 		BriefingNotes: "Codex runs as one persistent `codex app-server` process per session, with its own CODEX_HOME " +
 			"written by codesession. Postures map to a sandbox plus an approval policy: plan = read-only sandbox " +
@@ -116,7 +117,7 @@ func descriptor() messages.Descriptor {
 			"(max = xhigh). Codex reads the repository's AGENTS.md by itself. Verified with Codex CLI " + PinnedVersion + ".",
 		ExternalAttach: &messages.ExternalAttach{
 			CommandTemplate: "codex resume {sessionId}",
-			Note:            "run it in {cwd} with the session's CODEX_HOME: Codex keeps its threads under $CODEX_HOME/sessions",
+			Note:            "the command sets the session's own CODEX_HOME: Codex keeps its threads under $CODEX_HOME/sessions",
 		},
 		CLIVersion: PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement

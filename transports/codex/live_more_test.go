@@ -170,7 +170,7 @@ func TestLiveKilledBetweenTurnsResumesThread(t *testing.T) {
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-p.done
@@ -206,7 +206,7 @@ func TestLiveKilledMidTurn(t *testing.T) {
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 	end := rec.turnEnd(t, 1)
 	if end.Type != messages.EvError || !end.Fatal {
 		t.Fatalf("turn 1 closed with %+v: want a fatal EvError", end)

@@ -1,14 +1,11 @@
 package codex
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -84,23 +81,33 @@ type Settings struct {
 	Effort         string
 }
 
-// process is one running app-server.
+// process is one running app-server, on the subprocess kit (spawn through
+// proc, pipes, capped line reader, stdin queue, stderr tail, waiter).
 type process struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	writes chan []byte
-	done   chan struct{} // closed once the reader, the writer and Wait are through
-	exit   error
+	sp    *subprocess.Process
+	ready chan struct{} // closed once sp is set
+	done  chan struct{} // closed once it has exited and its output is drained
+	exit  string        // its exit status, as the kit reports it
 
 	mu     sync.Mutex
 	nextID int64
 	calls  map[string]chan message
 	gone   bool
 
-	pgid      int // its process group (the command's pid)
-	stderr    subprocess.Tail
-	killedFor string // set before the shell kills it on purpose
+	pgid      int                  // its process group (the command's pid)
+	killedFor string               // set before the shell kills it on purpose
+	trace     func(string, []byte) // Transport.trace, for what it writes
 }
+
+// failed is the exit when it was not a clean one.
+func (p *process) failed() string {
+	if p.exit == cleanExit {
+		return ""
+	}
+	return p.exit
+}
+
+const cleanExit = "exit status 0"
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin string, env []string) *Session {
 	s := &Session{t: t, spec: spec, sink: sink, bin: bin, env: env, posture: spec.Posture,
@@ -201,10 +208,10 @@ func (p *process) send(b []byte) {
 	if gone {
 		return
 	}
-	select {
-	case p.writes <- b:
-	case <-p.done:
+	if p.trace != nil {
+		p.trace(">>", b)
 	}
+	p.sp.Write(b)
 }
 
 // call sends a request and waits for its response, ctx or the process's end.
@@ -258,59 +265,28 @@ func (s *Session) start(ctx context.Context) error {
 // boot-sweep record), and completes initialize: all a warm pool does ahead
 // of a start.
 func (s *Session) boot(ctx context.Context) (*process, error) {
-	cmd := exec.Command(s.bin, "app-server")
-	cmd.Dir = s.spec.Cwd
-	cmd.Env = s.env
-	p := &process{cmd: cmd, writes: make(chan []byte, 256), done: make(chan struct{}), calls: map[string]chan message{}}
-	cmd.Stderr = &p.stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot open the codex app-server's stdin")
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot open the codex app-server's stdout")
-	}
-	p.stdin = stdin
-	h, err := s.spec.Procs.Start(cmd, prockit.Options{Confine: s.spec.Confine})
+	p := &process{ready: make(chan struct{}), done: make(chan struct{}), calls: map[string]chan message{}, trace: s.t.trace}
+	sp, err := subprocess.Start(subprocess.Spawn{
+		Bin: s.bin, Args: []string{"app-server"}, Dir: s.spec.Cwd, Env: s.env,
+		Procs: s.spec.Procs, Confine: s.spec.Confine, LineCap: s.t.lineCap,
+		OnLine: func(line []byte, over int, _ time.Time) { s.line(p, line, over) },
+		OnExit: func(status string, _ bool) {
+			<-p.ready
+			p.mu.Lock()
+			p.exit, p.gone = status, true
+			p.mu.Unlock()
+			close(p.done)
+			s.processEnded(p)
+		},
+	})
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, fmt.Sprintf("cannot start %s app-server: %v", s.bin, err))
 	}
-	p.pgid = h.Pgid
+	p.sp, p.pgid = sp, sp.Pgid
+	close(p.ready)
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()
-
-	readerDone := make(chan struct{})
-	go func() { defer close(readerDone); s.read(p, stdout) }()
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		for {
-			select {
-			case b := <-p.writes:
-				if s.t.trace != nil {
-					s.t.trace(">>", b)
-				}
-				if _, err := stdin.Write(b); err != nil {
-					return
-				}
-			case <-readerDone:
-				return
-			}
-		}
-	}()
-	go func() {
-		<-readerDone // stdout closed: the process is ending
-		p.exit = cmd.Wait()
-		h.Release() // what is left of the group dies; the record goes
-		p.mu.Lock()
-		p.gone = true
-		p.mu.Unlock()
-		close(p.done)
-		<-writerDone
-		s.processEnded(p)
-	}()
 
 	if _, err := p.call(ctx, "initialize", map[string]any{
 		"clientInfo":   map[string]any{"name": "codesession", "title": "codesession", "version": "1"},
@@ -328,11 +304,11 @@ func (s *Session) bootFailed(p *process, what string, err error) error {
 	s.kill(p, "handshake failed")
 	<-p.done
 	msg := fmt.Sprintf("codex app-server %s failed: %v", what, err)
-	if t := p.stderr.Text(600); t != "" {
+	if t := p.sp.Tail().Text(600); t != "" {
 		msg += " (stderr: " + t + ")"
 	}
-	if errors.Is(err, errExited) && p.exit != nil {
-		msg += fmt.Sprintf(" [%v]", p.exit)
+	if f := p.failed(); errors.Is(err, errExited) && f != "" {
+		msg += " [" + f + "]"
 	}
 	return messages.Wrap(messages.CodeInternal, messages.OpStart, err, msg)
 }
@@ -417,52 +393,43 @@ func unquote(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// read turns stdout lines into core steps and call responses.
-func (s *Session) read(p *process, r io.Reader) {
-	lr := transports.NewLineReader(r, s.t.lineCap)
-	for {
-		b, over, err := lr.Next()
-		if err != nil {
-			return
-		}
-		if over > 0 {
-			s.report(messages.Event{Type: messages.EvError, Text: fmt.Sprintf("codex app-server wrote a %d-byte line, over the %d-byte cap; dropped", over, s.t.lineCap)})
-			continue
-		}
-		if len(bytes.TrimSpace(b)) == 0 {
-			continue
-		}
-		if s.t.trace != nil {
-			s.t.trace("<<", b)
-		}
-		m, err := parseMessage(b)
-		if err != nil {
-			s.report(messages.Event{Type: messages.EvError, Text: err.Error()})
-			continue
-		}
-		if m.Kind == kindResponse {
-			p.mu.Lock()
-			ch := p.calls[idKey(m.ID)]
-			p.mu.Unlock()
-			if ch != nil {
-				ch <- m
-			}
-			continue
-		}
-		s.mu.Lock()
-		if m.Method == "turn/started" || m.Method == "turn/completed" {
-			// turn ids first: a turn/completed racing turn/start's response
-			// must still find its turn
-			var x common
-			_ = json.Unmarshal(m.Params, &x)
-			if x.Turn != nil {
-				s.core.turnStarted(x.Turn.ID)
-			}
-		}
-		fx := s.core.handle(m)
-		s.apply(fx)
-		s.mu.Unlock()
+// line turns one stdout line of p into a core step or a call response
+// (over: a line over the cap, dropped).
+func (s *Session) line(p *process, b []byte, over int) {
+	if over > 0 {
+		s.report(messages.Event{Type: messages.EvError, Text: fmt.Sprintf("codex app-server wrote a %d-byte line, over the %d-byte cap; dropped", over, s.t.lineCap)})
+		return
 	}
+	if s.t.trace != nil {
+		s.t.trace("<<", b)
+	}
+	m, err := parseMessage(b)
+	if err != nil {
+		s.report(messages.Event{Type: messages.EvError, Text: err.Error()})
+		return
+	}
+	if m.Kind == kindResponse {
+		p.mu.Lock()
+		ch := p.calls[idKey(m.ID)]
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+		return
+	}
+	s.mu.Lock()
+	if m.Method == "turn/started" || m.Method == "turn/completed" {
+		// turn ids first: a turn/completed racing turn/start's response
+		// must still find its turn
+		var x common
+		_ = json.Unmarshal(m.Params, &x)
+		if x.Turn != nil {
+			s.core.turnStarted(x.Turn.ID)
+		}
+	}
+	fx := s.core.handle(m)
+	s.apply(fx)
+	s.mu.Unlock()
 }
 
 // report emits a session event outside the core (a stream problem).
@@ -488,10 +455,10 @@ func (s *Session) processEnded(p *process) {
 		return
 	}
 	why := "exit"
-	if p.exit != nil {
-		why = p.exit.Error()
+	if f := p.failed(); f != "" {
+		why = f
 	}
-	if t := p.stderr.Text(600); t != "" {
+	if t := p.sp.Tail().Text(600); t != "" {
 		why += "; stderr: " + t
 	}
 	p.mu.Lock()
@@ -719,9 +686,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if p != nil {
 		// end of input, then SIGTERM after 2 s and SIGKILL a second later
 		// (at once when ctx ends)
-		_ = p.stdin.Close()
-		subprocess.Stop(ctx, p.pgid, p.done,
-			subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: time.Second, Signal: syscall.SIGKILL})
+		p.sp.Stop(ctx, subprocess.Step{Wait: 2 * time.Second, Signal: syscall.SIGTERM}, subprocess.Step{Wait: time.Second, Signal: syscall.SIGKILL})
 	}
 	close(s.stopEm)
 	<-s.emitted

@@ -287,6 +287,15 @@ func (t *Transport) codexHome(spec transports.SessionSpec) (home string, own boo
 	return filepath.Join(root, filepath.Base(id)), false
 }
 
+// AttachEnv is what `codex resume` needs besides HOME to find the
+// session's thread: its CODEX_HOME (the user's own when the environment
+// names one, else the session's folder, as Open decides it). Without it
+// codex answers "no rollout found for thread id".
+func (t *Transport) AttachEnv(spec transports.SessionSpec) []string {
+	home, _ := t.codexHome(spec)
+	return []string{"CODEX_HOME=" + home}
+}
+
 // confineHome lets the session's processes write their CODEX_HOME: the
 // user's own, or the folder the per-session homes are made in (a warm
 // process's home is renamed into it when a session adopts it).

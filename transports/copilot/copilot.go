@@ -123,7 +123,8 @@ func descriptor() messages.Descriptor {
 			"stays off, so each gated call passes the workspace gate and the posture: plan selects Copilot's " +
 			"plan mode; acceptEdits allows edits inside the workspace; full allows every call inside it. " +
 			"Model (--model) and effort (--reasoning-effort) are set at start. Verified with Copilot CLI " + PinnedVersion + ".",
-		CLIVersion: PinnedVersion,
+		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "copilot --resume {sessionId}"},
+		CLIVersion:     PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
 		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.copilot", "~/.cache/copilot", "~/.config/github-copilot"}},
 	}

@@ -84,8 +84,12 @@ type core struct {
 	// of the same codesession turn.
 	followUps []string
 	lastText  string
-	usage     messages.Usage
-	rounds    int
+	// partial is the assistant text droid streamed (assistant_text_delta)
+	// since its last whole message: an interrupted turn gets no
+	// create_message for it, so the turn keeps it (keepPartial)
+	partial string
+	usage   messages.Usage
+	rounds  int
 
 	perms     map[string]*perm
 	issued    map[string]bool
@@ -125,7 +129,7 @@ func (c *core) startTurn(turn int, input string) (effects, error) {
 		return e, messages.Errorf(messages.CodeConflict, messages.OpStart, "turn %d is still running", c.turn)
 	}
 	c.turn, c.running, c.interrupting = turn, true, false
-	c.followUps, c.lastText, c.usage, c.rounds = nil, "", messages.Usage{}, 0
+	c.followUps, c.lastText, c.partial, c.usage, c.rounds = nil, "", "", messages.Usage{}, 0
 	c.userMessage(&e, input)
 	return e, nil
 }
@@ -174,7 +178,14 @@ func (c *core) response(r Response, e *effects) {
 func (c *core) notification(n Notification, e *effects) {
 	t := c.evTurn()
 	switch n.Type {
+	case "assistant_text_delta":
+		if c.running {
+			c.partial += n.TextDelta
+		}
 	case "create_message":
+		if n.Role == "assistant" {
+			c.partial = "" // the whole message replaces what streamed of it
+		}
 		if n.Role == "assistant" && n.Text != "" {
 			c.lastText = n.Text
 			c.rounds++
@@ -231,7 +242,7 @@ func (c *core) turnCompleted(n Notification, e *effects) {
 	state, text := messages.TurnCompleted, c.lastText
 	switch {
 	case c.interrupting || n.Reason == "cancelled" || n.Reason == "interrupted":
-		state = messages.TurnInterrupted
+		state, text = messages.TurnInterrupted, c.keepPartial(e)
 	case n.Reason != "" && n.Reason != "completed":
 		state = messages.TurnErrored
 		text = fmt.Sprintf("droid ended the turn: %s", n.Reason)
@@ -240,6 +251,17 @@ func (c *core) turnCompleted(n Notification, e *effects) {
 	ev := messages.Event{Type: messages.EvTurnEnd, State: state, Text: text, NumTurns: c.rounds, Usage: &u}
 	c.endTurn(e)
 	e.emit(c.turn, ev)
+}
+
+// keepPartial emits the text streamed of an unfinished assistant message
+// as the turn's text and returns the turn's text (that, else the last
+// whole message).
+func (c *core) keepPartial(e *effects) string {
+	if c.partial != "" {
+		c.lastText, c.partial = c.partial, ""
+		e.emit(c.turn, messages.Event{Type: messages.EvText, Text: c.lastText})
+	}
+	return c.lastText
 }
 
 func (c *core) endTurn(e *effects) {
@@ -411,8 +433,11 @@ func (c *core) exited(how exitKind, status, tail string) effects {
 	}
 	switch {
 	case c.running && how == exitInterrupt:
-		ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.rounds,
-			Text: "the turn was interrupted: droid did not stop in time and was signalled (" + status + ")"}
+		text := "the turn was interrupted: droid did not stop in time and was signalled (" + status + ")"
+		if kept := c.keepPartial(&e); kept != "" {
+			text = kept + "\n[" + text + "]"
+		}
+		ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.rounds, Text: text}
 		c.endTurn(&e)
 		e.emit(c.turn, ev)
 	case c.running:

@@ -251,3 +251,37 @@ func TestCoreAcceptEditsApprovesGatedEditsOnly(t *testing.T) {
 	e = c.line(permReq("p3", "Create", map[string]any{"file_path": out}, out))
 	assert.Equal(t, []string{"1:warning"}, types(e), "the gate still refuses")
 }
+
+// TestCoreInterruptKeepsStreamedText: text droid streamed before an
+// interrupt (assistant_text_delta, no create_message) is the interrupted
+// turn's text and goes in the log; a whole message replaces its deltas
+// (on the old code the interrupted turn's text was empty).
+func TestCoreInterruptKeepsStreamedText(t *testing.T) {
+	delta := func(s string) Line {
+		return notif(map[string]any{"type": "assistant_text_delta", "messageId": "m", "textDelta": s})
+	}
+	c := newTestCore(t, nil, messages.PostureDefault)
+	_, _ = c.startTurn(1, "slow")
+	c.line(delta("Starting "))
+	c.line(delta("a long job"))
+	require.True(t, c.interrupt())
+	e := c.line(completed("cancelled"))
+	require.Equal(t, []string{"1:text", "1:turn_end"}, types(e))
+	assert.Equal(t, "Starting a long job", e.events[0].ev.Text)
+	assert.Equal(t, messages.TurnInterrupted, e.events[1].ev.State)
+	assert.Equal(t, "Starting a long job", e.events[1].ev.Text)
+
+	_, _ = c.startTurn(2, "work")
+	c.line(delta("half"))
+	e = c.line(assistant("whole"))
+	assert.Equal(t, []string{"2:text"}, types(e))
+	e = c.line(completed("completed"))
+	assert.Equal(t, "whole", e.events[0].ev.Text, "the deltas of a whole message are not kept twice")
+
+	_, _ = c.startTurn(3, "stuck")
+	c.line(delta("streamed"))
+	require.True(t, c.interrupt())
+	e = c.exited(exitInterrupt, "signal: killed", "")
+	require.Equal(t, []string{"3:text", "3:turn_end"}, types(e))
+	assert.Contains(t, e.events[1].ev.Text, "streamed")
+}

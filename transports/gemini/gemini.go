@@ -43,6 +43,7 @@ func Agent() acp.Agent {
 		ParseVersion: subprocess.LastField,
 		Launch:       launch,
 		Modes:        modes,
+		BeforeLoad:   beforeLoad,
 	}
 }
 
@@ -81,11 +82,8 @@ func descriptor() messages.Descriptor {
 		Granularity:    messages.GranularityStream,
 		ClarifySupport: true,
 		HonorsAllowed:  false,
-		// gemini offers session/load, but in the conformance suite here it
-		// answered "No previous sessions found for this project" for a
-		// session that had just completed a turn: resume is not offered
-		// until that is understood
-		Resume:         messages.ResumeNone,
+		// session/load, after beforeLoad (resume.go) in the session's first minute
+		Resume:         messages.ResumeNative,
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortNone,
 		PostureMap: map[messages.Posture]string{
@@ -113,9 +111,12 @@ func descriptor() messages.Descriptor {
 		BriefingNotes: "Gemini CLI runs as one persistent `gemini --acp` process per session, its workspace trusted. " +
 			"It stays in its default mode (it asks), so each gated call passes the workspace gate and the posture: " +
 			"plan selects gemini's read-only plan mode; acceptEdits allows edits inside the workspace; full allows " +
-			"every call inside it. The model (-m) is set at start; there is no effort. A session cannot be resumed: gemini's session/load " +
-			"found no previous session for the project in tests. Verified with gemini-cli " + PinnedVersion + ".",
-		CLIVersion: PinnedVersion,
+			"every call inside it. The model (-m) is set at start; there is no effort. A resume loads gemini's own session " +
+			"(ACP session/load), so the model sees the earlier turns. Verified with gemini-cli " + PinnedVersion + ".",
+		// `gemini --resume <id>` finds the session among the chats of the
+		// project of the directory it runs in (the command cds there)
+		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "gemini --resume {sessionId}"},
+		CLIVersion:     PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
 		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.gemini"}},
 	}

@@ -112,7 +112,9 @@ func descriptor() messages.Descriptor {
 			"fetch to ask, so each call passes the workspace gate and the posture: plan selects the read-only " +
 			"plan agent; acceptEdits allows edits inside the workspace; full allows every call inside it. The " +
 			"model is provider/model, set at start. Verified with @kilocode/cli " + PinnedVersion + ".",
-		CLIVersion: PinnedVersion,
+		// as opencode's: the project positional is required (refused without a cwd)
+		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "kilo {cwd} --session {sessionId}"},
+		CLIVersion:     PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
 		Containment: &messages.Containment{StateDirs: []string{"~/.local/share/kilo", "~/.local/state/kilo", "~/.cache/kilo", "~/.config/kilo"}},
 	}

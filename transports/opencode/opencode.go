@@ -131,7 +131,11 @@ func descriptor() messages.Descriptor {
 			"call passes the workspace gate and the posture: plan selects opencode's read-only plan agent; " +
 			"acceptEdits allows edits inside the workspace; full allows every call inside it. The model is " +
 			"provider/model, set at start. Verified with opencode " + PinnedVersion + ".",
-		CLIVersion: PinnedVersion,
+		// the project positional is required: without it opencode opens
+		// the session in whatever directory the shell is in (a template
+		// with {cwd} is refused for a record without a cwd)
+		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "opencode {cwd} --session {sessionId}"},
+		CLIVersion:     PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
 		Containment: &messages.Containment{StateDirs: []string{"~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"}},
 	}

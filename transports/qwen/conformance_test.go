@@ -26,8 +26,7 @@ func backend(t testing.TB) acptest.Backend {
 			},
 		},
 		Skip: map[string]string{
-			transporttest.CaseOutputCapped: "qwen 0.24 sends a 100 kB output as one ~560 kB session/update line, which the ACP reader drops as over its line cap (an EvError), and its tool_result is qwen's own ~4.5 kB truncation notice that the client does not mark Truncated: not yet understood",
-			transporttest.CaseClarifyDeny:  "ACP carries no reason with a rejection, so the reason reaches the agent with the next prompt, not in this turn; TestDenyReasonNextTurn checks the deny",
+			transporttest.CaseClarifyDeny: "ACP carries no reason with a rejection, so the reason reaches the agent with the next prompt, not in this turn; TestDenyReasonNextTurn checks the deny",
 		},
 	}
 }

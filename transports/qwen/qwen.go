@@ -102,7 +102,8 @@ func descriptor() messages.Descriptor {
 			"so each gated call passes the workspace gate and the posture: plan selects qwen's read-only plan " +
 			"mode; acceptEdits allows edits inside the workspace; full allows every call inside it. The model " +
 			"(-m) is set at start; there is no effort. Verified with qwen-code " + PinnedVersion + ".",
-		CLIVersion: PinnedVersion,
+		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "qwen --resume {sessionId}"},
+		CLIVersion:     PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement
 		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.qwen"}},
 	}

@@ -25,7 +25,7 @@ import (
 // below the long-line fault's line.
 const (
 	OutputCap     = 16 << 10
-	LineCap       = 256 << 10
+	LineCap       = 768 << 10
 	longLineBytes = 1 << 20
 )
 
