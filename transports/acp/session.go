@@ -28,6 +28,7 @@ type session struct {
 	spec    transports.SessionSpec
 	sink    transports.Sink
 	bin     string
+	argv    []string // the binary and Launch's args, as the process started
 	scratch string
 	ws      gate.Workspace
 
@@ -158,6 +159,7 @@ func (s *session) boot(ctx context.Context) error {
 		_ = os.RemoveAll(s.scratch)
 		return messages.AsError(messages.OpStart, err)
 	}
+	s.argv = append([]string{s.bin}, args...)
 	if err := s.start(args, extra); err != nil {
 		_ = os.RemoveAll(s.scratch)
 		return err
@@ -619,6 +621,7 @@ func (s *session) Close(ctx context.Context) error {
 	s.kill() // what the agent left in its group
 	s.wait()
 	_ = os.RemoveAll(s.scratch)
+	s.t.forgetLaunched(s.spec.SessionID)
 	return nil
 }
 
