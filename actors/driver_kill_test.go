@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors/driver"
+	"github.com/codesession/codesession/actors/store/filestore"
 	"github.com/codesession/codesession/config"
+	"github.com/codesession/codesession/learning/loop"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/script"
 )
@@ -55,8 +57,12 @@ func TestDriverKillChild(t *testing.T) {
 	t.Fatal("the driver never started its session")
 }
 
-func TestKilledDriversSessionsAreReleasedAtTheNextStart(t *testing.T) {
-	home := t.TempDir()
+// killADriver runs a delegation in a child process, SIGKILLs the child's
+// whole process group mid-turn and returns the home it left, its
+// delegation and its driven session.
+func killADriver(t *testing.T) (home, dl, sid string) {
+	t.Helper()
+	home = t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDriverKillChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), driverKillHomeEnv+"="+home)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the kill takes the whole process
@@ -68,7 +74,6 @@ func TestKilledDriversSessionsAreReleasedAtTheNextStart(t *testing.T) {
 	hang := time.AfterFunc(5*time.Minute, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer hang.Stop()
 
-	var dl, sid string
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "driving" {
@@ -86,7 +91,11 @@ func TestKilledDriversSessionsAreReleasedAtTheNextStart(t *testing.T) {
 		t.Fatalf("the child never drove a session; its output:\n%s\nstderr:\n%s", out.String(), stderr.String())
 	}
 	requireLeasesFree(t, home)
+	return home, dl, sid
+}
 
+func TestKilledDriversSessionsAreReleasedAtTheNextStart(t *testing.T) {
+	home, dl, sid := killADriver(t)
 	cfg := testConfig(t)
 	cfg.Home = home
 	rt := newRuntime(t, cfg, &script.Scenario{})
@@ -107,4 +116,43 @@ func TestKilledDriversSessionsAreReleasedAtTheNextStart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, driver.StateKilled, d.State)
 	assert.Equal(t, []string{sid}, d.Sessions)
+
+	requireSweptOutcome(t, rt.Learning(), sid)
+}
+
+// An embedder that brings its own learning loop (WithLearning) gets the
+// swept session's outcome too: the sweep hands its releases to whichever
+// loop the runtime runs, not only to the reconcile of a loop it opened.
+func TestKilledDriversSessionsGetAnOutcomeWithAnEmbeddersLoop(t *testing.T) {
+	home, _, sid := killADriver(t)
+	cfg := testConfig(t)
+	cfg.Home = home
+	st, err := filestore.Open(home)
+	require.NoError(t, err)
+	lp, err := loop.Open(home, cfg.Learning, st, loop.Options{})
+	require.NoError(t, err)
+	rt := newRuntime(t, cfg, &script.Scenario{}, WithStore(st), WithLearning(lp))
+	requireSweptOutcome(t, rt.Learning(), sid)
+}
+
+// requireSweptOutcome waits for exactly one outcome record, the swept
+// session's: the sweep's abort (its driver died before any verdict).
+func requireSweptOutcome(t *testing.T, l *loop.Loop, sid string) {
+	t.Helper()
+	require.NotNil(t, l)
+	log := l.Outcomes()
+	require.Eventually(t, func() bool {
+		if log.Refresh() != nil {
+			return false
+		}
+		outs, _ := log.All()
+		return len(outs) > 0
+	}, time.Minute, 20*time.Millisecond, "the swept session's outcome is recorded")
+	l.Close() // any second (duplicate) record would be written by now
+	require.NoError(t, log.Refresh())
+	outs, _ := log.All()
+	require.Len(t, outs, 1, "one outcome per driven session")
+	assert.Equal(t, sid, outs[0].SessionID)
+	assert.Equal(t, messages.OutcomeAborted, outs[0].Outcome)
+	assert.Equal(t, messages.ReleaseSweep, outs[0].ReleaseReason)
 }

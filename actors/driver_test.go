@@ -277,6 +277,7 @@ func TestEndingTheDriverReleasesItsSessions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, live)
 		assert.Equal(t, 1.0, testutil.ToFloat64(f.rt.driverMetrics.Settled("any", driver.StateCancelled)))
+		requireSweptOutcome(t, f.rt.Learning(), sid) // one outcome: the sweep's, the driver gave no verdict
 	})
 	t.Run("its model fails", func(t *testing.T) {
 		sc := driverScenario(nil)
@@ -294,6 +295,7 @@ func TestEndingTheDriverReleasesItsSessions(t *testing.T) {
 		live, err := f.rt.LiveSessions(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, live, "no driven agent outlives its driver")
+		requireSweptOutcome(t, f.rt.Learning(), done.Sessions[0])
 	})
 }
 

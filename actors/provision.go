@@ -102,10 +102,10 @@ func (r *Runtime) writeManifest(ctx context.Context, sid string, op messages.Sta
 		}
 	}
 	if m.Argv == nil {
-		// a backend that says none (the ACP agents): the argv its process
-		// started with, from the session's process record (proc.Kit), when
-		// it is there by now; a backend without a process of its own
-		// (native, script) has none
+		// a backend that is no Launcher (grok; claude-code, droid, codex
+		// and the ACP agents are): the argv its process started with, from
+		// the session's process record (proc.Kit), when it is there by now;
+		// a backend without a process of its own (native, script) has none
 		m.Argv = recordedArgv(r.cfg.Home, sid)
 	}
 	if res.Plan != nil {

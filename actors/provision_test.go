@@ -12,6 +12,8 @@ import (
 	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/acp"
+	"github.com/codesession/codesession/transports/opencode"
 	"github.com/codesession/codesession/transports/script"
 )
 
@@ -200,4 +202,33 @@ func TestCurationResumedRunIsProvisionedAgain(t *testing.T) {
 	rec, err := rt.Store().GetMeta(ctx, st.SessionID)
 	require.NoError(t, err)
 	require.Equal(t, []string{"supabase"}, rec.Provision.Applied)
+}
+
+// TestManifestArgvOfAnACPAgentIsKnownBeforeItsProcess: an ACP agent's
+// launch manifest records its argv from the transport (acp LaunchArgv),
+// not from a process record that may not be written yet. Here there is no
+// process record at all, so the old code (process record only) wrote no
+// argv.
+func TestManifestArgvOfAnACPAgentIsKnownBeforeItsProcess(t *testing.T) {
+	cfg := testConfig(t)
+	bin := filepath.Join(t.TempDir(), "opencode")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexit 3\n"), 0o755))
+	cur := &curation.Curator{Home: cfg.Home}
+	rt, err := New(cfg, WithBackends(transports.NewRegistry(script.New(), opencode.New(acp.WithBinary(bin)))), WithCurator(cur))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+	ctx := ctxT(t)
+	cwd := t.TempDir()
+	sid := messages.NewSessionID()
+	now := time.Now()
+	require.NoError(t, rt.Store().Create(ctx, messages.SessionRecord{SessionID: sid, BackendID: opencode.ID, Cwd: cwd,
+		Status: messages.StatusIdle, Posture: messages.PostureDefault, CreatedAt: now, UpdatedAt: now}))
+	rt.writeManifest(ctx, sid, messages.Start{Brief: "b", Cwd: cwd, Backend: opencode.ID}, curation.Result{})
+	m, ok := rt.Manifest(sid)
+	require.True(t, ok)
+	require.Equal(t, []string{bin, "acp", "--cwd", cwd}, m.Argv)
 }

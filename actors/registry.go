@@ -650,9 +650,10 @@ func markFailed(ctx context.Context, st store.Store, sid string, now time.Time, 
 // driver opened (its run's owner is a delegation's scope) is released
 // instead (released{sweep}, outcome aborted, its provisioned files
 // removed): its driver died with the process, and no driven agent outlives
-// its driver, not even as a resumable orphan. Failures are logged and never
-// block boot.
-func sweepOrphans(ctx context.Context, st store.Store, home string, now time.Time, alive func(runtimeID string) bool, log *slog.Logger) (int, error) {
+// its driver, not even as a resumable orphan; released is told each such
+// session once its release is durable (its outcome is then recorded: no
+// event listener runs at boot). Failures are logged and never block boot.
+func sweepOrphans(ctx context.Context, st store.Store, home string, now time.Time, alive func(runtimeID string) bool, log *slog.Logger, released func(sessionID string)) (int, error) {
 	recs, err := st.List(ctx)
 	if err != nil {
 		return 0, err
@@ -698,6 +699,9 @@ func sweepOrphans(ctx context.Context, st store.Store, home string, now time.Tim
 		if driven {
 			releaseProvision(home, rec.SessionID)
 			log.Info("released a dead driver's session", "session", rec.SessionID, "delegation", dl)
+			if released != nil {
+				released(rec.SessionID)
+			}
 		}
 		n++
 	}

@@ -173,7 +173,10 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	alive := func(rid string) bool { return rid == id || leaseHeld(cfg.Home, rid) }
-	if n, err := sweepOrphans(ctx, o.store, cfg.Home, o.now(), alive, log); err != nil {
+	// the sessions the sweep releases (a dead driver's) get their outcome
+	// recorded once the learning loop is up, whoever opened it
+	var swept []string
+	if n, err := sweepOrphans(ctx, o.store, cfg.Home, o.now(), alive, log, func(sid string) { swept = append(swept, sid) }); err != nil {
 		log.Warn("orphan sweep failed", "err", err)
 	} else if n > 0 {
 		log.Info("marked orphaned sessions", "count", n)
@@ -204,6 +207,11 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	}
 	if rt.learn == nil && !o.noLearning {
 		rt.learn = openLearning(cfg, o.store, o.backends, o.metrics, log)
+	}
+	if rt.learn != nil {
+		for _, sid := range swept {
+			rt.learn.Released(sid)
+		}
 	}
 	if rt.learn != nil && o.learningJob {
 		rt.stopJob = startLearningJob(rt.learn)
@@ -682,7 +690,11 @@ func (r *Runtime) shutdown() {
 		// boot would do
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		alive := func(rid string) bool { return rid != r.id && leaseHeld(r.cfg.Home, rid) }
-		if _, serr := sweepOrphans(ctx, r.store, r.cfg.Home, time.Now(), alive, r.log); serr != nil {
+		var released func(string)
+		if r.learn != nil {
+			released = r.learn.Released // recorded before the loop closes below
+		}
+		if _, serr := sweepOrphans(ctx, r.store, r.cfg.Home, time.Now(), alive, r.log, released); serr != nil {
 			r.log.Warn("orphaning the sessions of a failed registry", "err", serr)
 		}
 		cancel()

@@ -358,14 +358,35 @@ func TestPlanPerBackend(t *testing.T) {
 		require.FileExists(t, filepath.Join(r.Plan.SkillsDir, "lsp-analysis", "SKILL.md"))
 		require.NotContains(t, r.Plan.Instructions, "Skills for this project are in")
 	})
+	// the ACP agents take MCP servers in session/new; skills natively
+	// where the CLI has a place the session's own config can name
+	// (opencode's skills.paths), else through an instruction that points
+	// at them (copilot, gemini)
+	native := map[string]string{"opencode": "opencode/skills"}
 	for _, b := range []string{"opencode", "gemini", "copilot"} {
 		t.Run(b, func(t *testing.T) {
 			r := resolve(t, home, repo, b, "cs_"+b, skillFetcher())
 			require.Equal(t, want, r.Meta.Applied)
 			require.Empty(t, r.Plan.ConfigFile, "ACP agents take the servers in session/new")
 			require.Len(t, r.Plan.MCPServers, 3)
+			require.FileExists(t, filepath.Join(r.Plan.SkillsDir, "lsp-analysis", "SKILL.md"))
+			if in := native[b]; in != "" {
+				require.Equal(t, filepath.Join(r.Dir, filepath.FromSlash(in)), r.Plan.SkillsDir)
+				require.NotContains(t, r.Plan.Instructions, "Skills for this project are in", b+" finds its skills natively")
+				require.False(t, slices.ContainsFunc(r.Meta.Notes, func(n string) bool { return strings.Contains(n, "not a native skill") }))
+			} else {
+				require.Contains(t, r.Plan.Instructions, "Skills for this project are in "+r.Plan.SkillsDir)
+				require.Contains(t, r.Meta.Notes, "lsp: its skill is files the instructions point at, not a native skill: "+b+
+					" has no skill location the session's own config can name", "the record says so")
+			}
 		})
 	}
+	t.Run("kilo", func(t *testing.T) {
+		r := resolve(t, home, repo, "kilo", "cs_kilo", skillFetcher())
+		require.Equal(t, filepath.Join(r.Dir, "kilo", "skills"), r.Plan.SkillsDir, "kilo's skills.paths, as opencode's")
+		require.FileExists(t, filepath.Join(r.Plan.SkillsDir, "lsp-analysis", "SKILL.md"))
+		require.NotContains(t, r.Plan.Instructions, "Skills for this project are in")
+	})
 	t.Run("droid", func(t *testing.T) {
 		// droid has no MCP or skills flag: its config and skills are in a
 		// per-session HOME under the plan's dir (never the repository)

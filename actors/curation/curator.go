@@ -199,6 +199,9 @@ func (c *Curator) Resolve(ctx context.Context, req Request) Result {
 			continue
 		}
 		meta.Applied = append(meta.Applied, ch.Entry.ID)
+		if ch.Spec.Skill != nil && len(ch.Skill) > 0 && !NativeSkills(req.Backend) {
+			note("%s: its skill is files the instructions point at, not a native skill: %s has no skill location the session's own config can name", ch.Entry.ID, req.Backend)
+		}
 		if m := ch.Spec.MCP; m != nil && m.AuthEnv != "" {
 			meta.TokenScopeNotes = append(meta.TokenScopeNotes, tokenScopeNote(ch.Entry, m.AuthEnv))
 		}

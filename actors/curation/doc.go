@@ -14,6 +14,23 @@
 //	     a transports.Provision the backend only reads)
 //	  -> visibility (messages.Provision on the record; the launch Manifest).
 //
+// Where each backend takes a plan's skills (BuildPlan, backendWays; ACP's
+// session/new has no skills field, so each way is the CLI's own):
+//
+//	claude-code  a plugin dir (--plugin-dir <provision>/claude-plugin)
+//	codex        $CODEX_HOME/skills of its per-session CODEX_HOME
+//	droid        $HOME/.factory/skills of its per-session HOME
+//	opencode     skills.paths in OPENCODE_CONFIG_CONTENT (the session's config)
+//	kilo         skills.paths in KILO_CONFIG_CONTENT
+//	copilot, gemini, qwen: files under <provision>/skills that the appended
+//	  instructions point at (a note on the record says so per skill). Their
+//	  native folders are the repository's (never written to) and their
+//	  config home's (~/.copilot/skills or $COPILOT_HOME/skills,
+//	  $GEMINI_CLI_HOME/.gemini/skills, $QWEN_HOME/skills); pointing that home
+//	  at the session needs the user's login and settings overlaid into it
+//	  (as droid's HOME is), not done yet. copilot 1.0.102's --add-dir does
+//	  not load the added directory's .github/skills under --acp.
+//
 // Curator.Resolve never fails a start: a missing catalog, an unreadable
 // project or a skill that cannot be fetched is a note on the record. The
 // refresh check (Check) reports newer upstream pins as data and never

@@ -39,20 +39,35 @@ type backendWay struct {
 
 // Skills go where each CLI finds them natively: claude-code's plugin dir,
 // codex's $CODEX_HOME/skills (the session's own CODEX_HOME), droid's
-// $HOME/.factory/skills (a per-session HOME). The ACP agents (opencode,
-// gemini, copilot) get them as files the instructions point at: ACP's
-// session/new has no skills field, and their native skill folders are in
-// the repository (never written to) or in the user's HOME, which they run
-// with — a per-session HOME for them would need their login and config
-// overlaid as droid's is, which is not done yet.
+// $HOME/.factory/skills (a per-session HOME), opencode's and kilo's
+// skills.paths (in the session's own config content, OPENCODE_/
+// KILO_CONFIG_CONTENT). ACP's session/new has no skills field, so each
+// of these is the CLI's own. copilot, gemini and qwen get them as files the
+// instructions point at: their native skill folders are the repository's
+// (never written to) and their config home's (~/.copilot/skills or
+// $COPILOT_HOME/skills, $GEMINI_CLI_HOME/.gemini/skills, $QWEN_HOME/skills),
+// and pointing that home at the session would need the user's login and
+// settings overlaid into it as droid's HOME is, which is not done yet.
+// copilot 1.0.102's --add-dir does not load the added directory's
+// .github/skills under --acp (tried live: the skill was not in the model
+// request), and `copilot skill add` writes the user's own config.
 var backendWays = map[string]backendWay{
 	"claude-code": {mcpConfig: "claude", mcpSpec: true, remoteMCP: true, skillsAsPI: true},
 	"codex":       {mcpConfig: "codex", mcpSpec: true, remoteMCP: true, skillsIn: "codex/skills"}, // $CODEX_HOME/skills, linked by the transport
 	"droid":       {mcpConfig: "droid", mcpSpec: true, remoteMCP: true, home: droidHome, skillsIn: droidHome + "/.factory/skills"},
-	"opencode":    {mcpSpec: true, remoteMCP: true},
+	"opencode":    {mcpSpec: true, remoteMCP: true, skillsIn: "opencode/skills"},
+	"kilo":        {mcpSpec: true, remoteMCP: true, skillsIn: "kilo/skills"},
 	"gemini":      {mcpSpec: true, remoteMCP: true},
 	"copilot":     {mcpSpec: true, remoteMCP: true},
 	"native":      {mcpSpec: true}, // stdio servers as extra tools
+}
+
+// NativeSkills says whether backend takes provisioned skills natively (in
+// a place its session's own config names); else they are files its
+// instructions point at.
+func NativeSkills(backend string) bool {
+	w := backendWays[backend]
+	return w.skillsIn != "" || w.skillsAsPI
 }
 
 // droidHome is droid's per-session HOME, relative to the plan's dir.

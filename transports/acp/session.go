@@ -27,6 +27,7 @@ type session struct {
 	spec    transports.SessionSpec
 	sink    transports.Sink
 	bin     string
+	argv    []string // the binary and Launch's args, as the process started
 	scratch string
 	ws      gate.Workspace
 
@@ -164,6 +165,7 @@ func (s *session) boot(ctx context.Context) error {
 			return messages.Wrap(messages.CodeTimeout, messages.OpStart, err, "the start ended before "+s.t.agent.Descriptor.ID+" could load the session")
 		}
 	}
+	s.argv = append([]string{s.bin}, args...)
 	if err := s.start(args, extra); err != nil {
 		_ = os.RemoveAll(s.scratch)
 		return err
@@ -620,6 +622,7 @@ func (s *session) Close(ctx context.Context) error {
 	s.kill() // what the agent left in its group
 	s.wait()
 	_ = os.RemoveAll(s.scratch)
+	s.t.forgetLaunched(s.spec.SessionID)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/codesession/codesession/messages"
@@ -38,6 +39,7 @@ type Transport struct {
 	grace        time.Duration
 	env          []string
 	wire         func(dir string, line []byte)
+	launched     sync.Map // session id → the argv its process started with (launch.go)
 
 	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
@@ -175,6 +177,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin)
 	if ok {
+		t.launchedAs(spec.SessionID, warm)
 		refillAfterFirstTurn(warm, refill)
 		return warm, nil
 	}
@@ -185,6 +188,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
+	t.launchedAs(spec.SessionID, s)
 	refillAfterFirstTurn(s, refill)
 	return s, nil
 }

@@ -57,7 +57,7 @@ func launch(spec transports.SessionSpec, scratch string) ([]string, []string, er
 		return nil, nil, messages.Errorf(messages.CodeUnsupported, messages.OpStart,
 			"kilo %s offers no effort setting over ACP: start without effort", PinnedVersion)
 	}
-	cfg, err := opencode.Config(json.RawMessage(subprocess.EnvValue(spec.Env, EnvConfig)), spec.Model)
+	cfg, err := opencode.Config(json.RawMessage(subprocess.EnvValue(spec.Env, EnvConfig)), spec.Model, opencode.SkillPaths(spec)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/codesession/codesession/messages"
@@ -80,5 +81,26 @@ func TestConfig(t *testing.T) {
 	}
 	if _, err := Config(nil, "no-provider"); err == nil {
 		t.Error("a model without a provider was accepted")
+	}
+}
+
+// TestConfigSkillPaths: the plan's skill directories go into skills.paths,
+// after the caller's own.
+func TestConfigSkillPaths(t *testing.T) {
+	raw, err := Config(json.RawMessage(`{"skills":{"paths":["/mine"],"urls":["u"]}}`), "", "/plan/skills")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Skills struct {
+			Paths []string `json:"paths"`
+			URLs  []string `json:"urls"`
+		} `json:"skills"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Skills.Paths, ",") != "/mine,/plan/skills" || len(cfg.Skills.URLs) != 1 {
+		t.Errorf("config %s: want the caller's skills and the plan's path after them", raw)
 	}
 }

@@ -53,8 +53,10 @@ func Agent() acp.Agent {
 
 // Config returns the session's opencode configuration: base (the caller's
 // CODESESSION_OPENCODE_CONFIG) with every gated tool set to ask, no
-// autoupdate, no sharing, and the model.
-func Config(base json.RawMessage, model string) (json.RawMessage, error) {
+// autoupdate, no sharing, the model, and skillPaths added to skills.paths
+// (opencode scans each for <name>/SKILL.md: its native skills, from the
+// session's own config rather than the user's config dir).
+func Config(base json.RawMessage, model string, skillPaths ...string) (json.RawMessage, error) {
 	cfg := map[string]any{}
 	if len(strings.TrimSpace(string(base))) > 0 {
 		if err := json.Unmarshal(base, &cfg); err != nil || cfg == nil {
@@ -70,6 +72,18 @@ func Config(base json.RawMessage, model string) (json.RawMessage, error) {
 		}
 		cfg["model"] = model
 	}
+	if len(skillPaths) > 0 {
+		skills, _ := cfg["skills"].(map[string]any)
+		if skills == nil {
+			skills = map[string]any{}
+		}
+		paths, _ := skills["paths"].([]any)
+		for _, p := range skillPaths {
+			paths = append(paths, p)
+		}
+		skills["paths"] = paths
+		cfg["skills"] = skills
+	}
 	return json.Marshal(cfg)
 }
 
@@ -78,7 +92,7 @@ func launch(spec transports.SessionSpec, scratch string) ([]string, []string, er
 		return nil, nil, messages.Errorf(messages.CodeUnsupported, messages.OpStart,
 			"opencode %s offers no effort setting over ACP: start without effort", PinnedVersion)
 	}
-	cfg, err := Config(json.RawMessage(subprocess.EnvValue(spec.Env, EnvConfig)), spec.Model)
+	cfg, err := Config(json.RawMessage(subprocess.EnvValue(spec.Env, EnvConfig)), spec.Model, SkillPaths(spec)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,4 +153,13 @@ func descriptor() messages.Descriptor {
 		// the CLI's own state, writable inside the Landlock confinement
 		Containment: &messages.Containment{StateDirs: []string{"~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"}},
 	}
+}
+
+// SkillPaths are the skill directories of spec's provisioning plan, for
+// Config (none without skills).
+func SkillPaths(spec transports.SessionSpec) []string {
+	if spec.Provision == nil || spec.Provision.SkillsDir == "" {
+		return nil
+	}
+	return []string{spec.Provision.SkillsDir}
 }
