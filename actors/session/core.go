@@ -135,7 +135,9 @@ type Reply struct {
 // persist Events (they stay held in the core, see Unpersisted, until the
 // store acknowledges them) and Meta, then send Transport and Diff commands,
 // then deliver Replies. Durable lists the events the store has just
-// acknowledged: only those may reach the live feed.
+// acknowledged: only those may reach the live feed. Events and Durable are
+// views of the core's held events, as Unpersisted is: the shell reads them
+// and may append to them, never writes to their elements.
 type Output struct {
 	Events    []messages.PersistedEvent
 	Meta      *messages.SessionRecord
@@ -200,7 +202,18 @@ type Core struct {
 	// held are the events after durableSeq, in seq order: the session (not
 	// its persist child, whose restart would lose them) keeps them until
 	// the store takes them. Nothing is ever dropped to make room.
-	held []messages.PersistedEvent
+	//
+	// Its backing array is write-once: emit only appends, into spare
+	// capacity or a new array, and Persisted only reslices, so no element
+	// once written is written again. That makes a view of it (capped at its
+	// length: Unpersisted, Output.Events, Output.Durable) safe to hand to
+	// the shell and on to the persist child without a copy. heldCap is the
+	// capacity of the last array: a new one is at least that large (up to
+	// heldChunk), not one again after every acknowledgement.
+	held    []messages.PersistedEvent
+	heldCap int
+	// drained is the last seq a Drain handed out in Output.Events.
+	drained uint64
 	// storeErr is the last store failure while the store keeps failing;
 	// storeFails counts the failures in a row.
 	storeErr   error
@@ -397,17 +410,42 @@ func (c *Core) dropPending() {
 	c.queue = kept
 }
 
-// Drain returns and clears the accumulated output.
+// Drain returns and clears the accumulated output. Its Events and Durable
+// are views of the events the core holds: read them, never modify them.
 func (c *Core) Drain() Output {
 	o := c.out
 	c.out = Output{}
+	// the events emitted since the last Drain are held's tail, but for
+	// any acknowledged meanwhile (Persisted kept those in out.Events)
+	k := len(c.held)
+	for k > 0 && c.held[k-1].Seq > c.drained {
+		k--
+	}
+	if tail := c.held[k:len(c.held):len(c.held)]; len(o.Events) > 0 {
+		o.Events = append(o.Events, tail...)
+	} else if len(tail) > 0 {
+		o.Events = tail
+	}
+	c.drained = c.seq
 	return o
 }
+
+// heldChunk bounds how much of a new array for held events is sized by the
+// last one rather than by the events held: what an idle session keeps of
+// events already durable, until its next array replaces it.
+const heldChunk = 16
 
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 	c.seq++
 	pe := messages.PersistedEvent{Seq: c.seq, At: now, Turn: turn, Event: ev}
-	c.out.Events = append(c.out.Events, pe)
+	if len(c.held) == cap(c.held) {
+		// a new array: appending to a full one would too, but from the
+		// capacity of what is left after Persisted's reslices (often none)
+		c.heldCap = max(2*len(c.held), min(c.heldCap, heldChunk), 4)
+		grown := make([]messages.PersistedEvent, len(c.held), c.heldCap)
+		copy(grown, c.held)
+		c.held = grown
+	}
 	c.held = append(c.held, pe)
 	c.tally.Observe(ev)
 	return c.seq
@@ -793,8 +831,17 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 		for n < len(c.held) && c.held[n].Seq <= seq {
 			n++
 		}
-		c.out.Durable = append(c.out.Durable, c.held[:n]...)
-		c.held = append(c.held[:0:0], c.held[n:]...)
+		for _, pe := range c.held[:n] {
+			if pe.Seq > c.drained { // acknowledged before Drain saw it
+				c.out.Events = append(c.out.Events, pe)
+			}
+		}
+		if len(c.out.Durable) == 0 {
+			c.out.Durable = c.held[:n:n]
+		} else {
+			c.out.Durable = append(c.out.Durable, c.held[:n]...)
+		}
+		c.held = c.held[n:]
 		c.durableSeq = seq
 	}
 	if err != nil {

@@ -74,8 +74,80 @@ func matchAny(patterns []string, name string) bool {
 	return false
 }
 
-// IsCredential reports whether name matches FounderCredentials.
-func IsCredential(name string) bool { return matchAny(FounderCredentials, name) }
+// patternSet is a list of path.Match patterns compiled once: the plain
+// ones (a name, NAME_*, *_NAME, *_NAME_*) become a set of exact names and
+// lists of prefixes, suffixes and infixes, so a name is matched with one
+// map lookup and a few string comparisons instead of a path.Match per
+// pattern; any other pattern is kept and matched with path.Match. Its
+// answers are path.Match's: a star never matches a '/', so no name with a
+// '/' matches a starred plain pattern. Read-only once built; safe for
+// concurrent use.
+type patternSet struct {
+	exact    map[string]struct{}
+	prefix   []string // lit*
+	suffix   []string // *lit
+	infix    []string // *lit*
+	matchAll []string // the rest, for path.Match
+}
+
+func compilePatterns(patterns []string) *patternSet {
+	s := &patternSet{exact: map[string]struct{}{}}
+	for _, p := range patterns {
+		lit, lead := strings.CutPrefix(p, "*")
+		lit, trail := strings.CutSuffix(lit, "*")
+		switch {
+		case strings.ContainsAny(lit, `*?[\/`):
+			// other metacharacters, or a '/' (which a star must not
+			// cross): left to path.Match
+			s.matchAll = append(s.matchAll, p)
+		case lead && trail:
+			s.infix = append(s.infix, lit)
+		case lead:
+			s.suffix = append(s.suffix, lit)
+		case trail:
+			s.prefix = append(s.prefix, lit)
+		default:
+			s.exact[lit] = struct{}{}
+		}
+	}
+	return s
+}
+
+// match reports whether name matches a pattern of s.
+func (s *patternSet) match(name string) bool {
+	if _, ok := s.exact[name]; ok {
+		return true
+	}
+	if strings.IndexByte(name, '/') < 0 {
+		for _, x := range s.suffix {
+			if strings.HasSuffix(name, x) {
+				return true
+			}
+		}
+		for _, x := range s.prefix {
+			if strings.HasPrefix(name, x) {
+				return true
+			}
+		}
+		for _, x := range s.infix {
+			if strings.Contains(name, x) {
+				return true
+			}
+		}
+	}
+	return matchAny(s.matchAll, name)
+}
+
+// founderCredentials is FounderCredentials compiled at package init;
+// baseAllowed is baseAllow.
+var (
+	founderCredentials = compilePatterns(FounderCredentials)
+	baseAllowed        = compilePatterns(baseAllow)
+)
+
+// IsCredential reports whether name matches FounderCredentials (as
+// compiled at package init: the list is read-only).
+func IsCredential(name string) bool { return founderCredentials.match(name) }
 
 // Check returns a *CredentialError when daemon (KEY=VALUE) holds a founder
 // credential that is neither passed to nor documented for the backend, nor
@@ -120,7 +192,7 @@ func (p EnvPolicy) Build(daemon, explicit []string) []string {
 		if !ok {
 			continue
 		}
-		if matchAny(p.Pass, k) || (!matchAny(p.Scrub, k) && (matchAny(p.Documented, k) || (matchAny(baseAllow, k) && !IsCredential(k)))) {
+		if matchAny(p.Pass, k) || (!matchAny(p.Scrub, k) && (matchAny(p.Documented, k) || (baseAllowed.match(k) && !IsCredential(k)))) {
 			set(k, v)
 		}
 	}

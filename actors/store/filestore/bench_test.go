@@ -98,3 +98,41 @@ func batchBytes(b *testing.B, evs []messages.PersistedEvent) int {
 	}
 	return n
 }
+
+// BenchmarkAppendManySessions appends one event at a time to a thousand
+// sessions in turn, without fsyncs (the subject is the append handles):
+// maxOpen=256 is the fixed bound of before issue 35, under which every
+// append reopens its log; default is DefaultMaxOpen(), under which none
+// does where RLIMIT_NOFILE allows 1,000 open handles.
+func BenchmarkAppendManySessions(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []filestore.Option
+	}{
+		{"maxOpen=256", []filestore.Option{filestore.WithMaxOpen(filestore.MinMaxOpen)}},
+		{"default", nil},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			st, err := filestore.Open(b.TempDir(), append(c.opts, filestore.WithoutSync())...)
+			require.NoError(b, err)
+			defer st.Close()
+			ids := make([]string, 1000)
+			for i := range ids {
+				rec := storetest.NewRecord(time.Now())
+				require.NoError(b, st.Create(ctx, rec))
+				ids[i] = rec.SessionID
+			}
+			seqs := make([]uint64, len(ids))
+			i := 0
+			for b.Loop() {
+				seqs[i]++
+				if err := st.Append(ctx, ids[i], []messages.PersistedEvent{benchEvent(seqs[i])}); err != nil {
+					b.Fatal(err)
+				}
+				i = (i + 1) % len(ids)
+			}
+			b.ReportMetric(float64(st.OpenHandles()), "handles")
+		})
+	}
+}

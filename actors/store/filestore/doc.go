@@ -70,10 +70,12 @@
 // A Store is safe for concurrent use. Each session has its own locks (one for
 // its record, one for its log), so no lock is held across another session's
 // fsync; a store-wide mutex guards only maps and the LRU of open append
-// handles, never I/O. At most DefaultMaxOpen append handles (WithMaxOpen
-// changes it) stay open, plus one per Append running at that moment: the
-// least recently used is closed and reopened on demand, so ten thousand
-// sessions do not exhaust file descriptors. The last seq and
+// handles, never I/O. At most DefaultMaxOpen() append handles (half the
+// soft RLIMIT_NOFILE, within [MinMaxOpen, CapMaxOpen]; WithMaxOpen changes
+// it) stay open, plus one per Append running at that moment: the least
+// recently used is closed and reopened on demand, so ten thousand sessions
+// do not exhaust file descriptors, and where the limit allows they do not
+// reopen their logs at every write either. The last seq and
 // size of every log touched since Open are cached in memory. Several Store
 // values (or processes) must not share one home.
 //

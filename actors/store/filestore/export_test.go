@@ -53,3 +53,12 @@ func WithWALResetFault(fn func() error) Option {
 		return nil
 	})
 }
+
+// MaxOpenFor is DefaultMaxOpen for a soft RLIMIT_NOFILE (ok false: none).
+func MaxOpenFor(soft uint64, ok bool) int { return maxOpenFor(soft, ok) }
+
+// MaxOpen reports the store's bound on open append handles.
+func (st *Store) MaxOpen() int { return st.maxOpen }
+
+// NOFILE is the soft RLIMIT_NOFILE DefaultMaxOpen reads.
+func NOFILE() (uint64, bool) { return nofile() }

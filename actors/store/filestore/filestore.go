@@ -27,9 +27,31 @@ const (
 	metaName    = "meta.json"
 	logName     = "events.jsonl"
 
-	// DefaultMaxOpen is how many append handles a Store keeps open by default.
-	DefaultMaxOpen = 256
+	// MinMaxOpen is the least bound DefaultMaxOpen gives (the fixed bound
+	// of before issue 35): where the descriptor limit is low or unknown.
+	MinMaxOpen = 256
+	// CapMaxOpen is the most DefaultMaxOpen gives, however high the limit.
+	CapMaxOpen = 1 << 16
 )
+
+// DefaultMaxOpen is how many append handles a Store keeps open unless
+// WithMaxOpen says otherwise: half the process's soft RLIMIT_NOFILE (which
+// the Go runtime raises to the hard limit at start), the other half left
+// to everything else the process opens (backends' pipes, connections, the
+// WAL, checkpoints' files), within [MinMaxOpen, CapMaxOpen]. Read at each
+// call; Open calls it once.
+func DefaultMaxOpen() int {
+	soft, ok := nofile()
+	return maxOpenFor(soft, ok)
+}
+
+// maxOpenFor is DefaultMaxOpen for a soft RLIMIT_NOFILE (ok false: unknown).
+func maxOpenFor(soft uint64, ok bool) int {
+	if !ok {
+		return MinMaxOpen
+	}
+	return int(min(max(soft/2, MinMaxOpen), CapMaxOpen))
+}
 
 // Option configures Open.
 type Option func(*Store)
@@ -174,7 +196,7 @@ func Open(home string, opts ...Option) (*Store, error) {
 		dir:             dir,
 		walPath:         filepath.Join(wdir, walName),
 		log:             slog.Default(),
-		maxOpen:         DefaultMaxOpen,
+		maxOpen:         DefaultMaxOpen(),
 		checkpointBytes: DefaultCheckpointBytes,
 		sessions:        map[string]*session{},
 		dirty:           map[*session]struct{}{},

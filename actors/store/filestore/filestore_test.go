@@ -404,8 +404,8 @@ func TestInvalidIDsTouchNothing(t *testing.T) {
 }
 
 // TestManySessions appends to ten thousand sessions from 32 goroutines with
-// the default handle bound, round-robin so handles are evicted and reopened
-// all the time, and checks the bound and every log.
+// the least default handle bound (MinMaxOpen), round-robin so handles are
+// evicted and reopened all the time, and checks the bound and every log.
 func TestManySessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("ten thousand sessions")
@@ -413,7 +413,7 @@ func TestManySessions(t *testing.T) {
 	const sessions, rounds, workers = 10_000, 2, 32
 	ctx := context.Background()
 	home := fastTempDir(t)
-	st, err := filestore.Open(home, filestore.WithoutSync())
+	st, err := filestore.Open(home, filestore.WithoutSync(), filestore.WithMaxOpen(filestore.MinMaxOpen))
 	require.NoError(t, err)
 	ids := make([]string, sessions)
 	for i := range ids {
@@ -445,8 +445,8 @@ func TestManySessions(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	assert.LessOrEqual(t, peak, filestore.DefaultMaxOpen+workers, "handles open at once (bound plus one per running append)")
-	assert.LessOrEqual(t, st.OpenHandles(), filestore.DefaultMaxOpen, "handles open when idle")
+	assert.LessOrEqual(t, peak, filestore.MinMaxOpen+workers, "handles open at once (bound plus one per running append)")
+	assert.LessOrEqual(t, st.OpenHandles(), filestore.MinMaxOpen, "handles open when idle")
 	for i := 0; i < sessions; i += 101 {
 		evs, err := st.ReadEvents(ctx, ids[i], 0, 0)
 		require.NoError(t, err)
@@ -463,4 +463,49 @@ func TestManySessions(t *testing.T) {
 		require.Equal(t, uint64(rounds), last)
 	}
 	assert.Empty(t, st.Repairs())
+}
+
+// TestDefaultMaxOpenFollowsNOFILE: the handle bound is half the soft
+// RLIMIT_NOFILE, never below the old fixed 256 nor above CapMaxOpen; a
+// store opened without WithMaxOpen takes it, and keeps a handle per
+// session it writes (up to it) instead of reopening logs past 256.
+func TestDefaultMaxOpenFollowsNOFILE(t *testing.T) {
+	for _, c := range []struct {
+		soft uint64
+		ok   bool
+		want int
+	}{
+		{0, false, 256}, // no RLIMIT_NOFILE (or Getrlimit failed)
+		{0, true, 256},
+		{256, true, 256},
+		{1024, true, 512},
+		{20_000, true, 10_000},
+		{524_288, true, 1 << 16},   // systemd's hard limit, raised to by Go
+		{1<<64 - 1, true, 1 << 16}, // RLIM_INFINITY
+	} {
+		assert.Equal(t, c.want, filestore.MaxOpenFor(c.soft, c.ok), "soft %d, ok %v", c.soft, c.ok)
+	}
+	soft, ok := filestore.NOFILE()
+	want := filestore.MaxOpenFor(soft, ok)
+	assert.Equal(t, want, filestore.DefaultMaxOpen())
+
+	st := open(t, fastTempDir(t), filestore.WithoutSync())
+	assert.Equal(t, want, st.MaxOpen())
+	assert.Equal(t, 7, open(t, t.TempDir(), filestore.WithMaxOpen(7)).MaxOpen(), "WithMaxOpen wins")
+	if want < 1000 {
+		t.Skipf("soft RLIMIT_NOFILE %d (known: %v): no room for 1,000 open handles", soft, ok)
+	}
+	ctx := context.Background()
+	ids := make([]string, 1000)
+	for i := range ids {
+		rec := storetest.NewRecord(time.Now())
+		require.NoError(t, st.Create(ctx, rec))
+		ids[i] = rec.SessionID
+	}
+	for round := range uint64(2) {
+		for _, id := range ids {
+			require.NoError(t, st.Append(ctx, id, storetest.NewEvents(round+1, 1)))
+		}
+	}
+	assert.Equal(t, len(ids), st.OpenHandles(), "one handle per session written, none evicted at 256")
 }
