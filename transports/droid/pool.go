@@ -170,6 +170,9 @@ func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	p := s.proc
 	settings := s.core.settings
+	// the session's record says what the adopted process may write (its
+	// rules were built in the pool's group)
+	spec.Procs.NoteWritable(s.spec.Procs.Writable())
 	s.spec, s.sink = spec, sink
 	s.core = newCore(coreConfig{outputCap: s.t.outputCap, lineCap: s.t.lineCap, ws: ws, posture: spec.Posture,
 		idPrefix: "cs-" + transports.RandomHex(4) + "-"})
