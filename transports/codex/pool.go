@@ -317,16 +317,11 @@ func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink 
 		s.oldHome = w.home
 		s.env = buildEnv(os.Environ(), spec, s.t.env, target) // for the processes after this one
 	}
-	// the session's record says what the adopted process may write: its
-	// rules were built in the pool's group, with the pooled CODEX_HOME,
-	// which is target now (Landlock's rule follows the folder, not its name)
-	pooled := s.spec.Procs.Writable()
-	for i, p := range pooled {
-		if w.home != "" && p == w.home {
-			pooled[i] = target
-		}
-	}
-	spec.Procs.NoteWritable(pooled)
+	// the session's record says what the adopted process may write (its
+	// rules were built in the pool's group). No path needs renaming: the
+	// rules name the folder the CODEX_HOMEs are made in (confineHome),
+	// which holds the pooled one and target alike, never the pooled one
+	spec.Procs.NoteWritable(s.spec.Procs.Writable())
 	s.spec = spec
 	s.posture, s.model, s.effort, s.sendPost = spec.Posture, "", effortMap[spec.Effort], false
 	s.core = newCore(coreConfig{outputCap: s.t.outputCap, posture: spec.Posture, ws: s.t.workspace(spec.Cwd)})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,8 +16,10 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/contain"
 	"github.com/codesession/codesession/transports/modelmock"
 	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/proc/confinetest"
 	"github.com/codesession/codesession/transports/proc/proctest"
 )
 
@@ -220,4 +224,90 @@ func TestLiveWarmPoolOff(t *testing.T) {
 	assert.Equal(t, 0, r.tr.WarmReady())
 	assert.Empty(t, r.warmHomes())
 	assert.Equal(t, []string{"cs_a", "cs_b"}, entries(t, r.root))
+}
+
+// TestLiveContainedWarmRecord: contained as the runtime contains it, with
+// a warm pool of one. A session that adopts the pooled process says on its
+// record what that process may write: the folder of the CODEX_HOMEs, so
+// its own (the pooled one, renamed), and the pooled process's private
+// TMPDIR. Their rules were built in the pool's group, so the session's own
+// group had seen no start: before, its record said only what the runtime
+// knew before any start, neither of these.
+func TestLiveContainedWarmRecord(t *testing.T) {
+	confinetest.NeedLandlock(t)
+	r := newPoolRig(t, 1, &modelmock.Scenario{})
+	tr := contain.Wrap(r.tr, contain.Options{Kit: r.kit})
+	open := func(id string) (transports.Session, *recorder, *messages.Applied) {
+		t.Helper()
+		rec := newRecorder()
+		ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
+		defer cancel()
+		s, err := tr.Open(ctx, transports.SessionSpec{SessionID: id, Cwd: r.cwd, Model: mockModel, Env: mockEnv(r.mock)}, rec.sink)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		ev := rec.wait(t, 0, "EvStarted", func(ev messages.Event) bool { return ev.Type == messages.EvStarted })
+		require.NotNil(t, ev.Containment, "EvStarted carries the session's containment")
+		return s, rec, ev.Containment
+	}
+
+	a, recA, appliedA := open("cs_rec_a")
+	assert.True(t, covers(t, appliedA.Writable, filepath.Join(r.root, "cs_rec_a")),
+		"the booting session's record lets it write its CODEX_HOME: %v", appliedA.Writable)
+	require.NoError(t, a.StartTurn(ctxT(t), 1, "hello"))
+	require.Equal(t, messages.TurnCompleted, recA.turnEnd(t, 1).State, recA.dump())
+	require.Eventually(t, func() bool { return r.tr.WarmReady() == 1 }, liveTimeout, 50*time.Millisecond, "A's first turn refilled the pool")
+	pooled := proctest.WarmGroups(t, r.kit.Dir)
+	require.Len(t, pooled, 1)
+	var pgid int
+	for p := range pooled {
+		pgid = p
+	}
+	require.Len(t, r.warmHomes(), 1)
+	assert.True(t, covers(t, appliedA.Writable, r.warmHomes()[0]), "the pooled CODEX_HOME is where A's record lets processes write")
+	tmp := tmpdirOf(t, r.kit.Dir, pgid)
+	assert.NotContains(t, appliedA.Writable, tmp, "the pooled process's TMPDIR is its own")
+
+	_, _, appliedB := open("cs_rec_b")
+	require.Equal(t, 0, r.tr.WarmReady(), "the second session adopted the pooled process")
+	home := filepath.Join(r.root, "cs_rec_b")
+	require.DirExists(t, home, "the pooled CODEX_HOME is the session's now")
+	assert.True(t, covers(t, appliedB.Writable, home),
+		"the adopting session's record lets it write its CODEX_HOME, the pooled one under its new name: %v", appliedB.Writable)
+	assert.Contains(t, appliedB.Writable, tmp, "the adopting session's record names the pooled process's private TMPDIR")
+	if cg := r.kit.Cgroups().Root; cg != "" {
+		assert.True(t, slices.ContainsFunc(appliedB.Writable, func(p string) bool {
+			return strings.HasPrefix(p, cg+"/") && filepath.Base(p) == pooled[pgid].SessionID
+		}), "the adopting session's record names the pooled group's cgroup: %v", appliedB.Writable)
+	}
+}
+
+// covers: path (symlinks resolved) is one of list or under one of them.
+func covers(t testing.TB, list []string, path string) bool {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(path)
+	require.NoError(t, err)
+	for _, p := range list {
+		if real == p || strings.HasPrefix(real, p+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// tmpdirOf is the private TMPDIR (symlinks resolved) proc gave the
+// processes of group pgid, from their environment.
+func tmpdirOf(t testing.TB, kitDir string, pgid int) string {
+	t.Helper()
+	envs := proctest.Environs(t, kitDir)
+	for _, pid := range proctest.InGroup(pgid) {
+		for _, kv := range envs[pid] {
+			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && strings.Contains(v, "codesession-tmp-") {
+				real, err := filepath.EvalSymlinks(v)
+				require.NoError(t, err)
+				return real
+			}
+		}
+	}
+	t.Fatalf("no process of group %d has a private TMPDIR", pgid)
+	return ""
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,8 +16,10 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/contain"
 	"github.com/codesession/codesession/transports/modelmock"
 	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/proc/confinetest"
 	"github.com/codesession/codesession/transports/proc/proctest"
 )
 
@@ -225,4 +229,82 @@ func TestLiveWarmPoolSizeZeroBootsAtStart(t *testing.T) {
 		own = own || (rec.SessionID == spec.SessionID && rec.Pgid == pgidOf(s))
 	}
 	assert.True(t, own, "the session's process runs in the session's own group, recorded for the boot sweep")
+}
+
+// TestLiveContainedWarmRecord: contained as the runtime contains it, with
+// a warm pool of one. A session that adopts the pooled process says on its
+// record what that process may write, the paths only the pool's group had
+// included: its private TMPDIR and its cgroup. Their rules were built in
+// the pool's group, so the session's own group had seen no start: before,
+// its record said only what the runtime knew before any start.
+func TestLiveContainedWarmRecord(t *testing.T) {
+	confinetest.NeedLandlock(t)
+	r := newPoolRig(t, nil, 1)
+	tr := contain.Wrap(r.tr, contain.Options{Kit: r.kit})
+	open := func(id string) (transports.Session, *recorder, *messages.Applied) {
+		t.Helper()
+		rec := newRecorder()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s, err := tr.Open(ctx, transports.SessionSpec{SessionID: id, Cwd: r.cwd, Home: r.home, Model: mockModelID}, rec.sink)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer ccancel()
+			_ = s.Close(cctx)
+		})
+		ev := rec.wait(t, time.Minute, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted }).ev
+		require.NotNil(t, ev.Containment, "EvStarted carries the session's containment")
+		return s, rec, ev.Containment
+	}
+	ownTmp := func(a *messages.Applied) []string {
+		var out []string
+		for _, p := range a.Writable {
+			if strings.HasPrefix(filepath.Base(p), "codesession-tmp-") && !strings.HasSuffix(p, "*") {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+
+	a, recA, appliedA := open("cs_rec_a")
+	assert.Len(t, ownTmp(appliedA), 1, "the booting session's record names its process's private TMPDIR: %v", appliedA.Writable)
+	require.NoError(t, a.StartTurn(ctxFor(t, 3*time.Minute), 1, "hello"))
+	require.Equal(t, messages.TurnCompleted, recA.turnEnd(t, 1).State, dump(recA.all()))
+	require.Eventually(t, func() bool { return r.tr.WarmReady() == 1 }, 3*time.Minute, 50*time.Millisecond, "A's first turn refilled the pool")
+	pooled := proctest.WarmGroups(t, r.kit.Dir)
+	require.Len(t, pooled, 1)
+	var pgid int
+	for p := range pooled {
+		pgid = p
+	}
+	tmp := tmpdirOf(t, r.kit.Dir, pgid)
+	assert.NotContains(t, appliedA.Writable, tmp, "the pooled process's TMPDIR is its own")
+
+	_, _, appliedB := open("cs_rec_b")
+	require.Equal(t, 0, r.tr.WarmReady(), "the second session adopted the pooled process")
+	assert.Contains(t, appliedB.Writable, tmp, "the adopting session's record names the pooled process's private TMPDIR")
+	if cg := r.kit.Cgroups().Root; cg != "" {
+		assert.True(t, slices.ContainsFunc(appliedB.Writable, func(p string) bool {
+			return strings.HasPrefix(p, cg+"/") && filepath.Base(p) == pooled[pgid].SessionID
+		}), "the adopting session's record names the pooled group's cgroup: %v", appliedB.Writable)
+	}
+}
+
+// tmpdirOf is the private TMPDIR (symlinks resolved) proc gave the
+// processes of group pgid, from their environment.
+func tmpdirOf(t testing.TB, kitDir string, pgid int) string {
+	t.Helper()
+	envs := proctest.Environs(t, kitDir)
+	for _, pid := range proctest.InGroup(pgid) {
+		for _, kv := range envs[pid] {
+			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && strings.Contains(v, "codesession-tmp-") {
+				real, err := filepath.EvalSymlinks(v)
+				require.NoError(t, err)
+				return real
+			}
+		}
+	}
+	t.Fatalf("no process of group %d has a private TMPDIR", pgid)
+	return ""
 }
