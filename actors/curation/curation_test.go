@@ -361,12 +361,13 @@ func TestPlanPerBackend(t *testing.T) {
 	// the ACP agents take MCP servers in session/new; skills natively
 	// where the CLI has a place the session's own config can name
 	// (opencode's skills.paths), else through an instruction that points
-	// at them (copilot, gemini)
+	// at them (copilot, gemini, qwen)
 	native := map[string]string{"opencode": "opencode/skills"}
-	for _, b := range []string{"opencode", "gemini", "copilot"} {
+	for _, b := range []string{"opencode", "gemini", "copilot", "qwen"} {
 		t.Run(b, func(t *testing.T) {
 			r := resolve(t, home, repo, b, "cs_"+b, skillFetcher())
 			require.Equal(t, want, r.Meta.Applied)
+			require.Empty(t, r.Meta.Ignored)
 			require.Empty(t, r.Plan.ConfigFile, "ACP agents take the servers in session/new")
 			require.Len(t, r.Plan.MCPServers, 3)
 			require.FileExists(t, filepath.Join(r.Plan.SkillsDir, "lsp-analysis", "SKILL.md"))

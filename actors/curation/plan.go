@@ -59,7 +59,8 @@ var backendWays = map[string]backendWay{
 	"kilo":        {mcpSpec: true, remoteMCP: true, skillsIn: "kilo/skills"},
 	"gemini":      {mcpSpec: true, remoteMCP: true},
 	"copilot":     {mcpSpec: true, remoteMCP: true},
-	"native":      {mcpSpec: true}, // stdio servers as extra tools
+	"qwen":        {mcpSpec: true, remoteMCP: true}, // 0.24.4's initialize: mcpCapabilities {http, sse}
+	"native":      {mcpSpec: true},                  // stdio servers as extra tools
 }
 
 // NativeSkills says whether backend takes provisioned skills natively (in
