@@ -140,7 +140,7 @@ func TestDaemonKilledMidTurnIsResumedOnTheSameRecord(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tr))
 	assert.Equal(t, messages.KindTurnComplete, tr.Kind)
 	assert.Contains(t, tr.Text, "carry on")
-	assert.Equal(t, 1, tr.Turn, "the killed turn never completed: rounds continue from 0")
+	assert.Equal(t, 2, tr.Turn, "the killed turn 1 was closed as orphaned at the resume, so the next turn is 2, never a second turn 1")
 	r = runCLI(t, env, "stop", sid)
 	require.Equal(t, 0, r.code, r.stderr)
 
@@ -155,6 +155,15 @@ func TestDaemonKilledMidTurnIsResumedOnTheSameRecord(t *testing.T) {
 		types = append(types, ev.Event.Type)
 	}
 	assert.Contains(t, types, messages.EvOrphaned)
+	ends := map[int]messages.TurnState{}
+	for _, ev := range final.Events {
+		if ev.Event.Type == messages.EvTurnEnd {
+			_, dup := ends[ev.Turn]
+			assert.False(t, dup, "one turn_end per turn number, turn %d", ev.Turn)
+			ends[ev.Turn] = ev.Event.State
+		}
+	}
+	assert.Equal(t, messages.TurnInterrupted, ends[1], "the killed turn ends as interrupted (orphaned)")
 	assert.Contains(t, types, messages.EvAdopted)
 	assert.Equal(t, messages.EvReleased, types[len(types)-1])
 
