@@ -127,8 +127,8 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 		"a never listed c's session: %s", describe(a))
 
 	var mu sync.Mutex
-	var seen []string // the listing of c's session at each change of a's view of c
-	suspect := make(chan struct{}, 8)
+	var seen []string                   // the listing of c's session at each change of a's view of c
+	verdicts := make(chan PeerState, 8) // suspect and dead, in order
 	a.mu.Lock()
 	a.onPeerState = func(id string, s PeerState) {
 		if id != "c" {
@@ -138,8 +138,11 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 		mu.Lock()
 		seen = append(seen, s.String()+"/"+l)
 		mu.Unlock()
-		if s == PeerSuspect {
-			suspect <- struct{}{}
+		if s != PeerAlive {
+			select {
+			case verdicts <- s:
+			default: // never block memberlist (only the first verdicts of a cut are read)
+			}
 		}
 	}
 	a.mu.Unlock()
@@ -152,7 +155,8 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 	cutUntilSuspect := func() {
 		t.Helper()
 		select {
-		case <-suspect:
+		case s := <-verdicts:
+			require.Equal(t, PeerSuspect, s, "a's first verdict on the cut-off c: %v", history())
 		case <-ctx.Done():
 			t.Fatalf("a never suspected the cut-off c: %v", history())
 		}
@@ -184,8 +188,8 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 	mu.Lock()
 	seen = nil
 	mu.Unlock()
-	for len(suspect) > 0 {
-		<-suspect
+	for len(verdicts) > 0 {
+		<-verdicts
 	}
 	cuts[1].cut.Store(true)
 	cutUntilSuspect()
