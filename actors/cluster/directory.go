@@ -304,9 +304,9 @@ func (n *Node) ownerOf(ctx context.Context, sid, op string) (node string, local 
 type NodeRecord struct {
 	messages.SessionRecord
 	Node string `json:"node"`
-	// NodeState is "self", "alive", "suspect" (it stopped answering gossip:
-	// the record may be stale, ops may fail) or "dead" (its live sessions
-	// show orphaned).
+	// NodeState is "self", "alive", "suspect" (this node's last probe of
+	// it went unanswered: the record may be stale, ops may fail) or "dead"
+	// (its live sessions show orphaned).
 	NodeState string `json:"nodeState"`
 }
 

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"io"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -63,10 +65,11 @@ func TestListingNeverCallsAPeer(t *testing.T) {
 	}
 	assert.Equal(t, lists, b.callsOf(opList), "a listing listed a peer")
 
-	// memberlist says c is suspect: its sessions are marked so at once
-	meta, err := messages.MarshalMsgpack(c.Meta())
+	// b's memberlist logs that its probe of c failed: c's sessions are
+	// marked suspect at once (TestSuspectNodeIsListedSuspectBeforeDead
+	// makes the probe fail for real)
+	_, err = probeLog{n: b, next: io.Discard}.Write([]byte("[INFO] memberlist: Suspect c has failed, no acks received\n"))
 	require.NoError(t, err)
-	b.memberChanged(&memberlist.Node{Name: "c", Meta: meta, State: memberlist.StateSuspect}, PeerSuspect)
 	r, ok := find(b)
 	require.True(t, ok)
 	assert.Equal(t, "suspect", r.NodeState)
@@ -81,4 +84,116 @@ func TestListingNeverCallsAPeer(t *testing.T) {
 	}, deadline, 20*time.Millisecond, "b never showed c's session orphaned: %s", describe(b))
 	assert.Equal(t, lists, b.callsOf(opList), "a listing listed a peer")
 	assert.Zero(t, b.callsOf(opGet), "a listing read a peer's session")
+}
+
+// TestSuspectNodeIsListedSuspectBeforeDead: c's gossip is cut off in a
+// two-node cluster. a's probe of c fails and c's session is listed
+// suspect at that moment, before it is listed dead; when the link comes
+// back c is listed alive again. Memberlist never tells its EventDelegate
+// of suspicion, so before the probe signal the listing went from alive
+// straight to dead. Each change of a's view of c lists the session right
+// then (onPeerState runs on the goroutine that made the change, and a's
+// suspicion timer starts only after it returns), so the verdict does not
+// depend on catching a window by polling.
+func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
+	base := t.TempDir()
+	roots := []string{filepath.Join(base, "wa"), filepath.Join(base, "wc")}
+	for _, r := range roots {
+		require.NoError(t, mkdir(r))
+	}
+	cuts := make([]*cutTransport, 2)
+	nodes := startNodes(t, []spec{{id: "a", roots: roots[:1]}, {id: "c", roots: roots[1:]}}, func(i int, c *Config) {
+		cuts[i] = newCutTransport(t, c.ListenAddr)
+		c.Transport = cuts[i]
+	})
+	a := nodes[0]
+	ctx := ctxT(t)
+	placed, err := a.Start(ctx, messages.Start{Brief: "long", Cwd: roots[1]}, "")
+	require.NoError(t, err)
+	require.Equal(t, "c", placed.Node)
+	listed := func() string {
+		recs, err := a.Sessions(ctx)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		for _, r := range recs {
+			if r.SessionID == placed.SessionID {
+				return r.NodeState
+			}
+		}
+		return "missing"
+	}
+	require.Eventually(t, func() bool { return listed() == "alive" }, deadline, 20*time.Millisecond,
+		"a never listed c's session: %s", describe(a))
+
+	var mu sync.Mutex
+	var seen []string                   // the listing of c's session at each change of a's view of c
+	verdicts := make(chan PeerState, 8) // suspect and dead, in order
+	a.mu.Lock()
+	a.onPeerState = func(id string, s PeerState) {
+		if id != "c" {
+			return
+		}
+		l := listed()
+		mu.Lock()
+		seen = append(seen, s.String()+"/"+l)
+		mu.Unlock()
+		if s != PeerAlive {
+			select {
+			case verdicts <- s:
+			default: // never block memberlist (only the first verdicts of a cut are read)
+			}
+		}
+	}
+	a.mu.Unlock()
+	history := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+
+	cutUntilSuspect := func() {
+		t.Helper()
+		select {
+		case s := <-verdicts:
+			require.Equal(t, PeerSuspect, s, "a's first verdict on the cut-off c: %v", history())
+		case <-ctx.Done():
+			t.Fatalf("a never suspected the cut-off c: %v", history())
+		}
+	}
+	healed := func() {
+		t.Helper()
+		cuts[1].cut.Store(false)
+		require.Eventually(t, func() bool { return listed() == "alive" && len(a.livePeers()) == 1 }, deadline, 20*time.Millisecond,
+			"c's session never listed alive after the heal: %v %s", history(), describe(a))
+	}
+
+	// a cut that lasts: suspect, then dead (orphaned), then alive after
+	// the heal (c rejoins). It comes first: after a cut that heals at once
+	// a's memberlist may still hold c suspect (until c's refutation
+	// reaches it) and declare it dead with no probe of a's failing.
+	cuts[1].cut.Store(true)
+	cutUntilSuspect()
+	require.Eventually(t, func() bool { return slices.Contains(history(), "dead/dead") }, deadline, 20*time.Millisecond,
+		"a never declared the cut-off c dead: %v %s", history(), describe(a))
+	h := history()
+	dead := slices.Index(h, "dead/dead")
+	require.Positive(t, dead, "%v", h)
+	assert.Equal(t, "suspect/suspect", h[dead-1], "listed suspect the moment a suspects c, before dead: %v", h)
+	healed()
+	t.Logf("lasting cut: %v", history())
+
+	// a cut that heals as soon as a suspects c: back to alive (by a probe
+	// answered again, or by a rejoin should the dead verdict come first)
+	mu.Lock()
+	seen = nil
+	mu.Unlock()
+	for len(verdicts) > 0 {
+		<-verdicts
+	}
+	cuts[1].cut.Store(true)
+	cutUntilSuspect()
+	require.Equal(t, "suspect/suspect", history()[0], "c's session is listed suspect the moment a suspects c")
+	healed()
+	t.Logf("short cut: %v", history())
 }

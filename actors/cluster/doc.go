@@ -15,7 +15,12 @@
 //   - Membership (membership.go) is github.com/hashicorp/memberlist (SWIM
 //     gossip): each node's metadata (node id, hollywood address, workspace
 //     roots, backends, load) rides in memberlist's node meta; alive,
-//     suspect and dead drive the session directory. Memberlist's keyring
+//     suspect and dead drive the session directory. Memberlist tells its
+//     event delegate of joins and deaths but never of suspicion, so a peer
+//     is suspect from the moment this node's own probe of it fails
+//     (memberlist's failed-probe log line, membership.go) until a probe of
+//     it is answered (its ping delegate) or it is declared dead; suspicion
+//     gossiped by others is not seen. Memberlist's keyring
 //     encrypts gossip when a key is configured. Hollywood's SelfManaged
 //     cluster provider is not used: it crashes the process on ordinary
 //     network faults.
@@ -44,9 +49,10 @@
 //
 // Lifecycle of a peer, as a node sees it:
 //
-//	joined --(ping over the wire answered)--> verified --(suspect)--> suspect --(dead)--> gone
-//	  ^                                                                                  |
-//	  +----------------------------------- rejoin (new boot) ----------------------------+
+//	joined --(ping over the wire answered)--> verified --(our probe of it fails)--> suspect --(dead)--> gone
+//	  ^                                          ^                                 |                    |
+//	  |                                          +----(our probe of it answered)---+                    |
+//	  +--------------------------------- rejoin (new boot) ---------------------------------------------+
 //
 // Only verified peers take placements and calls: a peer whose hollywood side
 // cannot be reached (no valid certificate under mutual TLS) never becomes
@@ -57,7 +63,8 @@
 // an actor's Receive.
 //
 // Testing: cluster_test.go runs three nodes in one process on 127.0.0.1
-// ports with the script backend; wire_test.go fuzzes the envelope decoder
+// ports with the script backend; directory_test.go cuts a node's gossip off
+// with a transport the test switches (cutTransport); wire_test.go fuzzes the envelope decoder
 // and sends garbage; tls_test.go generates certificates in the test;
 // cmd/codesession's cluster test runs three `codesession serve` processes.
 package cluster

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"io"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/hashicorp/memberlist"
@@ -12,8 +14,8 @@ import (
 	"github.com/codesession/codesession/messages"
 )
 
-// gossip is the node as memberlist's Delegate and EventDelegate. Its
-// methods run on memberlist's goroutines and must not block: they only
+// gossip is the node as memberlist's Delegate, EventDelegate and
+// PingDelegate. Its methods run on memberlist's goroutines and must not block: they only
 // update the peer table under the node's mutex and start goroutines.
 type gossip Node
 
@@ -38,18 +40,94 @@ func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (g *gossip) LocalState(join bool) []byte                { return nil }
 func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
 
+// Memberlist tells its EventDelegate of joins, leaves and deaths, and of
+// alive messages that change a node's metadata, never of suspicion; and
+// the Node it hands over carries a State that is never updated (its
+// internal nodeState has its own). So an update is an alive node, and
+// suspicion comes from this node's own probes (suspectOf, probed).
 func (g *gossip) NotifyJoin(m *memberlist.Node)   { g.node().memberChanged(m, PeerAlive) }
-func (g *gossip) NotifyUpdate(m *memberlist.Node) { g.node().memberChanged(m, stateOf(m)) }
+func (g *gossip) NotifyUpdate(m *memberlist.Node) { g.node().memberChanged(m, PeerAlive) }
 func (g *gossip) NotifyLeave(m *memberlist.Node)  { g.node().memberChanged(m, PeerDead) }
 
-func stateOf(m *memberlist.Node) PeerState {
-	switch m.State {
-	case memberlist.StateSuspect:
-		return PeerSuspect
-	case memberlist.StateDead, memberlist.StateLeft:
-		return PeerDead
+// AckPayload: no payload rides on probe acks.
+func (g *gossip) AckPayload() []byte { return nil }
+
+// NotifyPingComplete: memberlist (v0.7.0, state.go probeNode) calls it
+// when this node's direct UDP probe of other is acked in time; a probe
+// saved by an indirect or TCP ack does not call it.
+func (g *gossip) NotifyPingComplete(other *memberlist.Node, _ time.Duration, _ []byte) {
+	g.node().probed(other.Name)
+}
+
+// suspectLine is what memberlist (v0.7.0, state.go probeNode) logs when
+// this node's probe of a member failed directly, indirectly and over TCP,
+// just before it marks the member suspect: the one place it says so.
+const (
+	suspectPrefix = "[INFO] memberlist: Suspect "
+	suspectSuffix = " has failed, no acks received"
+)
+
+// probeLog is memberlist's log output: each line goes on to next, and the
+// line of a failed probe marks its member suspect.
+type probeLog struct {
+	n    *Node
+	next io.Writer
+}
+
+func (l probeLog) Write(b []byte) (int, error) {
+	if name, ok := suspectOf(string(b)); ok {
+		l.n.suspected(name)
 	}
-	return PeerAlive
+	return l.next.Write(b)
+}
+
+// suspectOf reads the member's name from memberlist's failed-probe line.
+func suspectOf(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), suspectPrefix)
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, suspectSuffix)
+	return name, ok && name != ""
+}
+
+// suspected marks a live peer suspect: this node's probe of it went
+// unanswered. It stays suspect until a probe of it succeeds again
+// (probed), an alive message changes its metadata, or it is declared dead.
+func (n *Node) suspected(name string) {
+	n.mu.Lock()
+	p := n.peers[name]
+	changed := p != nil && p.state == PeerAlive
+	if changed {
+		p.state = PeerSuspect
+	}
+	on := n.onPeerState
+	n.mu.Unlock()
+	if changed && on != nil {
+		on(name, PeerSuspect)
+	}
+	if changed {
+		n.log.Info("cluster: member suspect (a probe of it went unanswered)", "member", name)
+	}
+}
+
+// probed marks a suspect peer alive again: this node's probe of it was
+// answered.
+func (n *Node) probed(name string) {
+	n.mu.Lock()
+	p := n.peers[name]
+	changed := p != nil && p.state == PeerSuspect
+	if changed {
+		p.state = PeerAlive
+	}
+	on := n.onPeerState
+	n.mu.Unlock()
+	if changed && on != nil {
+		on(name, PeerAlive)
+	}
+	if changed {
+		n.log.Info("cluster: member alive (a probe of it was answered)", "member", name)
+	}
 }
 
 // memberChanged applies a membership event to the peer table. A peer
@@ -84,9 +162,13 @@ func (n *Node) memberChanged(m *memberlist.Node, state PeerState) {
 	// forever only fills the log (a join address is still retried)
 	p.left = meta.Leaving
 	verify, left := state != PeerDead && !p.verified, p.left
+	on := n.onPeerState
 	n.mu.Unlock()
 	if was != state {
 		n.log.Info("cluster: member "+state.String(), "member", m.Name, "addr", meta.Addr)
+		if on != nil {
+			on(m.Name, state)
+		}
 	}
 	if verify {
 		go n.verify(m.Name)

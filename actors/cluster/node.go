@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -210,7 +211,10 @@ type Node struct {
 	subs        map[*feedSub]bool // remote session feeds served here (feed.go)
 	// dropFeed, in tests, loses a feed message as the wire may
 	dropFeed func(*Feed) bool
-	closed   bool
+	// onPeerState, in tests, sees each change of a peer's state, on the
+	// goroutine that made it, after the node's mutex is released
+	onPeerState func(id string, s PeerState)
+	closed      bool
 }
 
 // Start validates cfg, starts the wire and joins the cluster.
@@ -295,7 +299,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	mc.Delegate = (*gossip)(n)
 	mc.Events = (*gossip)(n)
-	mc.Logger = slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
+	mc.Ping = (*gossip)(n)
+	mc.Logger = log.New(probeLog{n: n, next: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug).Writer()}, "", 0)
 	if len(cfg.GossipKey) > 0 {
 		kr, err := memberlist.NewKeyring(nil, cfg.GossipKey)
 		if err != nil {
