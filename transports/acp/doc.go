@@ -24,7 +24,7 @@
 // With WithWarmPool (the runtime sets it from its config, warmPool) a
 // transport keeps booted sessions ready: spawned, initialized, session/new
 // done and the posture's mode selected, per key (kit, binary, cwd, HOME,
-// model, effort, and the environment's hash: everything that makes two
+// model, effort, allowed tools, and the environment's hash: everything that makes two
 // processes not interchangeable). Open adopts one when it can (not for a
 // resume): the mode of the start's posture is selected through the
 // protocol where it differs, then EvStarted. When no process of the

@@ -31,8 +31,9 @@ import (
 // The key is what makes two processes not interchangeable: the runtime's
 // process kit (a pooled process is drained with its runtime), the binary,
 // the cwd, HOME, the model, the effort, the appended prompt, the passed
-// variables and a hash of the built environment (the caller's, the
-// transport's and the session's). Launch's own files go into the
+// variables, the allowed tools (copilot's --available-tools; none given
+// and an empty list differ) and a hash of the built environment (the
+// caller's, the transport's and the session's). Launch's own files go into the
 // process's private scratch directory, made when the pooled process boots
 // and handed to the session that adopts it, so a pooled process never
 // shares one with a live session.
@@ -53,6 +54,7 @@ type warmKey struct {
 	model                 string
 	effort                messages.Effort
 	appendPrompt, passEnv string
+	tools                 string // the allowed tools ("\x00" for none given): copilot takes them at launch
 	env                   string // a hash of the built environment
 }
 
@@ -86,7 +88,11 @@ func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
 }
 
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
-	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, home: spec.Home, model: spec.Model, effort: spec.Effort,
+	tools := "\x00"
+	if spec.AllowedTools != nil {
+		tools = strings.Join(spec.AllowedTools, "\x00")
+	}
+	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, home: spec.Home, model: spec.Model, effort: spec.Effort, tools: tools,
 		appendPrompt: spec.AppendSystemPrompt, passEnv: strings.Join(spec.PassEnv, "\x00"), env: warmpool.EnvKey(t.buildEnv(os.Environ(), spec, t.env))}
 }
 

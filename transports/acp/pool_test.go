@@ -13,7 +13,7 @@ import (
 
 // TestWarmKeyCoversWhatMakesProcessesDifferent: the pool key changes with
 // everything fixed at a process's launch (kit, cwd, HOME, model, effort,
-// environment, binary) and not with what adoption applies (posture) or
+// allowed tools, environment, binary) and not with what adoption applies (posture) or
 // what belongs to the start (session id, its own process group).
 func TestWarmKeyCoversWhatMakesProcessesDifferent(t *testing.T) {
 	kit, err := prockit.NewKit(t.TempDir(), "rt-key")
@@ -55,6 +55,8 @@ func TestWarmKeyCoversWhatMakesProcessesDifferent(t *testing.T) {
 		"env+":    func(s *transports.SessionSpec) { s.Env = append(s.Env, "L=1") },
 		"passEnv": func(s *transports.SessionSpec) { s.PassEnv = []string{"X"} },
 		"prompt":  func(s *transports.SessionSpec) { s.AppendSystemPrompt = "p" },
+		"tools":   func(s *transports.SessionSpec) { s.AllowedTools = []string{"Read"} },
+		"no tool": func(s *transports.SessionSpec) { s.AllowedTools = []string{} },
 	}
 	for name, f := range differ {
 		if key(f) == k0 {

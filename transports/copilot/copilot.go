@@ -1,7 +1,9 @@
 package copilot
 
 import (
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/codesession/codesession/messages"
@@ -32,6 +34,58 @@ var modes = map[messages.Posture]string{
 // effortMap is seed 003's copilot row: --reasoning-effort, 1:1.
 var effortMap = map[messages.Effort]string{
 	messages.EffortLow: "low", messages.EffortMedium: "medium", messages.EffortHigh: "high", messages.EffortMax: "max",
+}
+
+// toolNames maps an allowedTools name (Claude Code's, the native
+// backend's, any case) to the copilot 1.0.102 tools it stands for, as its
+// ACP mode offers them to the model (seen in the model request's tools).
+// The shell brings its companions (reading, stopping and listing its
+// background commands); the subagent tool its own.
+var toolNames = map[string][]string{
+	"read": {"view"}, "ls": {"view"}, "write": {"create"}, "edit": {"edit"}, "multiedit": {"edit"},
+	"glob": {"glob"}, "grep": {"grep"},
+	"bash": {"bash", "read_bash", "stop_bash", "list_bash"},
+	"task": {"task", "read_agent", "list_agents", "write_agent"},
+}
+
+// copilotTools are copilot's own tool names, taken as they are.
+var copilotTools = []string{"view", "create", "edit", "glob", "grep", "bash", "read_bash", "stop_bash", "list_bash",
+	"task", "read_agent", "list_agents", "write_agent", "sql"}
+
+// AvailableTools is the --available-tools list for allowed (a session's
+// allowedTools): each name mapped to copilot's tools, in order, without
+// repeats. A name with no copilot equivalent (a pattern such as
+// "Bash(git *)", whose narrowing copilot's list cannot keep, an MCP tool,
+// a tool copilot lacks) and an empty list (copilot reads an empty
+// --available-tools as every tool) are refused: unsupported, naming the
+// tool.
+func AvailableTools(allowed []string) ([]string, error) {
+	if len(allowed) == 0 {
+		return nil, unsupportedTool(
+			"copilot cannot run with no tools: an empty --available-tools offers every tool")
+	}
+	var out []string
+	for _, name := range allowed {
+		mapped, ok := toolNames[strings.ToLower(name)]
+		if !ok && slices.Contains(copilotTools, name) {
+			mapped, ok = []string{name}, true
+		}
+		if !ok {
+			return nil, unsupportedTool(
+				"copilot has no tool for %q (it takes Read, Write, Edit, Glob, Grep, LS, Bash, Task or its own names: %s)",
+				name, strings.Join(copilotTools, ", "))
+		}
+		for _, m := range mapped {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
+}
+
+func unsupportedTool(format string, args ...any) *messages.Error {
+	return &messages.Error{Code: messages.CodeUnsupported, Op: messages.OpStart, Field: "allowedTools", Message: fmt.Sprintf(format, args...)}
 }
 
 // New returns the copilot transport.
@@ -72,6 +126,13 @@ func Args(spec transports.SessionSpec) ([]string, error) {
 		}
 		args = append(args, "--reasoning-effort", e)
 	}
+	if spec.AllowedTools != nil {
+		tools, err := AvailableTools(spec.AllowedTools)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--available-tools="+strings.Join(tools, ","))
+	}
 	return args, nil
 }
 
@@ -91,7 +152,7 @@ func descriptor() messages.Descriptor {
 		Protocol:       "Agent Client Protocol (JSON-RPC 2.0 over stdio)",
 		Granularity:    messages.GranularityStream,
 		ClarifySupport: true,
-		HonorsAllowed:  false,
+		HonorsAllowed:  true,
 		Resume:         messages.ResumeNative,
 		ModelSelection: messages.ModelPerSession,
 		EffortSupport:  messages.EffortAtStart,
@@ -117,12 +178,13 @@ func descriptor() messages.Descriptor {
 		Weaknesses: []string{
 			"effort and model are set at start only",
 			"a deny's reason reaches the agent with the next prompt (ACP has no field for it)",
-			"allowedTools cannot be honoured: the posture is the boundary",
+			"allowedTools is set at start only (--available-tools), by tool: a pattern such as Bash(git *), an MCP tool and an empty list are refused",
 		},
 		BriefingNotes: "GitHub Copilot CLI runs as one persistent `copilot --acp` process per session. Allow-all " +
 			"stays off, so each gated call passes the workspace gate and the posture: plan selects Copilot's " +
 			"plan mode; acceptEdits allows edits inside the workspace; full allows every call inside it. " +
-			"Model (--model) and effort (--reasoning-effort) are set at start. Verified with Copilot CLI " + PinnedVersion + ".",
+			"Model (--model), effort (--reasoning-effort) and allowedTools (--available-tools: Read→view, Write→create, " +
+			"Edit→edit, Glob, Grep, LS→view, Bash→bash, Task→task, or copilot's own names) are set at start. Verified with Copilot CLI " + PinnedVersion + ".",
 		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "copilot --resume {sessionId}"},
 		CLIVersion:     PinnedVersion,
 		// the CLI's own state, writable inside the Landlock confinement

@@ -14,11 +14,15 @@
 // editing the parent checkout without --dir, and the live tests check that
 // an ACP session edits its own cwd and nothing else.
 //
-// Effort has no knob in opencode's ACP (no variant option is offered), so
-// an effort at start is rejected with unsupported; the model is set at
-// start only (provider/model).
+// An effort at start goes into the same configuration as the
+// reasoningEffort option of the build, plan, general and explore agents
+// (WithEffort; opencode merges an agent's options into the model's provider
+// options, so a Chat Completions request carries reasoning_effort): `opencode
+// acp` has no --variant, and its ACP "effort" option picks from the model's
+// variants, which a model opencode does not know to reason has none of.
+// Model and effort are set at start only.
 //
 // Concurrency and testing are transports/acp's; this package's tests run
-// the conformance suite and the posture and cwd checks against the real
+// the conformance suite and the posture, effort and cwd checks against the real
 // CLI (CODESESSION_OPENCODE_BIN, pinned PinnedVersion) and modelmock.
 package opencode

@@ -1,7 +1,7 @@
 package opencode
 
 import (
-	"context"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
-	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
@@ -51,12 +50,71 @@ func TestLiveEditsSessionCwd(t *testing.T) {
 	}
 }
 
-func TestEffortRejected(t *testing.T) {
-	tr := New(acp.WithBinary("/bin/true"))
-	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Effort: messages.EffortLow}, func(int, messages.Event) {})
+// TestLiveEffort: a session started with an effort sends it in the model
+// request (Chat Completions reasoning_effort); one started without sends
+// none.
+func TestLiveEffort(t *testing.T) {
+	for _, c := range []struct {
+		effort messages.Effort
+		want   string
+	}{{messages.EffortHigh, `"reasoning_effort":"high"`}, {messages.EffortMax, `"reasoning_effort":"xhigh"`}, {"", ""}} {
+		t.Run(cmp.Or(string(c.effort), "none"), func(t *testing.T) {
+			b := backend(t)
+			spec := b.Spec
+			b.Spec = func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
+				s := spec(t, mock)
+				s.Effort = c.effort
+				return s
+			}
+			sc := &modelmock.Scenario{Rules: []modelmock.Rule{{Match: modelmock.Match{Text: "effort probe"}, Steps: []modelmock.Step{{Text: "ok"}}}}}
+			l := acptest.OpenLive(t, b, sc, "", messages.PostureDefault)
+			l.Turn(1, "effort probe", nil)
+			mains := l.Mock.MainRequests()
+			if len(mains) == 0 {
+				t.Fatal("the model was never asked")
+			}
+			body := string(mains[len(mains)-1].Body)
+			if c.want == "" && strings.Contains(body, "reasoning_effort") {
+				t.Errorf("a session without effort sent one: %.600s", body)
+			}
+			if c.want != "" && !strings.Contains(body, c.want) {
+				t.Errorf("the model request carries no %s: %.600s", c.want, body)
+			}
+		})
+	}
+}
+
+func TestWithEffort(t *testing.T) {
+	raw, err := WithEffort(json.RawMessage(`{"agent":{"build":{"temperature":0.2,"options":{"x":1}}}}`), messages.EffortMedium)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Agent map[string]struct {
+			Temperature float64        `json:"temperature"`
+			Options     map[string]any `json:"options"`
+		} `json:"agent"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"build", "plan", "general", "explore"} {
+		if cfg.Agent[a].Options["reasoningEffort"] != "medium" {
+			t.Errorf("agent %s: %+v: want reasoningEffort medium", a, cfg.Agent[a])
+		}
+	}
+	if cfg.Agent["build"].Temperature != 0.2 || cfg.Agent["build"].Options["x"] != 1.0 {
+		t.Errorf("the caller's build agent was not kept: %+v", cfg.Agent["build"])
+	}
+	if same, err := WithEffort(json.RawMessage(`{"a":1}`), ""); err != nil || string(same) != `{"a":1}` {
+		t.Errorf("no effort changed the config: %s, %v", same, err)
+	}
 	var me *messages.Error
-	if !errors.As(err, &me) || me.Code != messages.CodeUnsupported {
-		t.Fatalf("Open with effort: %v: want an unsupported *messages.Error", err)
+	if _, err := WithEffort(json.RawMessage(`{}`), "extreme"); !errors.As(err, &me) || me.Field != "effort" {
+		t.Errorf("an unknown effort: %v", err)
+	}
+	if d := Agent().Descriptor; d.EffortSupport != messages.EffortAtStart || d.EffortMap[messages.EffortMax] != "xhigh" {
+		t.Errorf("descriptor effort: %s %v", d.EffortSupport, d.EffortMap)
 	}
 }
 

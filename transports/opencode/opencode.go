@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 
 	"github.com/codesession/codesession/messages"
@@ -87,13 +88,62 @@ func Config(base json.RawMessage, model string, skillPaths ...string) (json.RawM
 	return json.Marshal(cfg)
 }
 
-func launch(spec transports.SessionSpec, scratch string) ([]string, []string, error) {
-	if spec.Effort != "" {
-		return nil, nil, messages.Errorf(messages.CodeUnsupported, messages.OpStart,
-			"opencode %s offers no effort setting over ACP: start without effort", PinnedVersion)
+// effortMap: opencode's reasoningEffort model option (OpenAI's levels;
+// max is OpenAI's top, xhigh, as for codex).
+var effortMap = map[messages.Effort]string{
+	messages.EffortLow: "low", messages.EffortMedium: "medium", messages.EffortHigh: "high", messages.EffortMax: "xhigh",
+}
+
+// effortAgents are the opencode agents a session's effort applies to: the
+// two modes a posture selects and the built-in subagents.
+var effortAgents = []string{"build", "plan", "general", "explore"}
+
+// WithEffort sets effort in cfg (a session's configuration, from Config)
+// as each agent's reasoningEffort option, which opencode merges into the
+// model's provider options for every request of that agent (Chat
+// Completions: reasoning_effort). `opencode acp` has no --variant, and a
+// model's variants (its ACP "effort" option) exist only for models opencode
+// knows to reason; the agents' options reach any model. An agent's own
+// options in cfg are kept beside it.
+func WithEffort(cfg json.RawMessage, effort messages.Effort) (json.RawMessage, error) {
+	if effort == "" {
+		return cfg, nil
 	}
+	e, ok := effortMap[effort]
+	if !ok {
+		return nil, messages.FieldError(messages.OpStart, "effort", "opencode has no effort %q", effort)
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(cfg, &m); err != nil {
+		return nil, messages.FieldError(messages.OpStart, "env", "%s is not a JSON object: %v", EnvConfig, err)
+	}
+	agents, _ := m["agent"].(map[string]any)
+	if agents == nil {
+		agents = map[string]any{}
+	}
+	for _, name := range effortAgents {
+		a, _ := agents[name].(map[string]any)
+		if a == nil {
+			a = map[string]any{}
+		}
+		opts, _ := a["options"].(map[string]any)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		opts["reasoningEffort"] = e
+		a["options"] = opts
+		agents[name] = a
+	}
+	m["agent"] = agents
+	return json.Marshal(m)
+}
+
+func launch(spec transports.SessionSpec, scratch string) ([]string, []string, error) {
 	cfg, err := Config(json.RawMessage(subprocess.EnvValue(spec.Env, EnvConfig)), spec.Model, SkillPaths(spec)...)
 	if err != nil {
+		return nil, nil, err
+	}
+	if cfg, err = WithEffort(cfg, spec.Effort); err != nil {
 		return nil, nil, err
 	}
 	env := []string{
@@ -116,7 +166,8 @@ func descriptor() messages.Descriptor {
 		HonorsAllowed:  false,
 		Resume:         messages.ResumeNative,
 		ModelSelection: messages.ModelPerSession,
-		EffortSupport:  messages.EffortNone,
+		EffortSupport:  messages.EffortAtStart,
+		EffortMap:      maps.Clone(effortMap),
 		PostureMap: map[messages.Posture]string{
 			messages.PosturePlan:        "mode plan (read-only)",
 			messages.PostureDefault:     "mode build, asks",
@@ -136,7 +187,7 @@ func descriptor() messages.Descriptor {
 			"any provider opencode supports, named provider/model",
 		},
 		Weaknesses: []string{
-			"no effort setting over ACP (an effort is rejected)",
+			"effort and model are set at start only; the effort is the agents' reasoningEffort option, which OpenAI-style providers take (reasoning_effort)",
 			"a deny's reason reaches the agent with the next prompt (ACP has no field for it)",
 			"allowedTools cannot be honoured: the posture is the boundary",
 		},
@@ -144,7 +195,8 @@ func descriptor() messages.Descriptor {
 			"session's directory. Its per-session configuration sets edits, shell and fetch to ask, so each " +
 			"call passes the workspace gate and the posture: plan selects opencode's read-only plan agent; " +
 			"acceptEdits allows edits inside the workspace; full allows every call inside it. The model is " +
-			"provider/model, set at start. Verified with opencode " + PinnedVersion + ".",
+			"provider/model, set at start; an effort is set at start as the agents' reasoningEffort option " +
+			"(low, medium, high; max is xhigh). Verified with opencode " + PinnedVersion + ".",
 		// the project positional is required: without it opencode opens
 		// the session in whatever directory the shell is in (a template
 		// with {cwd} is refused for a record without a cwd)
