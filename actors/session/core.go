@@ -222,7 +222,9 @@ type Core struct {
 	phase      Phase
 	turn       int
 
-	turnText  string
+	// turnText is the turn's text so far; streamed deltas append to it in
+	// place (a string += per delta made a long turn quadratic)
+	turnText  []byte
 	actions   []messages.Action
 	editPaths []string
 	end       turnEnd
@@ -509,7 +511,7 @@ func (c *Core) Created(now time.Time) {
 func (c *Core) beginTurn(now time.Time, input string) {
 	c.turn++
 	c.phase = PhaseBaselining
-	c.turnText, c.actions, c.editPaths, c.end = "", nil, nil, turnEnd{}
+	c.turnText, c.actions, c.editPaths, c.end = nil, nil, nil, turnEnd{}
 	c.pendingInput = input
 	c.rec.Status = messages.StatusRunning
 	c.touchMeta(now)
@@ -566,9 +568,9 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 	switch ev.Type {
 	case messages.EvText:
 		if ev.Delta {
-			c.turnText += ev.Text
+			c.turnText = append(c.turnText, ev.Text...)
 		} else {
-			c.turnText = ev.Text
+			c.turnText = append(c.turnText[:0], ev.Text...)
 		}
 	case messages.EvToolUse:
 		c.actions = append(c.actions, messages.Action{ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Input: ev.Input})
@@ -606,7 +608,7 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		}
 		text := ev.Text
 		if text == "" {
-			text = c.turnText
+			text = string(c.turnText)
 		}
 		e := turnEnd{kind: messages.KindTurnComplete, state: state, text: text, num: ev.NumTurns, cost: c.costDelta(ev)}
 		if state == messages.TurnErrored {
@@ -615,7 +617,7 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 		c.finishTurn(now, e)
 	case messages.EvEnded:
 		c.agentEnded = true
-		c.finishTurn(now, turnEnd{kind: messages.KindEnded, state: messages.TurnEnded, text: firstNonEmpty(ev.Text, c.turnText)})
+		c.finishTurn(now, turnEnd{kind: messages.KindEnded, state: messages.TurnEnded, text: firstNonEmpty(ev.Text, string(c.turnText))})
 	case messages.EvError:
 		if ev.Fatal {
 			c.finishTurn(now, turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: firstNonEmpty(ev.Text, "the backend exited"), code: messages.CodeInternal})

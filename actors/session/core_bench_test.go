@@ -98,3 +98,34 @@ func BenchmarkCoreTurn(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(turns*len(evs)), "ns/event")
 }
+
+// BenchmarkCoreTextDeltas streams one turn of n text deltas through the
+// core (each AgentEvent drained, as the shell does) and reports ns/delta.
+// The cost of a delta must not grow with the turn: compare ns/delta at
+// 1000 and 8000 deltas in the same run (a string += per delta made it grow
+// with the turn's length).
+func BenchmarkCoreTextDeltas(b *testing.B) {
+	for _, n := range []int{1000, 8000} {
+		b.Run(fmt.Sprintf("deltas=%d", n), func(b *testing.B) {
+			delta := messages.Event{Type: messages.EvText, Delta: true, Text: "a streamed piece of the answer, some forty bytes "}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				c := benchIdleCore(b)
+				now := t0.Add(time.Second)
+				if err := c.Guide(now, messages.Guide{Text: "go on", Mode: messages.GuideQueue}); err != nil {
+					b.Fatal(err)
+				}
+				c.BaselineReady(now, c.Turn())
+				c.Drain()
+				turn := c.Turn()
+				b.StartTimer()
+				for range n {
+					c.AgentEvent(now, turn, delta)
+					c.Drain()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delta")
+		})
+	}
+}
