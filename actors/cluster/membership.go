@@ -95,39 +95,33 @@ func suspectOf(line string) (string, bool) {
 // unanswered. It stays suspect until a probe of it succeeds again
 // (probed), an alive message changes its metadata, or it is declared dead.
 func (n *Node) suspected(name string) {
-	n.mu.Lock()
-	p := n.peers[name]
-	changed := p != nil && p.state == PeerAlive
-	if changed {
-		p.state = PeerSuspect
-	}
-	on := n.onPeerState
-	n.mu.Unlock()
-	if changed && on != nil {
-		on(name, PeerSuspect)
-	}
-	if changed {
-		n.log.Info("cluster: member suspect (a probe of it went unanswered)", "member", name)
-	}
+	n.movePeer(name, PeerAlive, PeerSuspect, "cluster: member suspect (a probe of it went unanswered)")
 }
 
 // probed marks a suspect peer alive again: this node's probe of it was
 // answered.
 func (n *Node) probed(name string) {
+	n.movePeer(name, PeerSuspect, PeerAlive, "cluster: member alive (a probe of it was answered)")
+}
+
+// movePeer moves peer name from state from to state to, if it is in from,
+// and then tells the test hook and the log.
+func (n *Node) movePeer(name string, from, to PeerState, msg string) {
 	n.mu.Lock()
 	p := n.peers[name]
-	changed := p != nil && p.state == PeerSuspect
+	changed := p != nil && p.state == from
 	if changed {
-		p.state = PeerAlive
+		p.state = to
 	}
 	on := n.onPeerState
 	n.mu.Unlock()
-	if changed && on != nil {
-		on(name, PeerAlive)
+	if !changed {
+		return
 	}
-	if changed {
-		n.log.Info("cluster: member alive (a probe of it was answered)", "member", name)
+	if on != nil {
+		on(name, to)
 	}
+	n.log.Info(msg, "member", name)
 }
 
 // memberChanged applies a membership event to the peer table. A peer
