@@ -19,6 +19,7 @@ import (
 
 	"github.com/codesession/codesession/actors/cluster"
 	"github.com/codesession/codesession/actors/controlplane"
+	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -233,4 +234,14 @@ func TestClusterRemoteFeedFillsALostMessage(t *testing.T) {
 	require.Equal(t, seqRange(second+1, third), got, "live events after the reconnect")
 	quietUntilHeartbeat(t, again, third)
 	require.Len(t, n2.lostSeqs(t), 1, "n2 lost a second feed message")
+}
+
+// TestLoseFeedEnvRefusesABadValue: serve refuses a test hook value that is
+// not a positive integer, before it joins anything.
+func TestLoseFeedEnvRefusesABadValue(t *testing.T) {
+	for _, v := range []string{"0", "-1", "two"} {
+		_, _, err := startClusterNode(config.Config{}, nil, &publisher{}, v)
+		require.Error(t, err, v)
+		require.Contains(t, err.Error(), cluster.LoseFeedEnv)
+	}
 }
