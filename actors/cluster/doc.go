@@ -67,4 +67,7 @@
 // with a transport the test switches (cutTransport); wire_test.go fuzzes the envelope decoder
 // and sends garbage; tls_test.go generates certificates in the test;
 // cmd/codesession's cluster test runs three `codesession serve` processes.
+// LoseFeedEnv (losefeed.go) is a test-only hook serve installs so that a
+// multi-process test can make a node lose one remote feed message; a
+// production node never sets it and warns loudly when it is set.
 package cluster

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/spf13/pflag"
@@ -58,9 +59,17 @@ func (p *publisher) publish(sid string, ev messages.PersistedEvent) {
 }
 
 // startClusterNode joins the cluster the config names and returns the
-// control plane's handler through it.
-func startClusterNode(cfg config.Config, d *controlplane.Daemon, pub *publisher) (*cluster.Node, http.Handler, error) {
+// control plane's handler through it. loseFeed is $CODESESSION_TEST_LOSE_FEED
+// (cluster.LoseFeedEnv, tests only; "" in production).
+func startClusterNode(cfg config.Config, d *controlplane.Daemon, pub *publisher, loseFeed string) (*cluster.Node, http.Handler, error) {
 	c := cfg.Cluster
+	lose := 0
+	if loseFeed != "" {
+		var err error
+		if lose, err = strconv.Atoi(loseFeed); err != nil || lose < 1 {
+			return nil, nil, fmt.Errorf("%s=%q: want a positive integer (the feed message to lose; tests only)", cluster.LoseFeedEnv, loseFeed)
+		}
+	}
 	nc := cluster.Config{NodeID: c.NodeID, ListenAddr: c.Listen, RemoteAddr: c.RemoteListen, Join: c.Join,
 		Roots: append([]string(nil), c.Roots...), Backends: c.Backends, Profile: cluster.Profile(c.Profile),
 		Runtime: d.Runtime(), Scope: d.Scope(), Visible: d.Visible, CheckBackend: d.CheckBackend, DefaultBackend: cfg.DefaultBackend, Logger: slog.Default()}
@@ -81,6 +90,10 @@ func startClusterNode(cfg config.Config, d *controlplane.Daemon, pub *publisher)
 	n, err := cluster.Start(nc)
 	if err != nil {
 		return nil, nil, err
+	}
+	if lose > 0 {
+		n.LoseFollowedFeed(lose)
+		slog.Warn("cluster: a test hook is on: this node loses feed messages of followed remote sessions; never set it outside tests", "env", cluster.LoseFeedEnv, "nth", lose)
 	}
 	pub.node.Store(n)
 	cluster.Wire(n, d)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/codesession/codesession/actors/cluster"
 	"github.com/codesession/codesession/actors/controlplane"
 	"github.com/codesession/codesession/actors/curation"
 	"github.com/codesession/codesession/config"
@@ -161,7 +162,7 @@ func (c *serveCmd) exec(ctx context.Context, s *streams) (err error) {
 		go curation.RefreshJob(refreshCtx, cfg.Home, &curation.Refresher{Token: s.getenv("GITHUB_TOKEN"), GitHubBase: cfg.Capabilities.GitHubAPI}, slog.Default())
 	}
 	if cfg.Cluster.Enabled() {
-		node, h, err := startClusterNode(cfg, d, &pub)
+		node, h, err := startClusterNode(cfg, d, &pub, s.getenv(cluster.LoseFeedEnv))
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
 			defer cancel()
