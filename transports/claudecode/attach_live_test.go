@@ -37,7 +37,7 @@ func TestLiveAttachCommandResumesTheSession(t *testing.T) {
 	require.Equal(t, "claude", argv[0], tmpl)
 	env := append(append(os.Environ(), "HOME="+l.spec.Home, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"), l.spec.Env...)
 	n := len(l.mock.MainRequests())
-	out, err := subprocesstest.RunGroup(t, 3*time.Minute, l.spec.Cwd, env, claudeBinary(t), append(argv[1:], "-p", "what was the word")...)
+	out, err := subprocesstest.RunGroup(t, 3*time.Minute, nil, l.spec.Cwd, env, claudeBinary(t), append(argv[1:], "-p", "what was the word")...)
 	require.NoError(t, err, "%q\n%s", argv, out)
 	reqs := l.mock.MainRequests()
 	require.Greater(t, len(reqs), n, "the attach command sent the model nothing\n%s", out)
