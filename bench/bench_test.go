@@ -153,13 +153,21 @@ func TestSessions(t *testing.T) {
 		figures[r.Figure] = true
 	}
 	for _, f := range []string{"sessions started", "start p50", "read-turn p99", "answer max", "guide p50", "stop p99",
-		"events persisted", "heap per live session", "RSS per live session", "goroutines per live session"} {
+		"events persisted", "heap per live session", "RSS per live session", "goroutines per live session",
+		"CPU per event persisted, turns phase", "cores busy, turns phase (process CPU / wall)"} {
 		assert.True(t, figures[f], "missing figure %q", f)
 	}
 	var live float64
 	for _, r := range res.Rows {
-		if r.Figure == "live sessions at the memory snapshot" {
+		switch r.Figure {
+		case "live sessions at the memory snapshot":
 			live = r.Value
+		case "CPU per event persisted, turns phase":
+			// both sides spend CPU on every event: a zero is a reading that failed
+			assert.Greater(t, r.Value, 0.0, "the sessions' CPU per event")
+			if assert.NotNil(t, r.Baseline) {
+				assert.Greater(t, r.Baseline.Value, 0.0, "the plain-file appends' CPU per event")
+			}
 		}
 	}
 	assert.Equal(t, float64(o.Sessions), live, "the memory snapshot sees every session live")

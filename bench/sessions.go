@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -347,8 +348,9 @@ const rawOpenLogs = 5000
 // rawAppendRate appends the same bytes to plain files with the same
 // batching and fsync policy as the session run saw (batches per log,
 // bytes per batch), from up to 1,000 writers at once, and returns events
-// per second.
-func rawAppendRate(ctx context.Context, dir string, writers, batchesPer, eventsPerBatch, bytesPerBatch int) (float64, error) {
+// per second and the CPU this process spent on them (nothing else of the
+// suite runs meanwhile).
+func rawAppendRate(ctx context.Context, dir string, writers, batchesPer, eventsPerBatch, bytesPerBatch int) (float64, time.Duration, error) {
 	data := make([]byte, bytesPerBatch)
 	for i := range data {
 		data[i] = 'x'
@@ -357,10 +359,11 @@ func rawAppendRate(ctx context.Context, dir string, writers, batchesPer, eventsP
 		data[len(data)-1] = '\n'
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var errs failures
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	t0 := time.Now()
 	for w := range writers {
 		wg.Add(1)
@@ -390,10 +393,11 @@ func rawAppendRate(ctx context.Context, dir string, writers, batchesPer, eventsP
 	}
 	wg.Wait()
 	elapsed := time.Since(t0)
+	cpu := processCPU() - cpu0
 	if errs.n > 0 {
-		return 0, fmt.Errorf("raw appends: %s", errs.first[0])
+		return 0, 0, fmt.Errorf("raw appends: %s", errs.first[0])
 	}
-	return rate(writers*batchesPer*eventsPerBatch, elapsed), ctx.Err()
+	return rate(writers*batchesPer*eventsPerBatch, elapsed), cpu, ctx.Err()
 }
 
 func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
@@ -458,11 +462,11 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	// persisted from the release on are the load phase's (the whole run
 	// also holds the starts, each a durable record create)
 	eventsAtRelease, appendsAtRelease := brt.store.events.Load(), brt.store.appends.Load()
-	tRelease := time.Now()
+	tRelease, cpuAtRelease := time.Now(), processCPU()
 	close(d.bar.release)
 	wg.Wait()
 	elapsed := time.Since(t0)
-	loadElapsed := time.Since(tRelease)
+	loadElapsed, loadCPU := time.Since(tRelease), processCPU()-cpuAtRelease
 	peakThreads := threads.end()
 	p.printf("all sessions stopped after %.1fs", elapsed.Seconds())
 	appends, events, metas := brt.store.appends.Load(), brt.store.events.Load(), brt.store.metas.Load()
@@ -508,13 +512,16 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 
 	// the store's raw rate, with the batching this run saw
 	var rawEvents float64
+	var rawCPU time.Duration
+	rawTotal := 0
 	if appends > 0 && len(started) > 0 {
 		batchesPer := max(int(appends)/len(started), 1)
 		eventsPerBatch := max(int(math.Round(float64(events)/float64(appends))), 1)
 		bytesPerBatch := int(float64(stats.bytes) / float64(max(stats.events, 1)) * float64(eventsPerBatch))
 		writers := min(len(started), 1000)
 		p.printf("raw baseline: %d plain files x %d appends of %d bytes, fsync each", writers, batchesPer, bytesPerBatch)
-		rawEvents, err = rawAppendRate(ctx, filepath.Join(dir, "rawlogs"), writers, batchesPer, eventsPerBatch, bytesPerBatch)
+		rawEvents, rawCPU, err = rawAppendRate(ctx, filepath.Join(dir, "rawlogs"), writers, batchesPer, eventsPerBatch, bytesPerBatch)
+		rawTotal = writers * batchesPer * eventsPerBatch
 		if err != nil {
 			return nil, err
 		}
@@ -532,6 +539,9 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.latencyRows("stop", d.lat[opStop].summary(), "raw request+durable append+replace+poison", raw.stop)
 	res.vs("events persisted", rate(int(events), elapsed), UnitPerSec, "plain-file appends, same batching", rawEvents)
 	res.vs("events persisted, turns phase", rate(int(events-eventsAtRelease), loadElapsed), UnitPerSec, "plain-file appends, same batching", rawEvents)
+	loadEvents := events - eventsAtRelease
+	res.vs("CPU per event persisted, turns phase", perEvent(loadCPU, loadEvents), UnitMs, "plain-file appends, same batching", perEvent(rawCPU, int64(rawTotal)))
+	res.row("cores busy, turns phase (process CPU / wall)", loadCPU.Seconds()/loadElapsed.Seconds(), UnitCount)
 	res.row("events per append (group commit)", float64(events)/math.Max(float64(appends), 1), UnitCount)
 	res.row("record changes (store PutMeta/Create)", rate(int(metas), elapsed), UnitPerSec)
 	if walCommits > 0 {
@@ -552,8 +562,17 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("latencies are under full load: %d drivers issue their ops at once, so queueing behind the other sessions is part of every figure; read-turn includes the turn itself (up to its result being durable)", n)
 	res.note("the memory figures are taken with every session live and waiting on its first clarification, after a GC; both sides include one parked driver goroutine per session")
 	res.note("events persisted: %d events in %d appends over %.1fs (the whole run); %s read back", events, appends, elapsed.Seconds(), FormatValue(float64(stats.bytes), UnitBytes))
+	res.note("CPU per event: this process's user and system CPU (getrusage, every thread: the drivers, the sessions, the script backend, the store) over the turns phase, per event persisted in it; the baseline's is the process's CPU through the plain-file appends, per event. Cores busy below %d says the process waited (for CPU it was not given on a loaded machine, or for the disk), not that it ran out of work", runtime.NumCPU())
 	res.note("events persisted, turns phase: %d events in %d appends over %.1fs, from every session live (the barrier's release) to the last stop", events-eventsAtRelease, appends-appendsAtRelease, loadElapsed.Seconds())
 	return res, nil
+}
+
+// perEvent is CPU time per event, in milliseconds.
+func perEvent(cpu time.Duration, events int64) float64 {
+	if events <= 0 {
+		return math.NaN()
+	}
+	return ms(cpu) / float64(events)
 }
 
 // perSession is a count per session rounded to hundredths: a stray
