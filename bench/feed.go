@@ -115,10 +115,11 @@ func (f *feedRun) consume(body io.Reader, s *subscriber, ready func()) {
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
-			// a reset is how a slow subscriber learns the write deadline
-			// cut it (the server closed with frames unsent): that is the
-			// cut, counted as one, not a broken stream
-			cut := s.slow && errors.Is(err, syscall.ECONNRESET)
+			// a reset, or a chunk cut short, is how a slow subscriber
+			// learns the write deadline cut it (the server closed the
+			// connection mid-write): that is the cut, counted as one, not a
+			// broken stream
+			cut := s.slow && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF))
 			if !cut && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
 				s.err = err
 			}
@@ -817,6 +818,10 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 		res.vs(label+"events lost by subscribers that kept up", float64(ccp.missed), UnitEvents, "raw net/http fan-out", float64(craw.missed))
 		res.vs(label+"subscribers dropped or cut", float64(ccp.fastDropped+ccp.fastCut), UnitSubs, "raw net/http fan-out", float64(craw.fastDropped+craw.fastCut))
 		res.vs(label+"load average (1 min) at the start", ccp.load, UnitCount, "raw net/http fan-out", craw.load)
+		// the control plane's publisher appends each event to the store
+		// before the fan-out sees it, the raw one does not: on a loaded
+		// machine it publishes slower, and its subscribers have less to do
+		res.vs(label+"events published", ccp.rate, UnitPerSec, "raw net/http fan-out", craw.rate)
 		for _, d := range ccp.disorder {
 			curveLost.add("%d subscribers: %s", n, d)
 		}
