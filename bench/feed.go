@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,8 +46,11 @@ const feedToken = "bench-feed-token"
 // feedTarget is what subscribers connect to and the publisher feeds: the
 // control plane, or the raw fan-out baseline.
 type feedTarget interface {
-	// publish hands one event of session sid to the fan-out.
-	publish(ctx context.Context, sid string, ev messages.PersistedEvent) error
+	// publish hands one event of session sid to the fan-out; when at is
+	// not nil it stores the time (unix ns) the fan-out was handed the
+	// event, the start of its delivery latency: the control plane's after
+	// the event is durable, as the runtime hands it to the bridge.
+	publish(ctx context.Context, sid string, ev messages.PersistedEvent, at *atomic.Int64) error
 	// handler serves the subscribers.
 	handler() http.Handler
 	// dropped is how many subscribers the fan-out dropped for being slow.
@@ -61,9 +67,14 @@ type feedRun struct {
 	perSess   int
 	lastSeq   []uint64         // per session, the seq of its last event
 	finals    int64            // sessions with at least one event
-	pubAt     [][]atomic.Int64 // [session][seq] publish time, unix ns
+	pubAt     [][]atomic.Int64 // [session][seq] publish time, unix ns; 0 for the warm-up's
 	published int
-	pubSpan   time.Duration
+	// warm is how many of the published events (the first ones) are the
+	// warm-up: delivered and checked like the others, left out of the
+	// latency (connections, buffers and the heap reach their working size)
+	warm    int
+	byID    map[string]int // session id -> index in sids
+	pubSpan time.Duration
 }
 
 // subscriber is one SSE client's account of what it received.
@@ -76,8 +87,8 @@ type subscriber struct {
 	progress *atomic.Int64
 
 	// owned by the subscriber's goroutine until it is done
-	next     map[string]uint64 // per session, the seq it expects next
-	disorder []string          // gaps, duplicates, reorderings (first few)
+	next     []uint64 // per session (index in sids), the seq it expects next
+	disorder []string // gaps, duplicates, reorderings (first few)
 	reason   string
 	err      error
 	lat      []time.Duration
@@ -91,79 +102,115 @@ func (s *subscriber) note(format string, args ...any) {
 
 // consume reads one SSE stream until it ends or stop is closed; ready is
 // called once the stream is live (its "retry" line came: the server
-// registers the subscription before it writes that line).
+// registers the subscription before it writes that line). It is the
+// lightest reader that still checks every event: one goroutine, lines
+// read in place from a 64 KiB buffer, dispatched on their first byte,
+// and nothing allocated per event (the session is looked up by the id's
+// bytes, the seq parsed by hand); only a reconnect event's data is
+// decoded. An event's latency is the time of reading its id line less
+// the time the publisher handed it to the fan-out (one clock, one process).
 func (f *feedRun) consume(body io.Reader, s *subscriber, ready func()) {
 	r := bufio.NewReaderSize(body, 64<<10)
-	var event string
+	reconnect := false // the current event is a reconnect
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
+			// a reset, or a chunk cut short, is how a slow subscriber
+			// learns the write deadline cut it (the server closed the
+			// connection mid-write): that is the cut, counted as one, not a
+			// broken stream
+			cut := s.slow && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF))
+			if !cut && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
 				s.err = err
 			}
 			s.ended.Store(true)
 			return
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(line) == 0:
-			event = ""
-		case bytes.HasPrefix(line, []byte("retry:")):
-			ready()
-		case bytes.HasPrefix(line, []byte("event: ")):
-			event = string(line[len("event: "):])
-			if event == controlplane.ReconnectEvent {
+		if len(line) <= 1 { // the blank line that ends an event
+			reconnect = false
+			continue
+		}
+		switch line[0] {
+		case 'i': // id: <sid>:<seq>
+			if bytes.HasPrefix(line, idPrefix) {
+				f.received(s, line[len(idPrefix):len(line)-1], time.Now().UnixNano())
+			}
+		case 'e': // event: <name>
+			if bytes.HasPrefix(line, reconnectLine) {
+				reconnect = true
 				s.dropped.Store(true)
 			}
-		case bytes.HasPrefix(line, []byte("data: ")) && event == controlplane.ReconnectEvent:
-			var rd controlplane.ReconnectData
-			if json.Unmarshal(line[len("data: "):], &rd) == nil {
-				s.reason = rd.Reason
+		case 'd': // data: <json>
+			if reconnect && bytes.HasPrefix(line, dataPrefix) {
+				var rd controlplane.ReconnectData
+				if json.Unmarshal(line[len(dataPrefix):], &rd) == nil {
+					s.reason = rd.Reason
+				}
 			}
-		case bytes.HasPrefix(line, []byte("id: ")):
-			now := time.Now().UnixNano()
-			sid, seq, err := controlplane.ParseEventID(string(line[len("id: "):]))
-			if err != nil {
-				s.note("bad id %q", line)
-				continue
-			}
-			g := f.index(sid)
-			if g < 0 || seq == 0 || seq > uint64(f.perSess) {
-				s.note("unknown event %s:%d", sid, seq)
-				continue
-			}
-			want := s.next[sid]
-			if want == 0 {
-				want = 1
-			}
-			switch {
-			case seq == want:
-			case seq < want:
-				s.note("%s: seq %d again (duplicate)", sid[:12], seq)
-				continue
-			default:
-				s.note("%s: seq %d after %d (a gap of %d)", sid[:12], seq, want-1, seq-want)
-			}
-			s.next[sid] = seq + 1
-			if seq == f.lastSeq[g] {
-				s.finals.Add(1)
-			}
-			s.received.Add(1)
-			s.progress.Add(1)
-			if !s.slow {
-				s.lat = append(s.lat, time.Duration(now-f.pubAt[g][seq].Load()))
+		case 'r': // retry: <ms>
+			if bytes.HasPrefix(line, retryPrefix) {
+				ready()
 			}
 		}
 	}
 }
 
-func (f *feedRun) index(sid string) int {
-	for i, s := range f.sids {
-		if s == sid {
-			return i
-		}
+var (
+	idPrefix      = []byte("id: ")
+	dataPrefix    = []byte("data: ")
+	retryPrefix   = []byte("retry:")
+	reconnectLine = []byte("event: " + controlplane.ReconnectEvent + "\n")
+)
+
+// received accounts one event id (sid:seq) read at now (unix ns).
+func (f *feedRun) received(s *subscriber, id []byte, now int64) {
+	colon := bytes.LastIndexByte(id, ':')
+	g, known := -1, false
+	if colon > 0 {
+		g, known = f.byID[string(id[:colon])] // no allocation: a map lookup by bytes
 	}
-	return -1
+	seq, ok := parseSeq(id[colon+1:])
+	if !known || !ok || seq == 0 || seq > uint64(f.perSess) {
+		s.note("unknown event %q", id)
+		return
+	}
+	sid := f.sids[g]
+	want := s.next[g]
+	if want == 0 {
+		want = 1
+	}
+	switch {
+	case seq == want:
+	case seq < want:
+		s.note("%s: seq %d again (duplicate)", sid[:12], seq)
+		return
+	default:
+		s.note("%s: seq %d after %d (a gap of %d)", sid[:12], seq, want-1, seq-want)
+	}
+	s.next[g] = seq + 1
+	if seq == f.lastSeq[g] {
+		s.finals.Add(1)
+	}
+	s.received.Add(1)
+	s.progress.Add(1)
+	if at := f.pubAt[g][seq].Load(); !s.slow && at != 0 {
+		s.lat = append(s.lat, time.Duration(now-at))
+	}
+}
+
+// parseSeq parses a decimal seq without allocating.
+func parseSeq(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // feedOutcome is what one fan-out measured.
@@ -178,12 +225,30 @@ type feedOutcome struct {
 	errs                   []string
 	serverDropped          float64
 	slowReasons            map[string]int
+	// load is the machine's 1-minute load average when the run started
+	// (NaN where /proc/loadavg is not there): a figure measured at load 20
+	// on 2 cores is the machine's more than the feed's
+	load float64
+}
+
+// loadAverage is the 1-minute load average, NaN when unknown.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return math.NaN()
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
 }
 
 // run serves t on two loopback listeners (the slow subscribers' with a
 // small send buffer), connects the subscribers, publishes, and accounts.
 func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutcome, error) {
-	var out feedOutcome
+	out := feedOutcome{load: loadAverage()}
 	h := t.handler()
 	fastLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -235,7 +300,7 @@ func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutco
 	var wg sync.WaitGroup
 	connErrs := &failures{}
 	for i := range n {
-		s := &subscriber{slow: i >= f.o.Subscribers, next: map[string]uint64{}, progress: &progress}
+		s := &subscriber{slow: i >= f.o.Subscribers, next: make([]uint64, len(f.sids)), progress: &progress}
 		if !s.slow {
 			s.lat = make([]time.Duration, 0, f.published)
 		}
@@ -315,10 +380,12 @@ func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutco
 		g := i % len(f.sids)
 		seqs[g]++
 		ev := feedEvent(seqs[g], i)
-		now := time.Now()
-		ev.At = now.UTC()
-		f.pubAt[g][seqs[g]].Store(now.UnixNano())
-		if err := t.publish(ctx, f.sids[g], ev); err != nil {
+		ev.At = time.Now().UTC()
+		var at *atomic.Int64 // the warm-up's events have no latency
+		if i >= f.warm {
+			at = &f.pubAt[g][seqs[g]]
+		}
+		if err := t.publish(ctx, f.sids[g], ev, at); err != nil {
 			cancelSubs()
 			wg.Wait()
 			return out, fmt.Errorf("publish: %w", err)
@@ -496,9 +563,12 @@ func (t *bridgeTarget) createSessions(ctx context.Context, n int) ([]string, err
 
 // publish is a session emitting an event: durable in the store, then on
 // the live seam (the bridge's Listen, as the runtime calls it).
-func (t *bridgeTarget) publish(ctx context.Context, sid string, ev messages.PersistedEvent) error {
+func (t *bridgeTarget) publish(ctx context.Context, sid string, ev messages.PersistedEvent, at *atomic.Int64) error {
 	if err := t.b.rt.Store().Append(ctx, sid, []messages.PersistedEvent{ev}); err != nil {
 		return err
+	}
+	if at != nil {
+		at.Store(time.Now().UnixNano())
 	}
 	t.bridge.Listen(sid, ev)
 	return nil
@@ -545,7 +615,10 @@ func newRawTarget() *rawTarget {
 	return &rawTarget{subs: map[chan []byte]struct{}{}, queue: controlplane.DefaultQueueSize, closing: make(chan struct{})}
 }
 
-func (t *rawTarget) publish(_ context.Context, sid string, ev messages.PersistedEvent) error {
+func (t *rawTarget) publish(_ context.Context, sid string, ev messages.PersistedEvent, at *atomic.Int64) error {
+	if at != nil {
+		at.Store(time.Now().UnixNano())
+	}
 	b, err := json.Marshal(controlplane.EventData{SessionID: sid, PersistedEvent: ev})
 	if err != nil {
 		return err
@@ -626,7 +699,11 @@ func (t *rawTarget) close(context.Context) error {
 // newFeedRun lays out o.FeedEvents events over sids.
 func newFeedRun(o Options, sids []string) *feedRun {
 	per := (o.FeedEvents + len(sids) - 1) / len(sids)
-	f := &feedRun{o: o, sids: sids, perSess: per, published: o.FeedEvents, pubAt: make([][]atomic.Int64, len(sids)), lastSeq: make([]uint64, len(sids))}
+	f := &feedRun{o: o, sids: sids, perSess: per, published: o.FeedEvents, pubAt: make([][]atomic.Int64, len(sids)), lastSeq: make([]uint64, len(sids)),
+		warm: feedWarmUp(o), byID: make(map[string]int, len(sids))}
+	for i, sid := range sids {
+		f.byID[sid] = i
+	}
 	for i := range f.pubAt {
 		f.pubAt[i] = make([]atomic.Int64, per+1)
 	}
@@ -640,6 +717,10 @@ func newFeedRun(o Options, sids []string) *feedRun {
 	}
 	return f
 }
+
+// feedWarmUp is how many events open a run as its warm-up: one second's
+// worth at the target rate, at most a fifth of the run.
+func feedWarmUp(o Options) int { return min(int(o.Rate), o.FeedEvents/5) }
 
 // feedPair measures the control plane, then the raw fan-out, with the
 // same subscribers and events (o), one after the other.
@@ -691,6 +772,7 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 	}
 
 	res.latencyRows("delivery latency", cp.lat, "raw net/http fan-out", raw.lat)
+	res.vs("load average (1 min) at the start", cp.load, UnitCount, "raw net/http fan-out", raw.load)
 	res.vs("deliveries to subscribers", cp.deliveries, UnitPerSec, "raw net/http fan-out", raw.deliveries)
 	res.row("events published (target "+strconv.FormatFloat(o.Rate, 'f', 0, 64)+"/s)", cp.rate, UnitPerSec)
 	res.row("events missed by subscribers that kept up", float64(cp.missed), UnitEvents)
@@ -717,7 +799,8 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 			"which is what happens below %.0f events/s", slowServerSendBuf>>10, slowClientRecvBuf>>10, controlplane.DefaultQueueSize, controlplane.DefaultWriteTimeout,
 			float64(controlplane.DefaultQueueSize)/controlplane.DefaultWriteTimeout.Seconds())
 	}
-	res.note("latency runs from the bridge's Listen (the event already durable) to the subscriber reading its id line; the raw baseline encodes each event once and writes the same frames through plain net/http")
+	res.note("latency runs from the bridge's Listen (the event already durable: stamped after the store's append) to the subscriber reading its id line; the raw baseline is stamped when handed the event, encodes it once and writes the same frames through plain net/http; "+
+		"both are read by the same subscribers (one goroutine each, nothing allocated per event) in this process, on the same cores; the first %d events of each run are a warm-up, delivered and checked but left out of the latency", feedWarmUp(o))
 	if cp.fastDropped+cp.fastCut > 0 {
 		res.note("%d subscribers meant to keep up fell behind and were dropped or cut: the machine did not serve %d subscribers at this rate (reported, not a failure)", cp.fastDropped+cp.fastCut, o.Subscribers)
 	}
@@ -729,10 +812,16 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		label := fmt.Sprintf("curve, %d subscribers: delivery latency", n)
-		res.vs(label+" p50", ms(ccp.lat.p50), UnitMs, "raw net/http fan-out", ms(craw.lat.p50))
-		res.vs(label+" p99", ms(ccp.lat.p99), UnitMs, "raw net/http fan-out", ms(craw.lat.p99))
-		res.row(fmt.Sprintf("curve, %d subscribers: subscribers dropped or cut", n), float64(ccp.fastDropped+ccp.fastCut), UnitSubs)
+		label := fmt.Sprintf("curve, %d subscribers: ", n)
+		res.vs(label+"delivery latency p50", ms(ccp.lat.p50), UnitMs, "raw net/http fan-out", ms(craw.lat.p50))
+		res.vs(label+"delivery latency p99", ms(ccp.lat.p99), UnitMs, "raw net/http fan-out", ms(craw.lat.p99))
+		res.vs(label+"events lost by subscribers that kept up", float64(ccp.missed), UnitEvents, "raw net/http fan-out", float64(craw.missed))
+		res.vs(label+"subscribers dropped or cut", float64(ccp.fastDropped+ccp.fastCut), UnitSubs, "raw net/http fan-out", float64(craw.fastDropped+craw.fastCut))
+		res.vs(label+"load average (1 min) at the start", ccp.load, UnitCount, "raw net/http fan-out", craw.load)
+		// the control plane's publisher appends each event to the store
+		// before the fan-out sees it, the raw one does not: on a loaded
+		// machine it publishes slower, and its subscribers have less to do
+		res.vs(label+"events published", ccp.rate, UnitPerSec, "raw net/http fan-out", craw.rate)
 		for _, d := range ccp.disorder {
 			curveLost.add("%d subscribers: %s", n, d)
 		}

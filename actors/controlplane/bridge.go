@@ -68,7 +68,12 @@ type BridgeOptions struct {
 	Logger  *slog.Logger
 }
 
-// item is one entry of a subscriber's queue.
+// item is one entry of subscribers' queues. The bridge makes one per
+// published event or record and sends the same pointer to every matching
+// subscriber: the streams only read it. Queues hold pointers, not items,
+// so a queue of QueueSize costs 8 bytes a slot (an item by value made each
+// subscriber's channel buffer half a megabyte the garbage collector scanned
+// on every cycle, whatever it held).
 type item struct {
 	topic string
 	sid   string
@@ -81,7 +86,7 @@ type item struct {
 	// frame is ev's SSE frame, shared by every subscriber the item goes
 	// to: encoded once, by the first stream that sends it (not here, on
 	// the session's goroutine)
-	frame *eventFrame
+	frame eventFrame
 	rec   *messages.SessionRecord // TopicChanged
 	seq   uint64                  // TopicChanged: the session's last published seq
 	// question is a TopicQuestion item's (question.go)
@@ -99,7 +104,7 @@ func (t topicSet) has(topic string) bool {
 type subscription struct {
 	sid    string // "" for every session
 	topics topicSet
-	ch     chan item
+	ch     chan *item
 	reason string
 	// snapSeq is the last seq the bridge had seen for sid when the
 	// subscription began: events up to it were emitted before the
@@ -212,7 +217,7 @@ func (b *Bridge) listen(sid string, ev messages.PersistedEvent, foreign bool) {
 		return
 	}
 	b.flushTextLocked(sid) // pending text goes first: seq order holds
-	b.publishLocked(item{topic: TopicEvent, sid: sid, from: ev.Seq, ev: ev})
+	b.publishLocked(&item{topic: TopicEvent, sid: sid, from: ev.Seq, ev: ev})
 	if statusAffecting[ev.Event.Type] {
 		b.scheduleChangedLocked(sid, ev.Event.Type == messages.EvReleased)
 	}
@@ -235,15 +240,14 @@ func (b *Bridge) flushTextLocked(sid string) {
 	delete(b.text, sid)
 	ev := p.ev
 	ev.Event.Text = p.text.String()
-	b.publishLocked(item{topic: TopicEvent, sid: sid, from: p.from, ev: ev})
+	b.publishLocked(&item{topic: TopicEvent, sid: sid, from: p.from, ev: ev})
 }
 
 // publishLocked offers it to every matching subscriber without blocking;
 // a subscriber whose queue is full is dropped.
-func (b *Bridge) publishLocked(it item) {
+func (b *Bridge) publishLocked(it *item) {
 	if it.topic == TopicEvent {
 		b.pub[it.sid] = it.ev.Seq
-		it.frame = &eventFrame{}
 	}
 	for sub := range b.subs {
 		if (sub.sid != "" && sub.sid != it.sid) || !sub.topics.has(it.topic) {
@@ -339,7 +343,7 @@ func (b *Bridge) refresh(st store.Store, sid string, pc *pendingChanged) {
 		return
 	}
 	r := rec
-	b.publishLocked(item{topic: TopicChanged, sid: sid, rec: &r, seq: b.pub[sid]})
+	b.publishLocked(&item{topic: TopicChanged, sid: sid, rec: &r, seq: b.pub[sid]})
 	if pc.settle && !rec.Status.Live() && b.changed[sid] == nil && b.text[sid] == nil {
 		// settled and durable: a later subscriber finds it all in the store
 		delete(b.seen, sid)
@@ -355,7 +359,7 @@ func (b *Bridge) subscribe(sid string, topics topicSet) (*subscription, error) {
 	if b.closed {
 		return nil, &messages.Error{Code: messages.CodeInternal, Op: "events", Retryable: true, Message: "the daemon is shutting down"}
 	}
-	sub := &subscription{sid: sid, topics: topics, ch: make(chan item, b.o.QueueSize)}
+	sub := &subscription{sid: sid, topics: topics, ch: make(chan *item, b.o.QueueSize)}
 	if sid != "" {
 		sub.snapSeq = b.seen[sid]
 	}

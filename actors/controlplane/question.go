@@ -85,7 +85,7 @@ func (b *Bridge) publishQuestion(q QuestionData) {
 	if b.closed {
 		return
 	}
-	b.publishLocked(item{topic: TopicQuestion, sid: q.SessionID, question: &q})
+	b.publishLocked(&item{topic: TopicQuestion, sid: q.SessionID, question: &q})
 }
 
 // question writes a code_session_question frame.

@@ -225,7 +225,11 @@ type stream struct {
 	rc     *http.ResponseController
 	topics topicSet
 	last   map[string]uint64 // per session: the last event seq sent
-	lastID string
+	// lastSid and lastSeq are the id of the last event sent (lastSid ""
+	// before one): the reconnect event's lastEventId, built only then, not
+	// once per event sent
+	lastSid string
+	lastSeq uint64
 	// pending counts writes since the last flush; deadline is the write
 	// deadline set last
 	pending  int
@@ -281,7 +285,7 @@ func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 			if upTo > 0 && ev.Seq > upTo {
 				return nil
 			}
-			if err := st.event(sid, ev, nil); err != nil {
+			if err := st.event(sid, &ev, nil); err != nil {
 				return err
 			}
 		}
@@ -356,7 +360,7 @@ func LiveStep(last uint64, known bool, from, seq uint64) LiveAction {
 
 // live sends one queued item, dropping what was already sent and filling
 // what was missed.
-func (st *stream) live(ctx context.Context, it item) error {
+func (st *stream) live(ctx context.Context, it *item) error {
 	switch it.topic {
 	case TopicEvent:
 		last, known := st.last[it.sid]
@@ -368,7 +372,7 @@ func (st *stream) live(ctx context.Context, it item) error {
 				return err
 			}
 		}
-		return st.event(it.sid, it.ev, it.frame)
+		return st.event(it.sid, &it.ev, &it.frame)
 	case TopicChanged:
 		return st.changed(it.sid, *it.rec, it.seq)
 	case TopicQuestion:
@@ -385,8 +389,8 @@ type eventFrame struct {
 	err  error
 }
 
-func (f *eventFrame) get(sid string, ev messages.PersistedEvent) ([]byte, error) {
-	f.once.Do(func() { f.b, f.err = encodeEvent(sid, ev) })
+func (f *eventFrame) get(sid string, ev *messages.PersistedEvent) ([]byte, error) {
+	f.once.Do(func() { f.b, f.err = encodeEvent(sid, *ev) })
 	return f.b, f.err
 }
 
@@ -406,13 +410,13 @@ func encodeEvent(sid string, ev messages.PersistedEvent) ([]byte, error) {
 
 // event writes one event (its shared frame when it has one); the batch's
 // flush sends it.
-func (st *stream) event(sid string, ev messages.PersistedEvent, f *eventFrame) error {
+func (st *stream) event(sid string, ev *messages.PersistedEvent, f *eventFrame) error {
 	var b []byte
 	var err error
 	if f != nil {
 		b, err = f.get(sid, ev)
 	} else {
-		b, err = encodeEvent(sid, ev)
+		b, err = encodeEvent(sid, *ev)
 	}
 	if err != nil {
 		return err
@@ -420,7 +424,7 @@ func (st *stream) event(sid string, ev messages.PersistedEvent, f *eventFrame) e
 	if err := st.write(b); err != nil {
 		return err
 	}
-	st.last[sid], st.lastID = ev.Seq, EventID(sid, ev.Seq)
+	st.last[sid], st.lastSid, st.lastSeq = ev.Seq, sid, ev.Seq
 	return nil
 }
 
@@ -442,7 +446,7 @@ func (st *stream) changed(sid string, rec messages.SessionRecord, seq uint64) er
 	if !st.topics.event {
 		st.last[sid] = cur
 	}
-	st.lastID = id
+	st.lastSid, st.lastSeq = sid, cur
 	return nil
 }
 
@@ -451,7 +455,11 @@ func (st *stream) reconnect(reason string) error {
 	if reason == "" {
 		return nil
 	}
-	b, _ := json.Marshal(ReconnectData{Reason: reason, LastEventID: st.lastID})
+	rd := ReconnectData{Reason: reason}
+	if st.lastSid != "" {
+		rd.LastEventID = EventID(st.lastSid, st.lastSeq)
+	}
+	b, _ := json.Marshal(rd)
 	return st.raw(fmt.Sprintf("event: %s\ndata: %s\n\n", ReconnectEvent, b))
 }
 

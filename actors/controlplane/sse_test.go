@@ -269,8 +269,8 @@ func pe(seq uint64, typ messages.EventType, delta bool) messages.PersistedEvent 
 	return messages.PersistedEvent{Seq: seq, At: time.Now(), Event: messages.Event{Type: typ, Delta: delta, Text: "t"}}
 }
 
-func drain(sub *subscription, wait time.Duration) []item {
-	var out []item
+func drain(sub *subscription, wait time.Duration) []*item {
+	var out []*item
 	deadline := time.After(wait)
 	for {
 		select {
