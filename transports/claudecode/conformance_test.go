@@ -1,7 +1,6 @@
 package claudecode
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -24,13 +23,6 @@ const (
 // writes by Write, a slow action as a Bash sleep, the big output as a
 // Read of a file of short lines (the CLI passes it through).
 func TestConformance(t *testing.T) {
-	tool := func(name string, input map[string]any) modelmock.ToolCall {
-		b, err := json.Marshal(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return modelmock.ToolCall{Name: name, Input: b}
-	}
 	transporttest.RunCLI(t, transporttest.CLI{
 		Name: "claude",
 		Bin:  claudeBinary(t),
@@ -43,14 +35,16 @@ func TestConformance(t *testing.T) {
 		},
 		Acts: transporttest.Acts{
 			Write: func(s *transporttest.Steps, path string, a transporttest.Action) {
-				s.Call(tool("Write", map[string]any{"file_path": path, "content": a.Content}))
+				s.Call(transporttest.Call("Write", map[string]any{"file_path": path, "content": a.Content}))
 			},
 			Slow: func(s *transporttest.Steps, _ *transporttest.Case, a transporttest.Action) {
 				s.Text(a.Text)
 				secs := int((a.Duration + time.Second - 1) / time.Second)
-				s.Call(tool("Bash", map[string]any{"command": fmt.Sprintf("sleep %d", secs), "description": "wait", "timeout": 600000}))
+				s.Call(transporttest.Call("Bash", map[string]any{"command": fmt.Sprintf("sleep %d", secs), "description": "wait", "timeout": 600000}))
 			},
-			Read: func(s *transporttest.Steps, path string) { s.Call(tool("Read", map[string]any{"file_path": path})) },
+			Read: func(s *transporttest.Steps, path string) {
+				s.Call(transporttest.Call("Read", map[string]any{"file_path": path}))
+			},
 		},
 		OutputCap: conformanceOutputCap,
 	})

@@ -1,7 +1,6 @@
 package droid
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,13 +27,6 @@ const (
 // reading, and each real droid start costs the package run time it cannot
 // spare on a loaded machine.
 func TestConformance(t *testing.T) {
-	tool := func(name string, input map[string]any) modelmock.ToolCall {
-		b, err := json.Marshal(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return modelmock.ToolCall{Name: name, Input: b}
-	}
 	transporttest.RunCLI(t, transporttest.CLI{
 		Name: "droid",
 		Bin:  droidBinary(t),
@@ -48,17 +40,19 @@ func TestConformance(t *testing.T) {
 		},
 		Acts: transporttest.Acts{
 			Write: func(s *transporttest.Steps, path string, a transporttest.Action) {
-				s.Call(tool("Create", map[string]any{"file_path": path, "content": a.Content}))
+				s.Call(transporttest.Call("Create", map[string]any{"file_path": path, "content": a.Content}))
 			},
 			// droid asks before any command at autonomy off, so the
 			// slowness is the model's: a read-only LS, then a response held
 			// back for the duration (droid.interrupt_session aborts it)
 			Slow: func(s *transporttest.Steps, c *transporttest.Case, a transporttest.Action) {
 				s.Text(a.Text)
-				s.Call(tool("LS", map[string]any{"directory_path": c.Workspace}))
+				s.Call(transporttest.Call("LS", map[string]any{"directory_path": c.Workspace}))
 				s.Open(modelmock.Step{Delay: modelmock.Duration(a.Duration)})
 			},
-			Read: func(s *transporttest.Steps, path string) { s.Call(tool("Read", map[string]any{"file_path": path})) },
+			Read: func(s *transporttest.Steps, path string) {
+				s.Call(transporttest.Call("Read", map[string]any{"file_path": path}))
+			},
 		},
 		Rules:     denialRules,
 		OutputCap: conformanceOutputCap,

@@ -1,6 +1,7 @@
 package transporttest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -241,4 +242,13 @@ func (s *Steps) flush() {
 		s.steps = append(s.steps, s.cur)
 	}
 	s.cur, s.open = modelmock.Step{}, false
+}
+
+// Call is a model tool call with input marshalled from v.
+func Call(name string, v map[string]any) modelmock.ToolCall {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return modelmock.ToolCall{Name: name, Input: b}
 }

@@ -6,7 +6,8 @@
 package acptest
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/modelmock"
@@ -130,12 +132,17 @@ func Harness(b Backend) transporttest.Harness {
 }
 
 // Call is a tool call with input marshalled from v.
-func Call(name string, v map[string]any) modelmock.ToolCall {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
+func Call(name string, v map[string]any) modelmock.ToolCall { return transporttest.Call(name, v) }
+
+// EffortRejected checks that tr (an agent without an effort setting)
+// refuses an effort loudly, with an unsupported *messages.Error, before
+// any process starts.
+func EffortRejected(t *testing.T, tr transports.Transport) {
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Effort: messages.EffortHigh}, func(int, messages.Event) {})
+	var me *messages.Error
+	if !errors.As(err, &me) || me.Code != messages.CodeUnsupported {
+		t.Fatalf("Open with effort: %v: want an unsupported *messages.Error", err)
 	}
-	return modelmock.ToolCall{Name: name, Input: b}
 }
 
 // GeminiTools are the tools of gemini and of qwen (its fork): a shell's
