@@ -17,7 +17,10 @@ func TestProfileAgent(t *testing.T) {
 	launched := 0
 	p := Profile{ID: "x", DisplayName: "X", Command: "xcli", Invocation: "--acp", Package: "@x/cli", Version: "1.2.3",
 		PlanMode: "plan", WorkMode: "build", ModePrefix: "m#",
-		Launch: func(transports.SessionSpec, string) ([]string, []string, error) { launched++; return []string{"--acp"}, nil, nil }}
+		Launch: func(transports.SessionSpec, string) ([]string, []string, error) {
+			launched++
+			return []string{"--acp"}, nil, nil
+		}}
 	a := p.Agent()
 	d := a.Descriptor
 	if d.ProcessModel != "one persistent `xcli --acp` process per session" || a.Install != "npm install @x/cli@1.2.3" || d.CLIVersion != "1.2.3" {
