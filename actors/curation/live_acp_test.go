@@ -1,10 +1,8 @@
 package curation
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,27 +56,7 @@ func liveACPSkill(t *testing.T, backend string, tr transports.Transport, specFor
 	spec := specFor(mock)
 	spec.SessionID, spec.Cwd, spec.Home, spec.Posture, spec.Provision = "cs_live2", repo, t.TempDir(), messages.PostureDefault, res.Plan
 	spec = spec.WithProvision()
-	ended := make(chan messages.Event, 1)
-	sink := func(turn int, ev messages.Event) {
-		if ev.Type == messages.EvTurnEnd || ev.Type == messages.EvEnded || ev.Type == messages.EvError {
-			select {
-			case ended <- ev:
-			default:
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	s, err := tr.Open(ctx, spec, sink)
-	require.NoError(t, err)
-	defer func() { _ = s.Close(context.Background()) }()
-	require.NoError(t, s.StartTurn(ctx, 1, "hello"))
-	select {
-	case ev := <-ended:
-		require.Equal(t, messages.EvTurnEnd, ev.Type, "%+v", ev)
-	case <-ctx.Done():
-		t.Fatal("the turn did not end")
-	}
+	liveTurn(t, tr, spec, "hello", 5*time.Minute, nil)
 	reqs := mock.MainRequests()
 	require.NotEmpty(t, reqs)
 	body := string(reqs[0].Body)
@@ -160,58 +138,9 @@ func liveACPMCP(t *testing.T, backend string, tr transports.Transport, tool stri
 	spec := specFor(mock)
 	spec.SessionID, spec.Cwd, spec.Home, spec.Posture, spec.Provision = "cs_live2", repo, t.TempDir(), messages.PostureDefault, res.Plan
 	spec = spec.WithProvision()
-	var mu sync.Mutex
-	var evs []messages.Event
-	more := make(chan struct{}, 1)
-	sink := func(turn int, ev messages.Event) {
-		mu.Lock()
-		evs = append(evs, ev)
-		mu.Unlock()
-		select {
-		case more <- struct{}{}:
-		default:
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	s, err := tr.Open(ctx, spec, sink)
-	require.NoError(t, err)
-	defer func() { _ = s.Close(context.Background()) }()
-	require.NoError(t, s.StartTurn(ctx, 1, "CALL MAGIC"))
-	answered := map[string]bool{}
-	var end *messages.Event
-	for end == nil {
-		mu.Lock()
-		var asks []messages.Event
-		for i := range evs {
-			switch evs[i].Type {
-			case messages.EvTurnEnd, messages.EvEnded, messages.EvError:
-				end = &evs[i]
-			case messages.EvClarification:
-				asks = append(asks, evs[i])
-			}
-		}
-		mu.Unlock()
-		if end != nil {
-			break
-		}
-		for _, ask := range asks {
-			if ask.Decision == "" && !answered[ask.ClarificationID] {
-				require.NoError(t, s.Answer(ctx, ask.ClarificationID, messages.DecisionAllowOnce, ""))
-				answered[ask.ClarificationID] = true
-			}
-		}
-		select {
-		case <-more:
-		case <-ctx.Done():
-			t.Fatalf("the turn did not end: %+v", evs)
-		}
-	}
-	require.Equal(t, messages.EvTurnEnd, end.Type, "%+v", end)
+	evs := liveTurn(t, tr, spec, "CALL MAGIC", 5*time.Minute, nil)
 	reqs := mock.MainRequests()
 	require.NotEmpty(t, reqs)
-	mu.Lock()
-	defer mu.Unlock()
 	var text strings.Builder
 	var results []string
 	for _, ev := range evs {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -138,54 +137,10 @@ func TestLiveClaudeSeesAndCallsAProvisionedMCPServer(t *testing.T) {
 	})
 
 	t.Run("a turn calls it", func(t *testing.T) {
-		var mu sync.Mutex
-		var evs []messages.Event
-		more := make(chan struct{}, 1)
-		sink := func(turn int, ev messages.Event) {
-			mu.Lock()
-			evs = append(evs, ev)
-			mu.Unlock()
-			select {
-			case more <- struct{}{}:
-			default:
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		s, err := tr.Open(ctx, spec, sink)
-		require.NoError(t, err)
-		defer func() { _ = s.Close(context.Background()) }()
-		require.NoError(t, s.StartTurn(ctx, 1, "CALL MAGIC"))
-		answered := false
-		for {
-			mu.Lock()
-			var end *messages.Event
-			var ask *messages.Event
-			for i := range evs {
-				switch evs[i].Type {
-				case messages.EvTurnEnd, messages.EvEnded, messages.EvError:
-					end = &evs[i]
-				case messages.EvClarification:
-					ask = &evs[i]
-				}
-			}
-			mu.Unlock()
-			if end != nil {
-				require.Equal(t, messages.EvTurnEnd, end.Type, "%+v", end)
-				require.Contains(t, end.Text, "xyzzy-provisioned", "the tool's answer reached the model")
-				break
-			}
-			if ask != nil && !answered {
-				require.Equal(t, "mcp__probe__magic_word", ask.ToolName)
-				require.NoError(t, s.Answer(ctx, ask.ClarificationID, messages.DecisionAllowOnce, ""))
-				answered = true
-			}
-			select {
-			case <-more:
-			case <-ctx.Done():
-				t.Fatalf("the turn did not end: %+v", evs)
-			}
-		}
+		evs := liveTurn(t, tr, spec, "CALL MAGIC", 3*time.Minute, func(ask messages.Event) {
+			require.Equal(t, "mcp__probe__magic_word", ask.ToolName)
+		})
+		require.Contains(t, evs[len(evs)-1].Text, "xyzzy-provisioned", "the tool's answer reached the model")
 		var sawTool bool
 		for _, r := range mock.MainRequests() {
 			if strings.Contains(string(r.Body), "mcp__probe__magic_word") {

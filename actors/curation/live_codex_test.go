@@ -1,9 +1,7 @@
 package curation
 
 import (
-	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,30 +28,7 @@ func TestLiveCodexSeesAProvisionedSkillNatively(t *testing.T) {
 	tr := codex.New(codex.WithBinary(bin))
 	spec := transports.SessionSpec{SessionID: "cs_live2", Cwd: repo, Model: "gpt-5.5", Posture: messages.PostureDefault,
 		Provision: res.Plan, Env: []string{codex.EnvBaseURL + "=" + mock.URL() + "/v1", codex.EnvAPIKey + "=sk-mock"}}.WithProvision()
-	var mu sync.Mutex
-	ended := make(chan messages.Event, 1)
-	sink := func(turn int, ev messages.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Type == messages.EvTurnEnd || ev.Type == messages.EvEnded || ev.Type == messages.EvError {
-			select {
-			case ended <- ev:
-			default:
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	s, err := tr.Open(ctx, spec, sink)
-	require.NoError(t, err)
-	defer func() { _ = s.Close(context.Background()) }()
-	require.NoError(t, s.StartTurn(ctx, 1, "hello"))
-	select {
-	case ev := <-ended:
-		require.Equal(t, messages.EvTurnEnd, ev.Type, "%+v", ev)
-	case <-ctx.Done():
-		t.Fatal("the turn did not end")
-	}
+	liveTurn(t, tr, spec, "hello", 3*time.Minute, nil)
 	reqs := mock.MainRequests()
 	require.NotEmpty(t, reqs)
 	require.Contains(t, string(reqs[0].Body), "probe-skill", "codex lists the provisioned skill")

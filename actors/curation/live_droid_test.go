@@ -1,12 +1,10 @@
 package curation
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,54 +55,7 @@ func TestLiveDroidSeesAndCallsAProvisionedMCPServer(t *testing.T) {
 	tr := droid.New(droid.WithBinary(bin))
 	spec := transports.SessionSpec{SessionID: "cs_live2", Cwd: repo, Home: user, Model: "custom:Loopback-Mock-(chat)-0",
 		Posture: messages.PostureDefault, Provision: plan}.WithProvision()
-	var mu sync.Mutex
-	var evs []messages.Event
-	more := make(chan struct{}, 1)
-	sink := func(turn int, ev messages.Event) {
-		mu.Lock()
-		evs = append(evs, ev)
-		mu.Unlock()
-		select {
-		case more <- struct{}{}:
-		default:
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	s, err := tr.Open(ctx, spec, sink)
-	require.NoError(t, err)
-	defer func() { _ = s.Close(context.Background()) }()
-	require.NoError(t, s.StartTurn(ctx, 1, "CALL MAGIC"))
-	answered := map[string]bool{}
-	for {
-		mu.Lock()
-		var end *messages.Event
-		var asks []messages.Event
-		for i := range evs {
-			switch evs[i].Type {
-			case messages.EvTurnEnd, messages.EvEnded, messages.EvError:
-				end = &evs[i]
-			case messages.EvClarification:
-				asks = append(asks, evs[i])
-			}
-		}
-		mu.Unlock()
-		if end != nil {
-			require.Equal(t, messages.EvTurnEnd, end.Type, "%+v", end)
-			break
-		}
-		for _, ask := range asks {
-			if ask.Decision == "" && !answered[ask.ClarificationID] {
-				require.NoError(t, s.Answer(ctx, ask.ClarificationID, messages.DecisionAllowOnce, ""))
-				answered[ask.ClarificationID] = true
-			}
-		}
-		select {
-		case <-more:
-		case <-ctx.Done():
-			t.Fatalf("the turn did not end: %+v", evs)
-		}
-	}
+	liveTurn(t, tr, spec, "CALL MAGIC", 3*time.Minute, nil)
 	// droid's first request, before the model's call could name the tool
 	// itself: the provisioned server's tool among its deferred tools
 	// (reached through ToolSearch or by name), the provisioned skill among

@@ -1,9 +1,6 @@
 package codex
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,123 +16,58 @@ import (
 const (
 	conformanceOutputCap = 4 << 10
 	conformanceLineCap   = 256 << 10
-	longLineBytes        = 1 << 20
 )
 
 // TestConformance runs the transport conformance suite against the real
-// codex CLI, its model scripted by modelmock from each case's turns.
+// codex CLI, its model scripted by modelmock from each case's turns: a
+// write is an apply_patch call (gated by Codex's approval policy in the
+// default posture); a slow action is a slowly streamed answer; a big
+// output is a read of a big file with a shell command. Codex's decline
+// carries no message of its own: one more rule answers the deny reason
+// the transport steers into the turn with the reply after the write.
 func TestConformance(t *testing.T) {
-	bin := codexBinary(t)
-	transporttest.Run(t, transporttest.Harness{
-		New: func(t *testing.T) transports.Transport {
-			return New(WithBinary(bin), WithOutputCap(conformanceOutputCap), WithLineCap(conformanceLineCap))
+	transporttest.RunCLI(t, transporttest.CLI{
+		Name: "codex",
+		Bin:  codexBinary(t),
+		New: func(bin string, outputCap int) transports.Transport {
+			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(conformanceLineCap))
 		},
-		Prepare: func(t *testing.T, c *transporttest.Case) transporttest.Setup {
-			return prepareConformance(t, c, bin)
+		Start: startMock,
+		Spec: func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
+			return transports.SessionSpec{Home: t.TempDir(), Model: mockModel, Env: mockEnv(mock)}
 		},
+		Acts: transporttest.Acts{
+			Write: func(s *transporttest.Steps, _ string, a transporttest.Action) {
+				s.Add(patchStepContent(a.Path, a.Content))
+			},
+			Slow: func(s *transporttest.Steps, _ *transporttest.Case, a transporttest.Action) {
+				s.Add(slowStep(a.Text, a.Duration))
+			},
+			Read: func(s *transporttest.Steps, _ string) { s.Add(shellStep("cat big.txt", false)) },
+		},
+		Rules: func(_ *transporttest.Case, tn transporttest.Turn, _ []modelmock.Step) []modelmock.Rule {
+			if afterDeny := replyAfterGatedWrite(tn); afterDeny != "" {
+				return []modelmock.Rule{{Match: modelmock.Match{Text: DenyPrefix}, Steps: []modelmock.Step{{Text: afterDeny}}}}
+			}
+			return nil
+		},
+		OutputCap: conformanceOutputCap,
 	})
 }
 
-// prepareConformance scripts the model for c: one rule per turn, keyed on
-// the turn's (unique) input, one model step per tool call; and one rule
-// answering the deny reason the transport steers into a turn after a
-// decline (Codex's decline carries no message of its own).
-func prepareConformance(t *testing.T, c *transporttest.Case, bin string) transporttest.Setup {
-	var sc modelmock.Scenario
-	for _, tn := range c.Turns {
-		steps, afterDeny := conformanceSteps(t, c, tn)
-		sc.Rules = append(sc.Rules, modelmock.Rule{Match: modelmock.Match{Text: tn.Input}, Steps: steps})
-		if afterDeny != "" {
-			sc.Rules = append(sc.Rules, modelmock.Rule{Match: modelmock.Match{Text: denyPrefix}, Steps: []modelmock.Step{{Text: afterDeny}}})
-		}
-	}
-	mock := startMock(t, &sc)
-	setup := transporttest.Setup{
-		Spec: transports.SessionSpec{
-			Home:  t.TempDir(),
-			Model: mockModel,
-			Env:   mockEnv(mock),
-		},
-		AgentSaw:  mock.Saw,
-		OutputCap: conformanceOutputCap,
-	}
-	fake := func(script string) transports.Transport {
-		path := filepath.Join(t.TempDir(), "codex")
-		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return New(WithBinary(path), WithOutputCap(conformanceOutputCap), WithLineCap(conformanceLineCap))
-	}
-	switch c.Fault {
-	case transporttest.FaultNone:
-	case transporttest.FaultBinaryMissing:
-		setup.Transport = New(WithBinary(filepath.Join(t.TempDir(), "no-such-codex")))
-	case transporttest.FaultImmediateExit:
-		setup.Transport = fake("echo 'fake codex: exiting at once' >&2\nexit 3\n")
-	case transporttest.FaultGarbageStdout:
-		setup.Transport = fake(fmt.Sprintf("echo 'this line is not JSON-RPC'\nexec %q \"$@\"\n", bin))
-	case transporttest.FaultLongLine:
-		setup.Transport = fake(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x\necho\nexec %q \"$@\"\n", longLineBytes, bin))
-	default:
-		t.Fatalf("unknown fault %v", c.Fault)
-	}
-	return setup
-}
-
-// denyPrefix starts the steering the transport sends after a deny.
-const denyPrefix = DenyPrefix
-
-// conformanceSteps turns a turn's actions into model steps: a reply joins
-// the step before unless that step called a tool; a write is an apply_patch
-// call (gated by Codex's approval policy in the default posture); a slow
-// action is a slowly streamed answer; a big output is a read of a big file
-// with a shell command. afterDeny is the reply that follows a gated write,
-// which the deny rule answers when the write is declined.
-func conformanceSteps(t *testing.T, c *transporttest.Case, tn transporttest.Turn) (steps []modelmock.Step, afterDeny string) {
-	var cur modelmock.Step
-	open, gatedBefore := false, false
-	flush := func() {
-		if open {
-			steps = append(steps, cur)
-		}
-		cur, open = modelmock.Step{}, false
-	}
+// replyAfterGatedWrite is the reply that follows the turn's last gated
+// write ("" without one).
+func replyAfterGatedWrite(tn transporttest.Turn) string {
+	reply, gated := "", false
 	for _, a := range tn.Actions {
-		switch a.Kind {
-		case transporttest.ActReply:
-			if gatedBefore {
-				afterDeny, gatedBefore = a.Text, false
-			}
-			if open && cur.Text != "" && cur.Tool == nil {
-				cur.Text += "\n" + a.Text
-			} else {
-				flush()
-				cur.Text, open = a.Text, true
-			}
-		case transporttest.ActWrite:
-			flush()
-			cur, open = patchStepContent(a.Path, a.Content), true
-			flush()
-			gatedBefore = a.Gated
-		case transporttest.ActSlow:
-			flush()
-			cur, open = slowStep(a.Text, a.Duration), true
-			flush()
-		case transporttest.ActBigOutput:
-			path := filepath.Join(c.Workspace, "big.txt")
-			line := strings.Repeat("x", 49) + "\n"
-			if err := os.WriteFile(path, []byte(strings.Repeat(line, a.Bytes/len(line)+1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			flush()
-			cur, open = shellStep("cat big.txt", false), true
-			flush()
-		default:
-			t.Fatalf("unknown action %v", a.Kind)
+		switch {
+		case a.Kind == transporttest.ActWrite:
+			gated = a.Gated
+		case a.Kind == transporttest.ActReply && gated:
+			reply, gated = a.Text, false
 		}
 	}
-	flush()
-	return steps, afterDeny
+	return reply
 }
 
 // patchStepContent adds path with content (whole lines) by apply_patch.

@@ -13,19 +13,10 @@ import (
 // open, so every branch runs) without panicking and without emitting an
 // event of an invalid type. Seeded from the reference capture.
 func FuzzReadLine(f *testing.F) {
-	for _, l := range readCapture(f, "codex_appserver.jsonl") {
-		if l.Dir == "<<" {
-			f.Add([]byte(l.Msg))
-		}
+	for _, l := range serverLines(f) {
+		f.Add(l)
 	}
-	for _, s := range []string{
-		`{"method":"item/started","params":{"turnId":"t","item":{"type":"fileChange","id":"i","changes":[{"path":"../x","kind":"add"}]}}}`,
-		`{"id":9,"method":"item/fileChange/requestApproval","params":{"itemId":"i"}}`,
-		`{"method":"turn/diff/updated","params":{"turnId":"t","diff":"diff --git a/x b/x\n+++ b/x\n+y\n"}}`,
-		`{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"total":{"inputTokens":-5}}}}`,
-		`{"method":"turn/completed","params":{"turn":{"id":"t","status":"failed","error":{"message":"boom"}}}}`,
-		`{"id":1,"error":{"code":1,"message":"x"}}`, `{"method":"x","params":[1,2]}`, `{"id":1.5e300,"result":null}`,
-	} {
+	for _, s := range decodeSeeds {
 		f.Add([]byte(s))
 	}
 	ws := New().workspace(f.TempDir()) // once: a directory per input made the workers too slow to answer

@@ -113,7 +113,7 @@ func TestLiveCommandApproval(t *testing.T) {
 	m := startMock(t, &modelmock.Scenario{Rules: []modelmock.Rule{
 		{Match: modelmock.Match{Text: "run it"}, Steps: []modelmock.Step{shellStep("touch ran.txt", false), {Text: "ran"}}},
 		{Match: modelmock.Match{Text: "run the other"}, Steps: []modelmock.Step{shellStep("touch other.txt", false), {Text: "ran"}}},
-		{Match: modelmock.Match{Text: denyPrefix}, Steps: []modelmock.Step{{Text: "understood, not running it"}}},
+		{Match: modelmock.Match{Text: DenyPrefix}, Steps: []modelmock.Step{{Text: "understood, not running it"}}},
 	}})
 	s, rec, ws := openLive(t, m, messages.PostureDefault)
 	for n, c := range []struct {

@@ -1,10 +1,8 @@
 package codex_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,11 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors"
-	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
-	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/codex"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/transporttest/runtimetest"
 )
 
 // TestRuntimeDrivesCodex runs a whole session through actors.Runtime on
@@ -27,62 +24,28 @@ import (
 // the same Codex thread.
 func TestRuntimeDrivesCodex(t *testing.T) {
 	bin := codex.CodexBinaryForTest(t)
-	slow := &modelmock.Scenario{Rules: append(modelmock.Reference().Rules, modelmock.Rule{
-		Match: modelmock.Match{Text: "TAKE YOUR TIME"},
-		Steps: []modelmock.Step{{Text: strings.Repeat("slow ", 120), Chunks: 120, ChunkDelay: modelmock.Duration(time.Second)}},
-	})}
-	mock, err := modelmock.Start(t, slow)
-	require.NoError(t, err)
-	work := t.TempDir()
-
-	cfg := config.Default()
-	cfg.Home = t.TempDir()
-	cfg.DefaultBackend = codex.ID
-	cfg.Supervision.ShutdownTimeout = config.Duration(10 * time.Second)
-	cfg.Env = map[string]string{codex.EnvBaseURL: mock.URL() + "/v1", codex.EnvAPIKey: "sk-mock", "HOME": t.TempDir()}
-	var events []messages.PersistedEvent
-	evCh := make(chan messages.PersistedEvent, 4096)
-	rt, err := actors.New(cfg,
-		actors.WithBackends(transports.NewRegistry(codex.New(codex.WithBinary(bin), codex.WithHomeRoot(t.TempDir())))),
-		actors.WithEventListener(func(_ string, ev messages.PersistedEvent) {
+	events := make(chan messages.PersistedEvent, 4096)
+	rig := runtimetest.New(t, "codex-e2e", runtimetest.Config{
+		Backend: codex.New(codex.WithBinary(bin), codex.WithHomeRoot(t.TempDir())),
+		Env: func(mock *modelmock.Server) map[string]string {
+			return map[string]string{codex.EnvBaseURL: mock.URL() + "/v1", codex.EnvAPIKey: "sk-mock"}
+		},
+		SlowChunks: 120,
+		Timeout:    5 * time.Minute,
+		Options: []actors.Option{actors.WithEventListener(func(_ string, ev messages.PersistedEvent) {
 			select {
-			case evCh <- ev:
+			case events <- ev:
 			default:
 			}
-		}))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		assert.NoError(t, rt.Close(ctx))
+		})},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	const scope = "codex-e2e"
 
-	st, err := rt.Start(ctx, scope, messages.Start{Brief: "TOOL:PATCH hello.txt hi-from-codex", Cwd: work, Model: "gpt-5.5"})
-	require.NoError(t, err)
-	sid := st.SessionID
-
-	r, err := rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
-	require.NoError(t, err)
-	require.Equal(t, messages.KindClarification, r.Kind, "%+v", r)
-	assert.Equal(t, codex.ToolApplyPatch, r.ToolName)
-	assert.NoFileExists(t, filepath.Join(work, "hello.txt"))
-	_, err = rt.Answer(ctx, scope, messages.Answer{SessionID: sid, ClarificationID: r.ClarificationID, Decision: messages.DecisionAllowOnce})
-	require.NoError(t, err)
-	r, err = rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid, IncludeDiff: true})
-	require.NoError(t, err)
-	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-	b, err := os.ReadFile(filepath.Join(work, "hello.txt"))
+	sid := rig.Start("TOOL:PATCH hello.txt hi-from-codex", "gpt-5.5")
+	r := rig.Allowed(sid, codex.ToolApplyPatch, filepath.Join(rig.Work, "hello.txt"))
+	b, err := os.ReadFile(filepath.Join(rig.Work, "hello.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "hi-from-codex\n", string(b))
-	require.NotNil(t, r.TurnDiff)
-	var files []string
-	for _, f := range r.TurnDiff.Files {
-		files = append(files, f.Path)
-	}
-	assert.Contains(t, strings.Join(files, " "), "hello.txt", "the runtime's diff names the patched file: %+v", r.TurnDiff)
+	runtimetest.DiffNames(t, r, "hello.txt")
 	assert.Zero(t, r.CostUSD, "codex reports no USD")
 
 	// Codex's own diff is kept on the turn's end, beside the runtime's
@@ -92,8 +55,7 @@ func TestRuntimeDrivesCodex(t *testing.T) {
 	var own *messages.TurnDiff
 	for seen := false; !seen; {
 		select {
-		case ev := <-evCh:
-			events = append(events, ev)
+		case ev := <-events:
 			if ev.Event.Type == messages.EvTurnEnd && ev.Turn == 1 {
 				own, seen = ev.Event.Diff, true
 			}
@@ -114,66 +76,17 @@ func TestRuntimeDrivesCodex(t *testing.T) {
 	}
 
 	// a command, denied with a reason
-	_, err = rt.Guide(ctx, scope, messages.Guide{SessionID: sid, Text: "TOOL:SHELL touch denied.txt"})
-	require.NoError(t, err)
-	r, err = rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
-	require.NoError(t, err)
-	require.Equal(t, messages.KindClarification, r.Kind, "%+v", r)
-	assert.Equal(t, codex.ToolShell, r.ToolName)
-	_, err = rt.Answer(ctx, scope, messages.Answer{SessionID: sid, ClarificationID: r.ClarificationID, Decision: messages.DecisionDeny, Reason: "no shell in this repo"})
-	require.NoError(t, err)
-	r, err = rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
-	require.NoError(t, err)
-	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-	assert.NoFileExists(t, filepath.Join(work, "denied.txt"))
-	assert.True(t, mock.Saw("no shell in this repo"), "the model received the deny reason")
+	rig.Denied(sid, "TOOL:SHELL touch denied.txt", codex.ToolShell)
+	assert.NoFileExists(t, filepath.Join(rig.Work, "denied.txt"))
 
 	// acceptEdits: a patch runs without asking
-	_, err = rt.SetPosture(ctx, scope, messages.SetPosture{SessionID: sid, Posture: messages.PostureAcceptEdits})
-	require.NoError(t, err)
-	_, err = rt.Guide(ctx, scope, messages.Guide{SessionID: sid, Text: "TOOL:PATCH second.txt no-asking"})
-	require.NoError(t, err)
-	r, err = rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
-	require.NoError(t, err)
-	require.Equal(t, messages.KindTurnComplete, r.Kind, "no clarification under acceptEdits: %+v", r)
-	assert.FileExists(t, filepath.Join(work, "second.txt"))
+	rig.AcceptEdits(sid, "TOOL:PATCH second.txt no-asking")
+	assert.FileExists(t, filepath.Join(rig.Work, "second.txt"))
 
 	// a slow turn: steered, then interrupted
-	_, err = rt.Guide(ctx, scope, messages.Guide{SessionID: sid, Text: "TAKE YOUR TIME"})
-	require.NoError(t, err)
-	n := len(mock.MainRequests())
-	require.Eventually(t, func() bool { return len(mock.MainRequests()) > n }, time.Minute, 20*time.Millisecond)
-	_, err = rt.Guide(ctx, scope, messages.Guide{SessionID: sid, Text: "steered: keep it short", Mode: messages.GuideSteer})
-	require.NoError(t, err)
-	_, err = rt.Interrupt(ctx, scope, messages.Interrupt{SessionID: sid})
-	require.NoError(t, err)
-	r, err = rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
-	require.NoError(t, err)
-	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-	assert.Equal(t, messages.TurnInterrupted, r.State)
-
-	stop, err := rt.Stop(ctx, scope, messages.Stop{SessionID: sid, Outcome: messages.OutcomeSuccess})
-	require.NoError(t, err)
-	assert.Equal(t, messages.OutcomeSuccess, stop.Outcome)
+	rig.SlowInterrupted(sid, "steered: keep it short")
 
 	// the record keeps Codex's thread id; resuming the record resumes it
-	rec, err := rt.Store().GetMeta(ctx, sid)
-	require.NoError(t, err)
-	require.Len(t, rec.Runs, 1)
-	ext := rec.Runs[0].ExternalSessionID
-	require.NotEmpty(t, ext)
-	_, err = rt.Resume(ctx, scope, messages.Resume{SessionID: sid, Brief: "what did I ask first?"})
-	require.NoError(t, err)
-	r, err = rt.ReadTurn(ctx, scope, messages.ReadTurn{SessionID: sid})
-	require.NoError(t, err)
-	require.Equal(t, messages.KindTurnComplete, r.Kind, "%+v", r)
-	assert.Equal(t, "PONG(model=gpt-5.5): what did I ask first?", r.Text)
-	last := mock.MainRequests()
-	assert.Contains(t, string(last[len(last)-1].Body), "hi-from-codex", "the thread's history came back with thread/resume")
-	_, err = rt.Stop(ctx, scope, messages.Stop{SessionID: sid})
-	require.NoError(t, err)
-	rec, err = rt.Store().GetMeta(ctx, sid)
-	require.NoError(t, err)
-	require.Len(t, rec.Runs, 2)
-	assert.Equal(t, ext, rec.Runs[1].ExternalSessionID)
+	// (thread/resume brings the thread's history)
+	rig.StopResumed(sid, "PONG(model=gpt-5.5): what did I ask first?", "hi-from-codex")
 }

@@ -418,16 +418,7 @@ func (s *Session) line(p *process, b []byte, over int) {
 		return
 	}
 	s.mu.Lock()
-	if m.Method == "turn/started" || m.Method == "turn/completed" {
-		// turn ids first: a turn/completed racing turn/start's response
-		// must still find its turn
-		var x common
-		_ = json.Unmarshal(m.Params, &x)
-		if x.Turn != nil {
-			s.core.turnStarted(x.Turn.ID)
-		}
-	}
-	fx := s.core.handle(m)
+	fx := s.core.step(m)
 	s.apply(fx)
 	s.mu.Unlock()
 }

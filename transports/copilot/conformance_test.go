@@ -5,18 +5,19 @@ import (
 	"testing"
 
 	"github.com/codesession/codesession/transports"
-	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/modelmock"
-	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
-	"github.com/codesession/codesession/transports/transporttest"
 )
 
+// backend is copilot for the shared ACP rigs, in its BYOK offline mode
+// against the mock.
 func backend(t testing.TB) acptest.Backend {
-	return acptest.Backend{
-		Bin:  subprocesstest.Find(t, EnvBinary, Agent().Install, "copilot"),
-		New:  func(opts ...acp.Option) transports.Transport { return New(opts...) },
-		Spec: mockSpec,
+	return acptest.Of(t, Agent(), acptest.Backend{
+		Spec: func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
+			return transports.SessionSpec{Home: acptest.SharedHome, Env: []string{
+				"COPILOT_OFFLINE=true", "COPILOT_PROVIDER_BASE_URL=" + mock.URL() + "/v1",
+				"COPILOT_PROVIDER_API_KEY=sk-mock", "COPILOT_MODEL=mock-model"}}
+		},
 		Tools: acptest.Tools{
 			Write: func(path, content string) modelmock.ToolCall {
 				return acptest.Call("create", map[string]any{"path": path, "file_text": content})
@@ -29,21 +30,9 @@ func backend(t testing.TB) acptest.Backend {
 			},
 		},
 		OutputCap: 4 << 10,
-		Skip: map[string]string{
-			transporttest.CaseClarifyDeny: "ACP carries no reason with a rejection, so the reason reaches the agent with the next prompt, not in this turn; TestDenyReasonNextTurn checks the deny",
-		},
-	}
-}
-
-// mockSpec is Copilot's BYOK offline mode against the mock.
-func mockSpec(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
-	return transports.SessionSpec{Home: acptest.SharedHome, Env: []string{
-		"COPILOT_OFFLINE=true", "COPILOT_PROVIDER_BASE_URL=" + mock.URL() + "/v1",
-		"COPILOT_PROVIDER_API_KEY=sk-mock", "COPILOT_MODEL=mock-model"}}
+	})
 }
 
 func TestMain(m *testing.M) { os.Exit(acptest.Home(m, "codesession-copilot-test-")) }
 
-func TestConformance(t *testing.T) {
-	transporttest.Run(t, acptest.Harness(backend(t)))
-}
+func TestConformance(t *testing.T) { acptest.Conformance(t, backend(t)) }

@@ -2,7 +2,6 @@ package copilot
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -22,14 +21,8 @@ const PinnedVersion = "1.0.102"
 // install); else `copilot` is looked up on PATH.
 const EnvBinary = "CODESESSION_COPILOT_BIN"
 
+// modeURL starts copilot's mode ids.
 const modeURL = "https://agentclientprotocol.com/protocol/session-modes#"
-
-var modes = map[messages.Posture]string{
-	messages.PosturePlan:        modeURL + "plan",
-	messages.PostureDefault:     modeURL + "agent",
-	messages.PostureAcceptEdits: modeURL + "agent",
-	messages.PostureFull:        modeURL + "agent",
-}
 
 // effortMap is seed 003's copilot row: --reasoning-effort, 1:1.
 var effortMap = map[messages.Effort]string{
@@ -93,12 +86,16 @@ func New(opts ...acp.Option) *acp.Transport { return acp.New(Agent(), opts...) }
 
 // Agent is copilot as the ACP client drives it.
 func Agent() acp.Agent {
-	return acp.Agent{
-		Descriptor: descriptor(),
-		Command:    "copilot",
-		EnvBinary:  EnvBinary,
-		Package:    "@github/copilot",
-		Install:    "npm install @github/copilot@" + PinnedVersion,
+	return acp.Profile{
+		ID: ID, DisplayName: "GitHub Copilot CLI",
+		Command: "copilot", Invocation: "--acp", EnvBinary: EnvBinary,
+		Package: "@github/copilot", Version: PinnedVersion,
+		PlanMode: "plan", WorkMode: "agent", ModePrefix: modeURL, PlanLabel: "mode plan",
+		Efforts:       effortMap,
+		EffortNote:    "effort and model are set at start only",
+		HonorsAllowed: true,
+		AllowedNote:   "allowedTools is set at start only (--available-tools), by tool: a pattern such as Bash(git *), an MCP tool and an empty list are refused",
+		Cost:          messages.CostSubscription,
 		ParseVersion: func(out string) string {
 			// "GitHub Copilot CLI 1.0.102." and an update hint
 			for _, f := range strings.Fields(out) {
@@ -108,9 +105,17 @@ func Agent() acp.Agent {
 			}
 			return ""
 		},
-		Launch: launch,
-		Modes:  modes,
-	}
+		Launch:    launch,
+		Strengths: []string{"runs offline against any OpenAI-compatible server (BYOK)"},
+		Briefing: "GitHub Copilot CLI runs as one persistent `copilot --acp` process per session. Allow-all " +
+			"stays off, so each gated call passes the workspace gate and the posture: plan selects Copilot's " +
+			"plan mode; acceptEdits allows edits inside the workspace; full allows every call inside it. " +
+			"Model (--model), effort (--reasoning-effort) and allowedTools (--available-tools: Read→view, Write→create, " +
+			"Edit→edit, Glob, Grep, LS→view, Bash→bash, Task→task, or copilot's own names) are set at start. Verified with Copilot CLI " + PinnedVersion + ".",
+		Attach: "copilot --resume {sessionId}",
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.copilot", "~/.cache/copilot", "~/.config/github-copilot"}},
+	}.Agent()
 }
 
 // Args is the argv after the binary for spec.
@@ -142,52 +147,4 @@ func launch(spec transports.SessionSpec, scratch string) ([]string, []string, er
 		return nil, nil, err
 	}
 	return args, []string{"COPILOT_AUTO_UPDATE=false"}, nil
-}
-
-func descriptor() messages.Descriptor {
-	return messages.Descriptor{
-		ID:             ID,
-		DisplayName:    "GitHub Copilot CLI",
-		ProcessModel:   "one persistent `copilot --acp` process per session",
-		Protocol:       "Agent Client Protocol (JSON-RPC 2.0 over stdio)",
-		Granularity:    messages.GranularityStream,
-		ClarifySupport: true,
-		HonorsAllowed:  true,
-		Resume:         messages.ResumeNative,
-		ModelSelection: messages.ModelPerSession,
-		EffortSupport:  messages.EffortAtStart,
-		EffortMap:      maps.Clone(effortMap),
-		PostureMap: map[messages.Posture]string{
-			messages.PosturePlan:        "mode plan",
-			messages.PostureDefault:     "mode agent, asks",
-			messages.PostureAcceptEdits: "mode agent, edits allowed",
-			messages.PostureFull:        "mode agent, all allowed",
-		},
-		EditToolNames: acp.EditToolNames(),
-		Live: messages.LiveControls{
-			Interrupt:  true,
-			SetPosture: true,
-			GuideModes: []messages.GuideMode{messages.GuideQueue, messages.GuideInterrupt},
-		},
-		Cost: messages.CostSubscription,
-		Strengths: []string{
-			"streams text, tool calls and results over ACP",
-			"asks before shell commands and edits (clarifications answered mid-turn)",
-			"runs offline against any OpenAI-compatible server (BYOK)",
-		},
-		Weaknesses: []string{
-			"effort and model are set at start only",
-			"a deny's reason reaches the agent with the next prompt (ACP has no field for it)",
-			"allowedTools is set at start only (--available-tools), by tool: a pattern such as Bash(git *), an MCP tool and an empty list are refused",
-		},
-		BriefingNotes: "GitHub Copilot CLI runs as one persistent `copilot --acp` process per session. Allow-all " +
-			"stays off, so each gated call passes the workspace gate and the posture: plan selects Copilot's " +
-			"plan mode; acceptEdits allows edits inside the workspace; full allows every call inside it. " +
-			"Model (--model), effort (--reasoning-effort) and allowedTools (--available-tools: Read→view, Write→create, " +
-			"Edit→edit, Glob, Grep, LS→view, Bash→bash, Task→task, or copilot's own names) are set at start. Verified with Copilot CLI " + PinnedVersion + ".",
-		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "copilot --resume {sessionId}"},
-		CLIVersion:     PinnedVersion,
-		// the CLI's own state, writable inside the Landlock confinement
-		Containment: &messages.Containment{ListsHome: true, StateDirs: []string{"~/.copilot", "~/.cache/copilot", "~/.config/github-copilot"}},
-	}
 }

@@ -1,12 +1,10 @@
 package grok
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/transporttest"
@@ -64,32 +62,16 @@ func prepareConformance(t *testing.T, c *transporttest.Case) transporttest.Setup
 			return err == nil && strings.Contains(string(b), jsonEscape(substr))
 		},
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrap := func(script string) transports.Transport {
-		path := filepath.Join(t.TempDir(), "grok")
-		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+	if c.Fault != transporttest.FaultNone {
+		exe, err := os.Executable()
+		if err != nil {
 			t.Fatal(err)
 		}
-		tr, _ := fakeGrokTransport(t, rules, WithLineCap(conformanceLineCap), WithBinary(path))
-		return tr
+		setup.Transport = transporttest.CLI{Name: "grok", Bin: exe, New: func(bin string, _ int) transports.Transport {
+			tr, _ := fakeGrokTransport(t, rules, WithLineCap(conformanceLineCap), WithBinary(bin))
+			return tr
+		}}.Fault(t, c, 0)
 	}
-	switch c.Fault {
-	case transporttest.FaultNone:
-	case transporttest.FaultBinaryMissing:
-		setup.Transport = New(WithBinary(filepath.Join(t.TempDir(), "no-such-grok")))
-	case transporttest.FaultImmediateExit:
-		setup.Transport = wrap("echo 'fake grok: exiting at once' >&2\nexit 3\n")
-	case transporttest.FaultGarbageStdout:
-		setup.Transport = wrap(fmt.Sprintf("echo 'this line is not grok json'\nexec %q \"$@\"\n", exe))
-	case transporttest.FaultLongLine:
-		setup.Transport = wrap(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x\necho\nexec %q \"$@\"\n", 1<<20, exe))
-	default:
-		t.Fatalf("unknown fault %v", c.Fault)
-	}
-	_ = time.Second
 	return setup
 }
 

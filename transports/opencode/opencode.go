@@ -2,7 +2,6 @@ package opencode
 
 import (
 	"encoding/json"
-	"maps"
 	"strings"
 
 	"github.com/codesession/codesession/messages"
@@ -26,30 +25,35 @@ const EnvBinary = "CODESESSION_OPENCODE_BIN"
 // provider) that the session's config is built on.
 const EnvConfig = "CODESESSION_OPENCODE_CONFIG"
 
-// modes: opencode offers its agents as the "mode" config option.
-var modes = map[messages.Posture]string{
-	messages.PosturePlan:        "plan",
-	messages.PostureDefault:     "build",
-	messages.PostureAcceptEdits: "build",
-	messages.PostureFull:        "build",
-}
-
 // New returns the opencode transport.
 func New(opts ...acp.Option) *acp.Transport { return acp.New(Agent(), opts...) }
 
-// Agent is opencode as the ACP client drives it.
+// Agent is opencode as the ACP client drives it: its agents, offered as
+// the "mode" config option, are the modes.
 func Agent() acp.Agent {
-	return acp.Agent{
-		Descriptor:   descriptor(),
-		Command:      "opencode",
-		EnvBinary:    EnvBinary,
-		Package:      "opencode-ai",
-		Install:      "npm install opencode-ai@" + PinnedVersion,
-		ParseVersion: func(out string) string { return strings.TrimPrefix(subprocess.LastField(out), "v") },
-		Launch:       launch,
-		Documented:   []string{"OPENCODE_*"},
-		Modes:        modes,
-	}
+	return acp.Profile{
+		ID: ID, DisplayName: "OpenCode",
+		Command: "opencode", Invocation: "acp", EnvBinary: EnvBinary,
+		Package: "opencode-ai", Version: PinnedVersion,
+		PlanMode: "plan", WorkMode: "build",
+		Efforts:    effortMap,
+		EffortNote: "effort and model are set at start only; the effort is the agents' reasoningEffort option, which OpenAI-style providers take (reasoning_effort)",
+		Launch:     LaunchAs("OPENCODE", EnvConfig),
+		Documented: []string{"OPENCODE_*"},
+		Strengths:  []string{"any provider opencode supports, named provider/model"},
+		Briefing: "OpenCode runs as one persistent `opencode acp` process per session, with --cwd set to the " +
+			"session's directory. Its per-session configuration sets edits, shell and fetch to ask, so each " +
+			"call passes the workspace gate and the posture: plan selects opencode's read-only plan agent; " +
+			"acceptEdits allows edits inside the workspace; full allows every call inside it. The model is " +
+			"provider/model, set at start; an effort is set at start as the agents' reasoningEffort option " +
+			"(low, medium, high; max is xhigh). Verified with opencode " + PinnedVersion + ".",
+		// the project positional is required: without it opencode opens
+		// the session in whatever directory the shell is in (a template
+		// with {cwd} is refused for a record without a cwd)
+		Attach: "opencode {cwd} --session {sessionId}",
+		// the CLI's own state, writable inside the Landlock confinement
+		Containment: &messages.Containment{StateDirs: []string{"~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"}},
+	}.Agent()
 }
 
 // Config returns the session's opencode configuration: base (the caller's
@@ -138,72 +142,25 @@ func WithEffort(cfg json.RawMessage, effort messages.Effort) (json.RawMessage, e
 	return json.Marshal(m)
 }
 
-func launch(spec transports.SessionSpec, scratch string) ([]string, []string, error) {
-	cfg, err := Config(json.RawMessage(subprocess.EnvValue(spec.Env, EnvConfig)), spec.Model, SkillPaths(spec)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	if cfg, err = WithEffort(cfg, spec.Effort); err != nil {
-		return nil, nil, err
-	}
-	env := []string{
-		"OPENCODE_CONFIG_CONTENT=" + string(cfg),
-		"OPENCODE_DISABLE_AUTOUPDATE=1",
-		"OPENCODE_DISABLE_MODELS_FETCH=1",
-		"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
-	}
-	return []string{"acp", "--cwd", spec.Cwd}, env, nil
-}
-
-func descriptor() messages.Descriptor {
-	return messages.Descriptor{
-		ID:             ID,
-		DisplayName:    "OpenCode",
-		ProcessModel:   "one persistent `opencode acp` process per session",
-		Protocol:       "Agent Client Protocol (JSON-RPC 2.0 over stdio)",
-		Granularity:    messages.GranularityStream,
-		ClarifySupport: true,
-		HonorsAllowed:  false,
-		Resume:         messages.ResumeNative,
-		ModelSelection: messages.ModelPerSession,
-		EffortSupport:  messages.EffortAtStart,
-		EffortMap:      maps.Clone(effortMap),
-		PostureMap: map[messages.Posture]string{
-			messages.PosturePlan:        "mode plan (read-only)",
-			messages.PostureDefault:     "mode build, asks",
-			messages.PostureAcceptEdits: "mode build, edits allowed",
-			messages.PostureFull:        "mode build, all allowed",
-		},
-		EditToolNames: acp.EditToolNames(),
-		Live: messages.LiveControls{
-			Interrupt:  true,
-			SetPosture: true,
-			GuideModes: []messages.GuideMode{messages.GuideQueue, messages.GuideInterrupt},
-		},
-		Cost: messages.CostMetered,
-		Strengths: []string{
-			"streams text, tool calls and results over ACP",
-			"asks before edits and shell commands (clarifications answered mid-turn)",
-			"any provider opencode supports, named provider/model",
-		},
-		Weaknesses: []string{
-			"effort and model are set at start only; the effort is the agents' reasoningEffort option, which OpenAI-style providers take (reasoning_effort)",
-			"a deny's reason reaches the agent with the next prompt (ACP has no field for it)",
-			"allowedTools cannot be honoured: the posture is the boundary",
-		},
-		BriefingNotes: "OpenCode runs as one persistent `opencode acp` process per session, with --cwd set to the " +
-			"session's directory. Its per-session configuration sets edits, shell and fetch to ask, so each " +
-			"call passes the workspace gate and the posture: plan selects opencode's read-only plan agent; " +
-			"acceptEdits allows edits inside the workspace; full allows every call inside it. The model is " +
-			"provider/model, set at start; an effort is set at start as the agents' reasoningEffort option " +
-			"(low, medium, high; max is xhigh). Verified with opencode " + PinnedVersion + ".",
-		// the project positional is required: without it opencode opens
-		// the session in whatever directory the shell is in (a template
-		// with {cwd} is refused for a record without a cwd)
-		ExternalAttach: &messages.ExternalAttach{CommandTemplate: "opencode {cwd} --session {sessionId}"},
-		CLIVersion:     PinnedVersion,
-		// the CLI's own state, writable inside the Landlock confinement
-		Containment: &messages.Containment{StateDirs: []string{"~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"}},
+// LaunchAs is the launch of opencode or a CLI built from it (kilo) whose
+// variables are named prefix_*: the session's configuration (Config from
+// the JSON in envConfig, the model, the skills, the effort) in
+// prefix_CONFIG_CONTENT, no autoupdate, no models fetch, no LSP download,
+// plus prefix_<extra> for each extra ("DISABLE_SHARE=1"); `acp --cwd`.
+func LaunchAs(prefix, envConfig string, extra ...string) func(transports.SessionSpec, string) ([]string, []string, error) {
+	return func(spec transports.SessionSpec, scratch string) ([]string, []string, error) {
+		cfg, err := Config(json.RawMessage(subprocess.EnvValue(spec.Env, envConfig)), spec.Model, SkillPaths(spec)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if cfg, err = WithEffort(cfg, spec.Effort); err != nil {
+			return nil, nil, err
+		}
+		env := []string{prefix + "_CONFIG_CONTENT=" + string(cfg)}
+		for _, kv := range append([]string{"DISABLE_AUTOUPDATE=1", "DISABLE_MODELS_FETCH=1", "DISABLE_LSP_DOWNLOAD=1"}, extra...) {
+			env = append(env, prefix+"_"+kv)
+		}
+		return []string{"acp", "--cwd", spec.Cwd}, env, nil
 	}
 }
 

@@ -1,12 +1,8 @@
 package qwen
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/codesession/codesession/messages"
-	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/acp/acptest"
 )
@@ -20,11 +16,4 @@ func TestLivePosture(t *testing.T) {
 
 // TestEffortRejected: qwen has no effort knob, so an effort is refused
 // loudly before any process starts.
-func TestEffortRejected(t *testing.T) {
-	tr := New(acp.WithBinary("/bin/true"))
-	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Effort: messages.EffortHigh}, func(int, messages.Event) {})
-	var me *messages.Error
-	if !errors.As(err, &me) || me.Code != messages.CodeUnsupported {
-		t.Fatalf("Open with effort: %v: want an unsupported *messages.Error", err)
-	}
-}
+func TestEffortRejected(t *testing.T) { acptest.EffortRejected(t, New(acp.WithBinary("/bin/true"))) }

@@ -1,22 +1,25 @@
-// Package acptest is what the ACP backends' tests share (each finds its
-// pinned CLI with subprocesstest.Find): a transporttest harness that
-// scripts modelmock from a conformance case in the agent's own tool
-// vocabulary, plus the fake binaries of the bad cases. It is imported by
-// tests only.
+// Package acptest is what the ACP backends' tests share: the Backend of
+// an agent (Of finds its pinned CLI), its conformance run (a
+// transporttest.CLI scripting modelmock in the agent's own tool
+// vocabulary) and the live rigs of its pool, postures, attach and
+// containment. It is imported by tests only.
 package acptest
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
@@ -24,9 +27,8 @@ import (
 // pass through of a read of transporttest.BigOutputBytes, the line cap
 // below the long-line fault's line.
 const (
-	OutputCap     = 16 << 10
-	LineCap       = 768 << 10
-	longLineBytes = 1 << 20
+	OutputCap = 16 << 10
+	LineCap   = 768 << 10
 )
 
 // Home makes one HOME for every session of a test binary, removed when
@@ -72,6 +74,15 @@ type Backend struct {
 	Skip map[string]string
 }
 
+// Of is a's Backend: b with the pinned CLI found (subprocesstest.Find:
+// a's EnvBinary, else its command on PATH; a skip, or a failure under
+// CI, without it) and the transport built on a.
+func Of(t testing.TB, a acp.Agent, b Backend) Backend {
+	b.Bin = subprocesstest.Find(t, a.EnvBinary, a.Install, a.Command)
+	b.New = func(opts ...acp.Option) transports.Transport { return acp.New(a, opts...) }
+	return b
+}
+
 func (b Backend) outputCap() int {
 	if b.OutputCap > 0 {
 		return b.OutputCap
@@ -84,108 +95,85 @@ func Options(extra ...acp.Option) []acp.Option {
 	return append([]acp.Option{acp.WithOutputCap(OutputCap), acp.WithLineCap(LineCap)}, extra...)
 }
 
-// Harness is the transporttest harness of b.
+// denyReason is why no ACP backend acts out the clarify-deny case.
+const denyReason = "ACP carries no reason with a rejection, so the reason reaches the agent with the next prompt, not in this turn; TestDenyReasonNextTurn checks the deny"
+
+// Conformance runs the transport conformance suite against b.
+func Conformance(t *testing.T, b Backend) { transporttest.Run(t, Harness(b)) }
+
+// Harness is the transporttest harness of b: the agent's tools act out
+// the actions; a slow action streams its text in two chunks Duration
+// apart, so the first arrives at once and the turn then keeps running.
 func Harness(b Backend) transporttest.Harness {
-	return transporttest.Harness{
+	skip := map[string]string{transporttest.CaseClarifyDeny: denyReason}
+	maps.Copy(skip, b.Skip)
+	return transporttest.CLI{
+		Name: "fake-agent",
+		Bin:  b.Bin,
+		New: func(bin string, outputCap int) transports.Transport {
+			return b.New(Options(acp.WithOutputCap(outputCap), acp.WithBinary(bin))...)
+		},
+		Spec: b.Spec,
+		Acts: transporttest.Acts{
+			Write: func(s *transporttest.Steps, path string, a transporttest.Action) {
+				s.Call(b.Tools.Write(path, a.Content))
+			},
+			Read: func(s *transporttest.Steps, path string) { s.Call(b.Tools.Read(path)) },
+			Slow: func(s *transporttest.Steps, _ *transporttest.Case, a transporttest.Action) {
+				s.Open(modelmock.Step{Text: a.Text + " " + strings.Repeat(".", 8), Chunks: 2, ChunkDelay: modelmock.Duration(a.Duration)})
+			},
+		},
+		OutputCap: b.outputCap(),
 		// An agent CLI starts in seconds on an idle machine and in minutes
 		// on a loaded one; the bound only stops hangs.
 		Timeout: 2*time.Minute + 15*time.Second,
-		New:     func(t *testing.T) transports.Transport { return b.New(Options(acp.WithBinary(b.Bin))...) },
-		Prepare: func(t *testing.T, c *transporttest.Case) transporttest.Setup {
-			if why, ok := b.Skip[c.Name]; ok {
-				t.Skip(why)
-			}
-			return Prepare(t, c, b)
-		},
-	}
-}
-
-// Prepare scripts the mock for c and returns the case's setup.
-func Prepare(t *testing.T, c *transporttest.Case, b Backend) transporttest.Setup {
-	var sc modelmock.Scenario
-	for _, tn := range c.Turns {
-		sc.Rules = append(sc.Rules, modelmock.Rule{Match: modelmock.Match{Text: tn.Input}, Steps: Steps(t, c, tn, b.Tools)})
-	}
-	mock, err := modelmock.Start(t, &sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	setup := transporttest.Setup{Spec: b.Spec(t, mock), AgentSaw: mock.Saw, OutputCap: b.outputCap()}
-	fake := func(script string) transports.Transport {
-		path := filepath.Join(t.TempDir(), "fake-agent")
-		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return b.New(Options(acp.WithOutputCap(b.outputCap()), acp.WithBinary(path))...)
-	}
-	switch c.Fault {
-	case transporttest.FaultNone:
-	case transporttest.FaultBinaryMissing:
-		setup.Transport = b.New(acp.WithBinary(filepath.Join(t.TempDir(), "no-such-agent")))
-	case transporttest.FaultImmediateExit:
-		setup.Transport = fake("echo 'fake agent: exiting at once' >&2\nexit 3\n")
-	case transporttest.FaultGarbageStdout:
-		setup.Transport = fake(fmt.Sprintf("echo 'this line is not ACP'\nexec %q \"$@\"\n", b.Bin))
-	case transporttest.FaultLongLine:
-		setup.Transport = fake(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x\necho\nexec %q \"$@\"\n", longLineBytes, b.Bin))
-	default:
-		t.Fatalf("unknown fault %v", c.Fault)
-	}
-	return setup
-}
-
-// Steps turns a case turn's actions into model steps: a reply joins the
-// step before unless that one called a tool; a tool call ends its step;
-// a slow action streams its text in two chunks Duration apart, so the
-// first arrives at once and the turn then keeps running.
-func Steps(t *testing.T, c *transporttest.Case, tn transporttest.Turn, tools Tools) []modelmock.Step {
-	var steps []modelmock.Step
-	var cur modelmock.Step
-	open := false
-	flush := func() {
-		if open {
-			steps = append(steps, cur)
-		}
-		cur, open = modelmock.Step{}, false
-	}
-	for _, a := range tn.Actions {
-		switch a.Kind {
-		case transporttest.ActReply:
-			if open && cur.Text != "" {
-				cur.Text += "\n" + a.Text
-			} else {
-				cur.Text, open = a.Text, true
-			}
-		case transporttest.ActWrite:
-			call := tools.Write(filepath.Join(c.Workspace, filepath.FromSlash(a.Path)), a.Content)
-			cur.Tool, open = &call, true
-			flush()
-		case transporttest.ActSlow:
-			flush()
-			cur = modelmock.Step{Text: a.Text + " " + strings.Repeat(".", 8), Chunks: 2, ChunkDelay: modelmock.Duration(a.Duration)}
-			open = true
-		case transporttest.ActBigOutput:
-			path := filepath.Join(c.Workspace, "big.txt")
-			line := strings.Repeat("x", 49) + "\n"
-			if err := os.WriteFile(path, []byte(strings.Repeat(line, a.Bytes/len(line)+1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			call := tools.Read(path)
-			cur.Tool, open = &call, true
-			flush()
-		default:
-			t.Fatalf("unknown action %v", a.Kind)
-		}
-	}
-	flush()
-	return steps
+		Skip:    skip,
+	}.Harness()
 }
 
 // Call is a tool call with input marshalled from v.
-func Call(name string, v map[string]any) modelmock.ToolCall {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
+func Call(name string, v map[string]any) modelmock.ToolCall { return transporttest.Call(name, v) }
+
+// EffortRejected checks that tr (an agent without an effort setting)
+// refuses an effort loudly, with an unsupported *messages.Error, before
+// any process starts.
+func EffortRejected(t *testing.T, tr transports.Transport) {
+	_, err := tr.Open(context.Background(), transports.SessionSpec{Cwd: t.TempDir(), Effort: messages.EffortHigh}, func(int, messages.Event) {})
+	var me *messages.Error
+	if !errors.As(err, &me) || me.Code != messages.CodeUnsupported {
+		t.Fatalf("Open with effort: %v: want an unsupported *messages.Error", err)
 	}
-	return modelmock.ToolCall{Name: name, Input: b}
+}
+
+// GeminiTools are the tools of gemini and of qwen (its fork): a shell's
+// cat shows a file whole, where read_file reports "Read lines 1-2000 of
+// ..." over ACP, not the content.
+var GeminiTools = Tools{
+	Write: func(path, content string) modelmock.ToolCall {
+		return Call("write_file", map[string]any{"file_path": path, "content": content})
+	},
+	Read: func(path string) modelmock.ToolCall {
+		return Call("run_shell_command", map[string]any{"command": "cat " + path, "description": "print the big file"})
+	},
+}
+
+// OpencodeTools are the tools of opencode and of kilo (its fork).
+var OpencodeTools = Tools{
+	Write: func(path, content string) modelmock.ToolCall {
+		return Call("write", map[string]any{"filePath": path, "content": content})
+	},
+	Read: func(path string) modelmock.ToolCall { return Call("read", map[string]any{"filePath": path}) },
+}
+
+// OpencodeSpec points opencode or kilo at the mock through a provider
+// (mock/mock-model, mock/mock-model-2) in the JSON configuration the
+// variable envConfig holds.
+func OpencodeSpec(envConfig string) func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
+	return func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
+		provider := `{"provider":{"mock":{"npm":"@ai-sdk/openai-compatible","name":"Loopback Mock",` +
+			`"options":{"baseURL":"` + mock.URL() + `/v1","apiKey":"sk-mock"},` +
+			`"models":{"mock-model":{"name":"Mock Model","tool_call":true,"limit":{"context":128000,"output":8192}},` +
+			`"mock-model-2":{"name":"Mock Model 2","tool_call":true,"limit":{"context":128000,"output":8192}}}}}}`
+		return transports.SessionSpec{Home: SharedHome, Model: "mock/mock-model", Env: []string{envConfig + "=" + provider}}
+	}
 }
