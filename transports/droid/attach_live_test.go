@@ -49,7 +49,7 @@ func TestLiveAttachCommandFindsTheSessionButCannotRunHeadless(t *testing.T) {
 	l := newLive(t, sc, liveOpts{})
 	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "remember the word marmalade"))
 	require.Equal(t, messages.TurnCompleted, l.rec.turnEnd(t, 1).State, dump(l.rec.all()))
-	ext := l.sess.(*session).ext
+	ext := l.sess.(*session).Ext
 	l.close()
 
 	bin := droidBinary(t)
