@@ -439,25 +439,11 @@ func (c *core) setPosture(p messages.Posture) { c.cfg.posture = p }
 // status 1"), tail the end of its stderr.
 func (c *core) Exited(how cli.ExitKind, status, tail string) effects {
 	var e effects
-	c.Dead = true
-	detail := cli.Detail(status, tail)
 	if c.Running && c.settling {
 		c.close(&e) // its result was in: the turn is complete
 	}
-	switch {
-	case c.Running && how == cli.ExitInterrupt:
-		ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.acc.num,
-			Text: "the turn was interrupted: claude did not stop in time and was signalled (" + status + ")"}
-		c.endTurn(&e)
-		e.Emit(c.Number, ev)
-	case c.Running:
-		c.Fatal = true
-		c.endTurn(&e)
-		e.Emit(c.Number, messages.Event{Type: messages.EvError, Fatal: true, Text: "claude exited mid-turn " + detail})
-	default:
-		e.Emit(0, messages.Event{Type: messages.EvWarning,
-			Text: fmt.Sprintf("claude exited between turns %s; the next turn starts it again", detail)})
-	}
+	interrupted := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.acc.num, Text: cli.Signalled("claude", status)}
+	c.Exit(&e, "claude", how, status, tail, "", interrupted, c.endTurn)
 	return e
 }
 

@@ -37,10 +37,7 @@ import (
 // slower (warmpool.Settling watches its CPU time). A start takes a
 // settled process first, else one still settling.
 //
-// Pooled processes are contained like sessions: each starts through proc
-// under its own group of the runtime's kit (watchdog, cgroup, boot-sweep
-// record), is killed when discarded, drained when the runtime closes
-// (DrainWarm), and once adopted its group is closed with the session.
+// Pooled processes are contained like sessions (see transports/cli).
 
 // warmKey is what a pooled process must share with the start that adopts it.
 type warmKey struct {
@@ -82,7 +79,7 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 	if spec.AllowedTools != nil {
 		tools = strings.Join(spec.AllowedTools, "\x00")
 	}
-	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(t.cfg.Environ(os.Environ(), spec)), effort: spec.Effort,
+	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(t.Cfg.Environ(os.Environ(), spec)), effort: spec.Effort,
 		tools: tools, appendPrompt: spec.AppendSystemPrompt, namedModel: spec.Model != ""}
 }
 

@@ -12,9 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/cli"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // Line is one parsed stdout line: one of the types below.
@@ -149,6 +152,18 @@ func (ControlResponse) lineType() string { return "control_response" }
 func (ControlCancel) lineType() string   { return "control_cancel_request" }
 func (StreamEvent) lineType() string     { return "stream_event" }
 func (l Unknown) lineType() string       { return l.Type }
+
+// backend is claude-code as the kit drives it: the decoder, the interrupt
+// request (cancelling queued steering), and Close's stop: stdin closed,
+// SIGTERM after 3 s, SIGKILL after 2 s more.
+var backend = cli.Backend[Line]{
+	Name:   "claude",
+	Decode: Decode,
+	Interrupt: func(id string) []byte {
+		return controlRequestLine(id, map[string]any{"subtype": "interrupt", "cancel_queued": true})
+	},
+	Stop: []subprocess.Step{{Wait: 3 * time.Second, Signal: syscall.SIGTERM}, {Wait: 2 * time.Second, Signal: syscall.SIGKILL}},
+}
 
 // Decode reads one stdout line for the kit; pure. A control response is
 // the reply to a control request of the host (its error_code mapped to

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
-	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // Compile-time checks of the abilities a claude-code session has.
@@ -23,18 +21,6 @@ var (
 	_ transports.PostureSetter = (*session)(nil)
 )
 
-// backend is claude-code as the kit drives it: the decoder, the interrupt
-// request (cancelling queued steering), and Close's stop: stdin closed,
-// SIGTERM after 3 s, SIGKILL after 2 s more.
-var backend = cli.Backend[Line]{
-	Name:   "claude",
-	Decode: Decode,
-	Interrupt: func(id string) []byte {
-		return controlRequestLine(id, map[string]any{"subtype": "interrupt", "cancel_queued": true})
-	},
-	Stop: []subprocess.Step{{Wait: 3 * time.Second, Signal: syscall.SIGTERM}, {Wait: 2 * time.Second, Signal: syscall.SIGKILL}},
-}
-
 // session is one claude-code session: the kit's shell (process, replies,
 // emitter, interrupt, Answer, Close) around core, plus the ops that are
 // claude-code's own.
@@ -45,13 +31,13 @@ type session struct {
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin, ext string, ws gate.Workspace) *session {
 	c := newSessionCore(t, spec, ext, ws, spec.ResumeExternalID != "")
-	return &session{Shell: cli.NewShell(backend, &t.cfg, spec, sink, bin, ext, c), t: t}
+	return &session{Shell: cli.NewShell(backend, &t.Cfg, spec, sink, bin, ext, c), t: t}
 }
 
 // newSessionCore is a session's core: the transport's caps, the spec's
 // tools and posture, and the workspace gate.
 func newSessionCore(t *Transport, spec transports.SessionSpec, ext string, ws gate.Workspace, resumed bool) *core {
-	return newCore(coreConfig{outputCap: t.cfg.OutputCap, lineCap: t.cfg.LineCap, allowed: spec.AllowedTools,
+	return newCore(coreConfig{outputCap: t.Cfg.OutputCap, lineCap: t.Cfg.LineCap, allowed: spec.AllowedTools,
 		resumed: resumed, externalID: ext, posture: spec.Posture,
 		gate: func(tool string, input json.RawMessage) error { return gateCheck(ws, tool, input) }})
 }
@@ -88,7 +74,7 @@ func versionNote(version string) string {
 func (s *session) boot(ctx context.Context, resume bool) (version string, err error) {
 	// a boot slot (bounded by the caller's context), held until the
 	// handshake is over; the start timeout bounds only the handshake
-	release, err := s.t.cfg.Boot(ctx)
+	release, err := s.t.Cfg.Boot(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -99,7 +85,7 @@ func (s *session) boot(ctx context.Context, resume bool) (version string, err er
 	if err != nil {
 		return "", messages.Wrap(messages.CodeInternal, messages.OpStart, err, fmt.Sprintf("cannot start %s: %v", s.Bin, err))
 	}
-	limit := s.t.cfg.StartTimeout
+	limit := s.t.Cfg.StartTimeout
 	hctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	// The handshake is bounded by the start timeout alone: on a loaded
@@ -216,7 +202,7 @@ func (s *session) SetModel(ctx context.Context, model string, effort messages.Ef
 // control sends a control request and waits for its response, bounded by
 // ctx and the control timeout. An error response is a typed error.
 func (s *session) control(ctx context.Context, op string, req map[string]any) (cli.Reply, error) {
-	return s.controlWithin(ctx, op, req, s.t.cfg.ControlTimeout)
+	return s.controlWithin(ctx, op, req, s.t.Cfg.ControlTimeout)
 }
 
 // controlWithin is control bounded by limit instead of the control timeout.

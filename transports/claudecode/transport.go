@@ -49,7 +49,7 @@ type InterruptDeadlines = cli.InterruptDeadlines
 // Transport is the claude-code backend on the CLI kit (transports/cli). It
 // is safe for concurrent use; each Open starts an independent process.
 type Transport struct {
-	cfg                                cli.Config
+	cli.Base
 	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
 
@@ -78,7 +78,8 @@ var (
 
 // New returns the claude-code transport.
 func New(opts ...Option) *Transport {
-	t := &Transport{cfg: cli.Config{
+	t := &Transport{Slot: newWarmSlot()}
+	t.Base = cli.NewBase(cli.Config{
 		CLI: subprocess.CLI{Name: "claude", Command: "claude", EnvVar: EnvBinary,
 			Install: "npm install @anthropic-ai/claude-code@" + PinnedVersion},
 		OutputCap: DefaultOutputCap, LineCap: DefaultLineCap, ControlTimeout: DefaultControlTimeout,
@@ -92,25 +93,9 @@ func New(opts ...Option) *Transport {
 		},
 		// "2.1.328 (Claude Code)"
 		Probe: subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField},
-	}}
-	t.Slot = newWarmSlot()
-	if n, ok := t.cfg.Apply(opts); ok {
-		t.SetWarmPool(n)
-	}
+	}, descriptor, t.Slot, opts)
 	return t
 }
-
-// Descriptor returns the capability descriptor.
-func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
-
-// Binary returns the claude executable the transport would run with the
-// given extra environment (EnvBinary in env wins over the process's own),
-// or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) { return t.cfg.Find(env) }
-
-// Probe runs `claude --version` with a session's environment, bounded by
-// ctx and DefaultProbeTimeout.
-func (t *Transport) Probe(ctx context.Context) messages.Availability { return t.cfg.Availability(ctx) }
 
 // Open starts one claude process for the session, completes the
 // initialize handshake and emits EvStarted (turn 0) with the session id:
@@ -119,7 +104,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability { return t.
 // spec, unsupported when the CLI is missing, internal (with the end of its
 // stderr) when it exits or does not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	spec, pr, err := t.cfg.Prepare(spec, sink)
+	spec, pr, err := t.Cfg.Prepare(spec, sink)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +238,3 @@ var scrubbed = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE
 func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
 	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv, Scrub: scrubbed}
 }
-
-// CheckEnv refuses a start when founder credentials are in the daemon's
-// environment and not named for this backend (proc.EnvPolicy.Check).
-func (t *Transport) CheckEnv(spec transports.SessionSpec) error { return t.cfg.CheckEnv(spec) }

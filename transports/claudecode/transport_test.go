@@ -35,7 +35,7 @@ func TestBuildArgs(t *testing.T) {
 
 func TestBuildEnv(t *testing.T) {
 	buildEnv := func(base []string, spec transports.SessionSpec, extra []string) []string {
-		return New(WithEnv(extra...)).cfg.Environ(base, spec)
+		return New(WithEnv(extra...)).Cfg.Environ(base, spec)
 	}
 	base := []string{"PATH=/bin", "HOME=/root", "NODE_OPTIONS=--inspect", "OPENAI_API_KEY=sk-other", "CLAUDECODE=1",
 		"ANTHROPIC_API_KEY=from-the-caller", "GITEA_TOKEN=founder", "UNRELATED=1"}

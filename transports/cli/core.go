@@ -162,3 +162,29 @@ func (a *Asked[Q]) Withdraw(id string) (Q, bool) {
 
 // Clear drops every pending question (the turn ended).
 func (a *Asked[Q]) Clear() { clear(a.pending) }
+
+// Exit takes the end of the process for a core whose turn bookkeeping is
+// t: a turn being interrupted ends with interrupted (its EvTurnEnd), a
+// running one with a fatal EvError (the session refuses further turns),
+// else a warning between turns that says how the next turn starts it
+// again (restart). end closes the core's own turn state first.
+func (t *Turn) Exit(e *Effects, name string, how ExitKind, status, tail, restart string, interrupted messages.Event, end func(*Effects)) {
+	t.Dead = true
+	switch {
+	case t.Running && how == ExitInterrupt:
+		end(e)
+		e.Emit(t.Number, interrupted)
+	case t.Running:
+		t.Fatal = true
+		end(e)
+		e.Emit(t.Number, messages.Event{Type: messages.EvError, Fatal: true, Text: name + " exited mid-turn " + Detail(status, tail)})
+	default:
+		e.Emit(0, messages.Event{Type: messages.EvWarning,
+			Text: fmt.Sprintf("%s exited between turns %s; the next turn starts it again%s", name, Detail(status, tail), restart)})
+	}
+}
+
+// Signalled is the text of a turn the escalation ended.
+func Signalled(name, status string) string {
+	return "the turn was interrupted: " + name + " did not stop in time and was signalled (" + status + ")"
+}

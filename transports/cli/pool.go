@@ -10,7 +10,11 @@ import (
 
 // The warm-pool glue of a kit transport: the transport embeds a
 // *warmpool.Slot keyed by what cannot change after its CLI's boot, and
-// uses these for the rest.
+// uses these for the rest. Pooled processes are contained like sessions:
+// each starts through proc under its own group of the runtime's kit
+// (WarmGroup: watchdog, cgroup, boot-sweep record), is killed when
+// discarded, drained when the runtime closes (DrainWarm), and once adopted
+// its group is closed with the session (Shell.OwnGroup).
 
 // Adopt hands a start a pooled item of key when one fits: it takes idle
 // items until adopt accepts one (one that cannot take the start's settings

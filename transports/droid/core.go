@@ -362,24 +362,12 @@ func (c *core) setPosture(p messages.Posture) { c.posture = p }
 // exited takes the end of the process.
 func (c *core) Exited(how cli.ExitKind, status, tail string) effects {
 	var e effects
-	c.Dead = true
-	detail := cli.Detail(status, tail)
-	switch {
-	case c.Running && how == cli.ExitInterrupt:
-		text := "the turn was interrupted: droid did not stop in time and was signalled (" + status + ")"
+	interrupted := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.rounds, Text: cli.Signalled("droid", status)}
+	if c.Running && how == cli.ExitInterrupt {
 		if kept := c.keepPartial(&e); kept != "" {
-			text = kept + "\n[" + text + "]"
+			interrupted.Text = kept + "\n[" + interrupted.Text + "]"
 		}
-		ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.rounds, Text: text}
-		c.endTurn(&e)
-		e.Emit(c.Number, ev)
-	case c.Running:
-		c.Fatal = true
-		c.endTurn(&e)
-		e.Emit(c.Number, messages.Event{Type: messages.EvError, Fatal: true, Text: "droid exited mid-turn " + detail})
-	default:
-		e.Emit(0, messages.Event{Type: messages.EvWarning,
-			Text: fmt.Sprintf("droid exited between turns %s; the next turn starts it again with droid.load_session", detail)})
 	}
+	c.Exit(&e, "droid", how, status, tail, " with droid.load_session", interrupted, c.endTurn)
 	return e
 }

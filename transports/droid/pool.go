@@ -38,10 +38,7 @@ import (
 // (ResumeExternalID) never uses the pool: it is droid.load_session on a
 // process of its own.
 //
-// Pooled processes are contained like sessions: each starts through proc
-// under its own group of the runtime's kit (watchdog, cgroup, boot-sweep
-// record), is killed when discarded, drained when the runtime closes
-// (DrainWarm), and once adopted its group is closed with the session.
+// Pooled processes are contained like sessions (see transports/cli).
 
 // warmKey is what a pooled process must share with the start that adopts it.
 type warmKey struct {
@@ -69,7 +66,7 @@ func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
 }
 
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
-	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(t.cfg.Environ(os.Environ(), spec)), namedModel: spec.Model != ""}
+	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(t.Cfg.Environ(os.Environ(), spec)), namedModel: spec.Model != ""}
 }
 
 // adoptWarm hands the start a pooled process when one fits (cli.Adopt);
@@ -99,7 +96,7 @@ func (t *Transport) bootWarm(ctx context.Context, kit *prockit.Kit, spec transpo
 	spec.Procs = g
 	s := newSession(t, spec, func(int, messages.Event) {}, bin, transports.NewUUID(), nil)
 	s.OwnGroup = g
-	hctx, cancel := context.WithTimeout(ctx, t.cfg.StartTimeout)
+	hctx, cancel := context.WithTimeout(ctx, t.Cfg.StartTimeout)
 	defer cancel()
 	if _, err := s.initialize(hctx, false, messages.OpStart); err != nil {
 		s.Discard()
@@ -139,7 +136,7 @@ func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink 
 	if spec.Model != w.model {
 		extra = map[string]any{"modelId": spec.Model}
 	}
-	hctx, cancel := context.WithTimeout(ctx, s.t.cfg.StartTimeout)
+	hctx, cancel := context.WithTimeout(ctx, s.t.Cfg.StartTimeout)
 	defer cancel()
 	if err := s.applySettings(hctx, p, messages.OpStart, extra); err != nil {
 		return err

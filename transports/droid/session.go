@@ -41,7 +41,7 @@ type session struct {
 }
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin, ext string, ws *gate.Workspace) *session {
-	sh := cli.NewShell(backend, &t.cfg, spec, sink, bin, ext, newSessionCore(t, spec, ws))
+	sh := cli.NewShell(backend, &t.Cfg, spec, sink, bin, ext, newSessionCore(t, spec, ws))
 	sh.NewID = func() string { return sh.Core.nextID() } // our turn messages and requests share the core's ids
 	return &session{Shell: sh, t: t}
 }
@@ -49,7 +49,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 // newSessionCore is a session's core: the transport's caps, the posture
 // and the workspace gate, with request ids of its own.
 func newSessionCore(t *Transport, spec transports.SessionSpec, ws *gate.Workspace) *core {
-	return newCore(coreConfig{outputCap: t.cfg.OutputCap, lineCap: t.cfg.LineCap, ws: ws, posture: spec.Posture,
+	return newCore(coreConfig{outputCap: t.Cfg.OutputCap, lineCap: t.Cfg.LineCap, ws: ws, posture: spec.Posture,
 		idPrefix: "cs-" + transports.RandomHex(4) + "-"})
 }
 
@@ -68,7 +68,7 @@ func (s *session) open(ctx context.Context) error {
 // start spawns a process and runs the handshake: initialize (or load),
 // then the session settings. Its errors are typed.
 func (s *session) start(ctx context.Context, resume bool, op string) error {
-	hctx, cancel := context.WithTimeout(ctx, s.t.cfg.StartTimeout)
+	hctx, cancel := context.WithTimeout(ctx, s.t.Cfg.StartTimeout)
 	defer cancel()
 	p, err := s.initialize(hctx, resume, op)
 	if err != nil {
@@ -221,9 +221,9 @@ func (s *session) SetPosture(ctx context.Context, p messages.Posture) error {
 // bounded by ctx and the control timeout (the start timeout for the
 // handshake). An error response is a typed error.
 func (s *session) call(ctx context.Context, op, method string, params any) (cli.Reply, error) {
-	limit := s.t.cfg.ControlTimeout
+	limit := s.t.Cfg.ControlTimeout
 	if method == methodInitialize || method == methodLoad {
-		limit = s.t.cfg.StartTimeout
+		limit = s.t.Cfg.StartTimeout
 	}
 	return s.Request(ctx, op, method, limit, func(id string) []byte { return requestLine(id, method, params) })
 }

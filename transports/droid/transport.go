@@ -39,7 +39,7 @@ type InterruptDeadlines = cli.InterruptDeadlines
 // Transport is the droid backend on the CLI kit (transports/cli). It is
 // safe for concurrent use; each Open starts an independent process.
 type Transport struct {
-	cfg                                cli.Config
+	cli.Base
 	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
 
@@ -65,29 +65,16 @@ var (
 
 // New returns the droid transport.
 func New(opts ...Option) *Transport {
-	t := &Transport{cfg: cli.Config{
+	t := &Transport{Slot: newWarmSlot()}
+	t.Base = cli.NewBase(cli.Config{
 		CLI:       subprocess.CLI{Name: "droid", Command: "droid", EnvVar: EnvBinary, Install: "npm install droid@" + PinnedVersion},
 		OutputCap: DefaultOutputCap, LineCap: DefaultLineCap, ControlTimeout: DefaultControlTimeout,
 		StartTimeout: DefaultStartTimeout, Deadlines: DefaultInterruptDeadlines, Policy: envPolicy,
 		// it needs no login (a bring-your-own-key model needs none at all)
 		Probe: subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField},
-	}}
-	t.Slot = newWarmSlot()
-	if n, ok := t.cfg.Apply(opts); ok {
-		t.SetWarmPool(n)
-	}
+	}, descriptor, t.Slot, opts)
 	return t
 }
-
-// Descriptor returns the capability descriptor.
-func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
-
-// Binary returns the droid executable the transport would run with the
-// given extra environment, or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) { return t.cfg.Find(env) }
-
-// Probe runs `droid --version`, bounded by ctx and DefaultProbeTimeout.
-func (t *Transport) Probe(ctx context.Context) messages.Availability { return t.cfg.Availability(ctx) }
 
 // Open starts one droid process for the session, completes the handshake
 // (droid.initialize_session with a fresh UUID, or droid.load_session of
@@ -100,7 +87,7 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability { return t.
 // when the CLI is missing, internal or timeout when droid exits or does
 // not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	spec, pr, err := t.cfg.Prepare(spec, sink)
+	spec, pr, err := t.Cfg.Prepare(spec, sink)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +98,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	if p := spec.Provision; p != nil && p.Home != "" {
 		// the plan's HOME (its .factory/mcp.json and skills), with the
 		// user's own ~/.factory linked in (actors/curation laid it out)
-		user := cmp.Or(subprocess.EnvValue(spec.Env, "HOME"), subprocess.EnvValue(t.cfg.Env, "HOME"), spec.Home, os.Getenv("HOME"))
+		user := cmp.Or(subprocess.EnvValue(spec.Env, "HOME"), subprocess.EnvValue(t.Cfg.Env, "HOME"), spec.Home, os.Getenv("HOME"))
 		if err := transports.OverlayHome(p.Home, user, ".factory"); err != nil {
 			return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot lay out the session's provisioned HOME")
 		}
@@ -162,7 +149,3 @@ var documentedEnv = []string{"FACTORY_*", "DROID_*"}
 func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
 	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
 }
-
-// CheckEnv refuses a start when founder credentials are in the daemon's
-// environment and not named for this backend (proc.EnvPolicy.Check).
-func (t *Transport) CheckEnv(spec transports.SessionSpec) error { return t.cfg.CheckEnv(spec) }
