@@ -73,24 +73,19 @@ func (l *live) open() {
 }
 
 // close closes the session now (the cleanup's Close is then a no-op).
-func (l *live) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(l.t, l.sess.Close(ctx))
-}
+func (l *live) close() { clitest.Close(l.t, l.sess, 20*time.Second) }
 
 func ctxFor(t testing.TB, d time.Duration) context.Context { return clitest.Ctx(t, d) }
 
-// turnEvent is one recorded sink call.
-type turnEvent struct {
-	turn int
-	ev   messages.Event
-}
-
-// recorder collects a session's events (clitest.Recorder).
-type recorder struct {
-	*clitest.Recorder[turnEvent]
-}
+// turnEvent is one recorded sink call; recorder collects a session's
+// events (clitest.Recorder) under the names this package's tests use.
+type (
+	turnEvent struct {
+		turn int
+		ev   messages.Event
+	}
+	recorder struct{ *clitest.Recorder[turnEvent] }
+)
 
 func newRecorder() *recorder {
 	return &recorder{clitest.NewRecorder(func(turn int, ev messages.Event) turnEvent { return turnEvent{turn, ev} })}

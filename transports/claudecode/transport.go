@@ -22,8 +22,8 @@ const EnvBinary = "CODESESSION_CLAUDE_BIN"
 
 // Defaults of the options.
 const (
-	DefaultOutputCap      = 64 << 10
-	DefaultLineCap        = 16 << 20
+	DefaultOutputCap      = cli.DefaultOutputCap
+	DefaultLineCap        = cli.DefaultLineCap
 	DefaultControlTimeout = 15 * time.Second
 	// DefaultStartTimeout bounds the initialize handshake once the CLI has
 	// a boot slot. It only stops a hang: on a loaded two-core machine a

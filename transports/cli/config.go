@@ -13,6 +13,12 @@ import (
 	"github.com/codesession/codesession/transports/subprocess"
 )
 
+// Defaults every kit backend has taken so far.
+const (
+	DefaultOutputCap = 64 << 10 // a tool result's output
+	DefaultLineCap   = 16 << 20 // one stdout line
+)
+
 // InterruptDeadlines are the escalation steps of an interrupt: after the
 // interrupt request the turn gets Grace to end; then the process group
 // gets SIGINT, SIGTERM after AfterINT, and SIGKILL after AfterTERM.

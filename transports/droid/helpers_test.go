@@ -81,11 +81,7 @@ func (l *live) open() {
 }
 
 // close closes the session now (the cleanup's Close is then a no-op).
-func (l *live) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(l.t, l.sess.Close(ctx))
-}
+func (l *live) close() { clitest.Close(l.t, l.sess, 30*time.Second) }
 
 func ctxFor(t testing.TB, d time.Duration) context.Context { return clitest.Ctx(t, d) }
 

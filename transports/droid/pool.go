@@ -40,6 +40,9 @@ import (
 //
 // Pooled processes are contained like sessions (see transports/cli).
 
+// A droid transport is a warm pooler.
+var _ transports.WarmPooler = (*Transport)(nil)
+
 // warmKey is what a pooled process must share with the start that adopts it.
 type warmKey struct {
 	kit        *prockit.Kit
@@ -73,21 +76,13 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 // ok is false when the start must boot its own. The refill waits for the
 // adopting session's first turn: a boot is seconds of CPU, which on two
 // cores would slow the very turn the pool just sped up.
-func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws *gate.Workspace) (s *session, refill func(), ok bool) {
-	w, refill, ok := cli.Adopt(t.Slot, t.warmKey(spec, bin), spec,
+func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws *gate.Workspace) (*warmProc, func(), bool) {
+	return cli.Adopt(t.Slot, t.warmKey(spec, bin), spec,
 		func(ctx context.Context, kit *prockit.Kit, tmpl transports.SessionSpec) (*warmProc, error) {
 			return t.bootWarm(ctx, kit, tmpl, bin)
 		},
 		func(w *warmProc) error { return w.adopt(ctx, spec, sink, ws) }, (*warmProc).discard)
-	if !ok {
-		return nil, refill, false
-	}
-	return w.s, refill, true
 }
-
-// RefillDelay bounds how long the pool waits for a session's first turn to
-// end before it boots the session's replacement anyway.
-const RefillDelay = warmpool.RefillDelay
 
 // bootWarm starts and initializes a process for the pool, under a group of
 // its own in kit. Its session emits nothing until a start adopts it.

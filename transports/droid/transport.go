@@ -15,14 +15,10 @@ import (
 	"github.com/codesession/codesession/transports/warmpool"
 )
 
-// EnvBinary names the droid executable when no WithBinary option is given
-// (CI sets it to the pinned install); else `droid` is looked up on PATH.
-const EnvBinary = "CODESESSION_DROID_BIN"
-
 // Defaults of the options.
 const (
-	DefaultOutputCap      = 64 << 10
-	DefaultLineCap        = 16 << 20
+	DefaultOutputCap      = cli.DefaultOutputCap
+	DefaultLineCap        = cli.DefaultLineCap
 	DefaultControlTimeout = 30 * time.Second
 	DefaultStartTimeout   = 2 * time.Minute
 	DefaultProbeTimeout   = time.Minute // a backstop: droid --version took 13-21 s on a loaded 2-core machine; callers bound it tighter
@@ -31,10 +27,7 @@ const (
 // DefaultInterruptDeadlines: after droid.interrupt_session the turn gets
 // Grace to end; then the process group gets SIGINT, SIGTERM after
 // AfterINT, and SIGKILL after AfterTERM.
-var DefaultInterruptDeadlines = InterruptDeadlines{Grace: 10 * time.Second, AfterINT: 3 * time.Second, AfterTERM: 3 * time.Second}
-
-// InterruptDeadlines are the escalation steps of an interrupt.
-type InterruptDeadlines = cli.InterruptDeadlines
+var DefaultInterruptDeadlines = cli.InterruptDeadlines{Grace: 10 * time.Second, AfterINT: 3 * time.Second, AfterTERM: 3 * time.Second}
 
 // Transport is the droid backend on the CLI kit (transports/cli). It is
 // safe for concurrent use; each Open starts an independent process.
@@ -42,11 +35,6 @@ type Transport struct {
 	cli.Base
 	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
-
-var (
-	_ transports.Transport  = (*Transport)(nil)
-	_ transports.WarmPooler = (*Transport)(nil)
-)
 
 // Option configures a Transport: the kit's options, of which droid takes
 // WithBinary, WithEnv, WithOutputCap, WithLineCap, WithControlTimeout
@@ -62,19 +50,6 @@ var (
 	WithControlTimeout, WithStartTimeout = cli.WithControlTimeout, cli.WithStartTimeout
 	WithInterruptDeadlines               = cli.WithInterruptDeadlines
 )
-
-// New returns the droid transport.
-func New(opts ...Option) *Transport {
-	t := &Transport{Slot: newWarmSlot()}
-	t.Base = cli.NewBase(cli.Config{
-		CLI:       subprocess.CLI{Name: "droid", Command: "droid", EnvVar: EnvBinary, Install: "npm install droid@" + PinnedVersion},
-		OutputCap: DefaultOutputCap, LineCap: DefaultLineCap, ControlTimeout: DefaultControlTimeout,
-		StartTimeout: DefaultStartTimeout, Deadlines: DefaultInterruptDeadlines, Policy: envPolicy,
-		// it needs no login (a bring-your-own-key model needs none at all)
-		Probe: subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField},
-	}, descriptor, t.Slot, opts)
-	return t
-}
 
 // Open starts one droid process for the session, completes the handshake
 // (droid.initialize_session with a fresh UUID, or droid.load_session of
@@ -109,14 +84,10 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	warm, refill, ok := t.adoptWarm(ctx, spec, sink, pr.Bin, pr.Workspace)
 	if ok {
-		warm.RefillAfterFirstTurn(refill)
-		return warm, nil
+		warm.s.RefillAfterFirstTurn(refill)
+		return warm.s, nil
 	}
-	ext := spec.ResumeExternalID
-	if ext == "" {
-		ext = transports.NewUUID()
-	}
-	s := newSession(t, spec, sink, pr.Bin, ext, pr.Workspace)
+	s := newSession(t, spec, sink, pr.Bin, cmp.Or(spec.ResumeExternalID, transports.NewUUID()), pr.Workspace)
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
@@ -148,4 +119,17 @@ var documentedEnv = []string{"FACTORY_*", "DROID_*"}
 // envPolicy is the droid environment policy of a session.
 func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
 	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
+}
+
+// New returns the droid transport.
+func New(opts ...Option) *Transport {
+	t := &Transport{Slot: newWarmSlot()}
+	t.Base = cli.NewBase(cli.Config{
+		CLI:       subprocess.CLI{Name: "droid", Command: "droid", EnvVar: EnvBinary, Install: "npm install droid@" + PinnedVersion},
+		OutputCap: DefaultOutputCap, LineCap: DefaultLineCap, ControlTimeout: DefaultControlTimeout,
+		StartTimeout: DefaultStartTimeout, Deadlines: DefaultInterruptDeadlines, Policy: envPolicy,
+		// it needs no login (a bring-your-own-key model needs none at all)
+		Probe: subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField},
+	}, descriptor, t.Slot, opts)
+	return t
 }

@@ -17,7 +17,18 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/modelmock"
 )
+
+// RememberWord is the scenario of a resume test: turn 1 asks the model to
+// remember word ("Noted."), a later "what was the word" is answered with
+// it, so a model request that carries turn 1 shows the session resumed.
+func RememberWord(word string) *modelmock.Scenario {
+	return &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{Text: word}, Steps: []modelmock.Step{{Text: "Noted."}}},
+		{Match: modelmock.Match{Text: "what was the word"}, Steps: []modelmock.Step{{Text: "It was " + word + "."}}},
+	}}
+}
 
 // Record is one sink call.
 type Record struct {
@@ -151,6 +162,13 @@ func Open(t testing.TB, tr transports.Transport, spec transports.SessionSpec, si
 		require.NoError(t, s.Close(ctx))
 	})
 	return s
+}
+
+// Close closes s within d now, failing the test on an error (a cleanup's
+// Close after it is a no-op).
+func Close(t testing.TB, s transports.Session, d time.Duration) {
+	t.Helper()
+	require.NoError(t, s.Close(Ctx(t, d)))
 }
 
 // Ctx is a context that ends after d or with the test.
