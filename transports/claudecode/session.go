@@ -95,7 +95,7 @@ func (s *session) boot(ctx context.Context, resume bool) (version string, err er
 		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = s.Close(cctx)
 		ccancel()
-		return "", s.StartErr(p, messages.OpStart, "the initialize request", err)
+		return "", s.StartErr(p, messages.OpStart, "at start", "the initialize request", err)
 	}
 	var info struct {
 		Version string `json:"claude_code_version"`

@@ -494,8 +494,9 @@ func (s *Shell[M, C]) forget(id string) {
 }
 
 // StartErr is the error of a failed handshake: what went wrong with the
-// end of the CLI's stderr (an exit waits up to 5 s for its status).
-func (s *Shell[M, C]) StartErr(p *Proc, op, what string, err error) error {
+// end of the CLI's stderr (an exit waits up to 5 s for its status). where
+// says where it exited ("at start"), what the request it did not answer.
+func (s *Shell[M, C]) StartErr(p *Proc, op, where, what string, err error) error {
 	if errors.Is(err, ErrExited) {
 		select {
 		case <-p.Exited():
@@ -515,7 +516,7 @@ func (s *Shell[M, C]) StartErr(p *Proc, op, what string, err error) error {
 	e := &messages.Error{Code: messages.CodeInternal, Op: op, Err: err}
 	switch {
 	case errors.Is(err, ErrExited):
-		e.Message = fmt.Sprintf("%s exited during %s (%s): %s", s.b.Name, what, status, tail)
+		e.Message = fmt.Sprintf("%s exited %s (%s): %s", s.b.Name, where, status, tail)
 	case messages.IsCode(err, messages.CodeTimeout):
 		e.Code, e.Retryable = messages.CodeTimeout, true
 		e.Message = fmt.Sprintf("%s did not answer %s in time; stderr: %s", s.b.Name, what, tail)

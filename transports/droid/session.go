@@ -98,7 +98,7 @@ func (s *session) initialize(hctx context.Context, resume bool, op string) (*cli
 		delete(params, "cwd")
 	}
 	if _, err := s.call(hctx, op, method, params); err != nil {
-		return nil, s.StartErr(p, op, method, err)
+		return nil, s.StartErr(p, op, "during "+method, method, err)
 	}
 	return p, nil
 }
@@ -115,7 +115,7 @@ func (s *session) applySettings(hctx context.Context, p *cli.Proc, op string, ex
 		params[k] = v
 	}
 	if _, err := s.call(hctx, op, methodUpdateSettings, params); err != nil {
-		return s.StartErr(p, op, methodUpdateSettings, err)
+		return s.StartErr(p, op, "during "+methodUpdateSettings, methodUpdateSettings, err)
 	}
 	s.checkSettings(posture)
 	return nil
