@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
-	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/cli/clitest"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
@@ -21,11 +21,7 @@ import (
 // flag claude does not know fails here.
 func TestLiveAttachCommandResumesTheSession(t *testing.T) {
 	t.Parallel()
-	sc := &modelmock.Scenario{Rules: []modelmock.Rule{
-		{Match: modelmock.Match{Text: "marmalade"}, Steps: []modelmock.Step{{Text: "Noted."}}},
-		{Match: modelmock.Match{Text: "what was the word"}, Steps: []modelmock.Step{{Text: "It was marmalade."}}},
-	}}
-	l := newLive(t, sc, liveOpts{})
+	l := newLive(t, clitest.RememberWord("marmalade"), liveOpts{})
 	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "remember the word marmalade"))
 	require.Equal(t, messages.TurnCompleted, l.rec.turnEnd(t, 1).State, dump(l.rec.all()))
 	started, _ := l.rec.wait(t, time.Second, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })

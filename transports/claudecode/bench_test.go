@@ -115,9 +115,9 @@ func BenchmarkParseAndMap(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if !c.running {
-			_, _ = c.startTurn(c.turn+1, "x")
+		if !c.Running {
+			_, _ = c.startTurn(c.Number+1, "x")
 		}
-		_ = c.line(l)
+		_ = c.Line(l)
 	}
 }

@@ -10,30 +10,15 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
 )
+
+// effects is what the shell must do after a step of the core.
+type effects = cli.Effects
 
 // The session's decisions, single-threaded: a parsed line or an op in,
 // events and stdin writes out. The shell (session.go) holds it under one
 // mutex and carries out the effects; nothing here does I/O or reads a clock.
-
-// turnEvent is an event with the turn it belongs to.
-type turnEvent struct {
-	turn int
-	ev   messages.Event
-}
-
-// effects is what the shell must do after a step of the core.
-type effects struct {
-	events []turnEvent
-	writes [][]byte
-	// settle asks for core.settleTimeout(turn) after the settle delay.
-	settle bool
-	// closed says the running turn was closed by one of events.
-	closed bool
-}
-
-func (e *effects) emit(turn int, ev messages.Event) { e.events = append(e.events, turnEvent{turn, ev}) }
-func (e *effects) write(b []byte)                   { e.writes = append(e.writes, b) }
 
 // perm is a can_use_tool request waiting for an answer.
 type perm struct {
@@ -74,25 +59,6 @@ type rule struct {
 	value string
 }
 
-// exitKind says why the process ended, as far as the shell knows.
-type exitKind int
-
-const (
-	exitInvalid   exitKind = iota
-	exitOwn                // it exited by itself (or was killed by someone else)
-	exitInterrupt          // the interrupt escalation signalled it
-)
-
-func (k exitKind) String() string {
-	switch k {
-	case exitOwn:
-		return "own"
-	case exitInterrupt:
-		return "interrupt"
-	}
-	return "invalid"
-}
-
 type coreConfig struct {
 	outputCap int
 	lineCap   int
@@ -114,13 +80,9 @@ type coreConfig struct {
 type core struct {
 	cfg coreConfig
 
-	turn         int  // the running turn, or the last one
-	running      bool // a turn is open
-	settling     bool // a result arrived while steering may still run
-	interrupting bool // an interrupt (or a cancel answer) was sent
-	steers       int  // steering messages sent during the running turn
-	dead         bool // the process is gone
-	fatal        bool // it died mid-turn: the session refuses further turns
+	cli.Turn
+	settling bool // a result arrived while steering may still run
+	steers   int  // steering messages sent during the running turn
 
 	acc struct {
 		num   int
@@ -131,36 +93,26 @@ type core struct {
 	haveTotal bool
 
 	externalID string
-	perms      map[string]*perm
-	issued     map[string]bool
+	perms      cli.Asked[*perm]
 	rules      []rule
 }
 
 func newCore(cfg coreConfig) *core {
-	return &core{cfg: cfg, externalID: cfg.externalID, perms: map[string]*perm{}, issued: map[string]bool{}}
+	return &core{cfg: cfg, externalID: cfg.externalID}
 }
 
-// evTurn is the turn an event belongs to: the running one, else 0 (a
-// session-level event).
-func (c *core) evTurn() int {
-	if c.running {
-		return c.turn
-	}
-	return 0
-}
+// State is the turn bookkeeping (cli.Core).
+func (c *core) State() *cli.Turn { return &c.Turn }
 
 // startTurn sends input as turn number turn.
 func (c *core) startTurn(turn int, input string) (effects, error) {
 	var e effects
-	if turn < 1 {
-		return e, messages.FieldError(messages.OpStart, "turn", "turn numbers start at 1, got %d", turn)
+	if err := c.Begin(turn); err != nil {
+		return e, err
 	}
-	if c.running {
-		return e, messages.Errorf(messages.CodeConflict, messages.OpStart, "turn %d is still running", c.turn)
-	}
-	c.turn, c.running, c.settling, c.interrupting, c.steers = turn, true, false, false, 0
+	c.settling, c.steers = false, 0
 	c.acc.num, c.acc.usage, c.acc.last = 0, messages.Usage{}, nil
-	e.write(userLine(input))
+	e.Write(userLine(input))
 	return e, nil
 }
 
@@ -168,23 +120,23 @@ func (c *core) startTurn(turn int, input string) (effects, error) {
 // tool boundary, or runs it right after the turn's own answer.
 func (c *core) steer(text string) (effects, error) {
 	var e effects
-	if !c.running {
+	if !c.Running {
 		return e, messages.Errorf(messages.CodeNotLive, messages.OpGuide, "no turn is running to steer")
 	}
 	c.steers++
-	e.write(userLine(text))
+	e.Write(userLine(text))
 	return e, nil
 }
 
 // line maps one parsed stdout line.
-func (c *core) line(l Line) effects {
+func (c *core) Line(l Line) effects {
 	var e effects
 	switch l := l.(type) {
 	case SystemInit:
 		c.settling = false // a queued message goes on with the turn
 		if l.SessionID != "" && l.SessionID != c.externalID {
 			c.externalID = l.SessionID
-			e.emit(c.evTurn(), messages.Event{Type: messages.EvStarted, ExternalSessionID: l.SessionID, Model: l.Model})
+			e.Emit(c.EvTurn(), messages.Event{Type: messages.EvStarted, ExternalSessionID: l.SessionID, Model: l.Model})
 		}
 	case SessionState:
 		if l.State == "idle" && c.settling {
@@ -196,22 +148,22 @@ func (c *core) line(l Line) effects {
 		switch {
 		case l.Text == "":
 		case l.Kind == "text":
-			e.emit(c.evTurn(), messages.Event{Type: messages.EvText, Delta: true, Text: l.Text})
+			e.Emit(c.EvTurn(), messages.Event{Type: messages.EvText, Delta: true, Text: l.Text})
 		case l.Kind == "thinking":
-			e.emit(c.evTurn(), messages.Event{Type: messages.EvThinking, Delta: true, Text: l.Text})
+			e.Emit(c.EvTurn(), messages.Event{Type: messages.EvThinking, Delta: true, Text: l.Text})
 		}
 	case Assistant:
 		c.settling = false
 		for _, b := range l.Content {
 			switch b.Type {
 			case "text":
-				e.emit(c.evTurn(), messages.Event{Type: messages.EvText, Text: b.Text})
+				e.Emit(c.EvTurn(), messages.Event{Type: messages.EvText, Text: b.Text})
 			case "thinking", "redacted_thinking":
 				if b.Text != "" {
-					e.emit(c.evTurn(), messages.Event{Type: messages.EvThinking, Text: b.Text})
+					e.Emit(c.EvTurn(), messages.Event{Type: messages.EvThinking, Text: b.Text})
 				}
 			case "tool_use", "server_tool_use":
-				e.emit(c.evTurn(), messages.Event{Type: messages.EvToolUse, ToolUseID: b.ID, ToolName: b.Name, Input: validJSON(b.Input)})
+				e.Emit(c.EvTurn(), messages.Event{Type: messages.EvToolUse, ToolUseID: b.ID, ToolName: b.Name, Input: validJSON(b.Input)})
 			}
 		}
 	case User:
@@ -223,7 +175,7 @@ func (c *core) line(l Line) effects {
 				continue
 			}
 			out, truncated, original := transports.CapOutput(b.Text, c.cfg.outputCap)
-			e.emit(c.evTurn(), messages.Event{Type: messages.EvToolResult, ToolUseID: b.ToolUseID, Output: out,
+			e.Emit(c.EvTurn(), messages.Event{Type: messages.EvToolResult, ToolUseID: b.ToolUseID, Output: out,
 				IsError: b.IsError, Truncated: truncated, OriginalBytes: original})
 		}
 	case Result:
@@ -231,9 +183,8 @@ func (c *core) line(l Line) effects {
 	case ControlRequest:
 		c.controlRequest(l, &e)
 	case ControlCancel:
-		if p := c.perms[l.RequestID]; p != nil {
-			delete(c.perms, l.RequestID)
-			e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning,
+		if p, ok := c.perms.Withdraw(l.RequestID); ok {
+			e.Emit(c.EvTurn(), messages.Event{Type: messages.EvWarning,
 				Text: fmt.Sprintf("claude withdrew its permission question %s (%s): answering it now is a conflict", l.RequestID, p.toolName)})
 		}
 	}
@@ -244,12 +195,12 @@ func (c *core) line(l Line) effects {
 // (the CLI may then run it as a follow-up with a result of its own, and
 // only session_state_changed{idle} says it is done).
 func (c *core) result(r Result, e *effects) {
-	if !c.running {
+	if !c.Running {
 		if r.HasTotal {
 			c.noteTotal(r)
 			c.lastTotal = r.TotalCostUSD
 		}
-		e.emit(0, messages.Event{Type: messages.EvWarning,
+		e.Emit(0, messages.Event{Type: messages.EvWarning,
 			Text: fmt.Sprintf("claude reported a result with no turn open (%s): %s", r.Subtype, firstNonEmpty(r.Result, strings.Join(r.Errors, "; ")))})
 		return
 	}
@@ -262,9 +213,9 @@ func (c *core) result(r Result, e *effects) {
 	c.acc.usage.CacheReadTokens += r.Usage.CacheReadTokens
 	c.acc.usage.CacheWriteTokens += r.Usage.CacheWriteTokens
 	c.acc.last = &r
-	if c.steers > 0 && !c.interrupting {
+	if c.steers > 0 && !c.Interrupting {
 		c.settling = true
-		e.settle = true
+		e.Settle = true
 		return
 	}
 	c.close(e)
@@ -289,9 +240,9 @@ func (c *core) noteTotal(r Result) {
 }
 
 // settleTimeout closes a settling turn whose idle notice never came.
-func (c *core) settleTimeout(turn int) effects {
+func (c *core) SettleTimeout(turn int) effects {
 	var e effects
-	if c.running && c.settling && c.turn == turn {
+	if c.Running && c.settling && c.Number == turn {
 		c.close(&e)
 	}
 	return e
@@ -304,7 +255,7 @@ func (c *core) close(e *effects) {
 		return
 	}
 	state, text := messages.TurnCompleted, r.Result
-	interrupted := c.interrupting || strings.HasPrefix(r.TerminalReason, "aborted")
+	interrupted := c.Interrupting || strings.HasPrefix(r.TerminalReason, "aborted")
 	switch {
 	case interrupted:
 		state = messages.TurnInterrupted
@@ -313,8 +264,8 @@ func (c *core) close(e *effects) {
 		text = errorText(*r)
 	}
 	if interrupted && c.steers > 0 {
-		e.emit(c.turn, messages.Event{Type: messages.EvWarning,
-			Text: fmt.Sprintf("steering sent during turn %d may not have reached the agent: the turn was interrupted", c.turn)})
+		e.Emit(c.Number, messages.Event{Type: messages.EvWarning,
+			Text: fmt.Sprintf("steering sent during turn %d may not have reached the agent: the turn was interrupted", c.Number)})
 	}
 	ev := messages.Event{Type: messages.EvTurnEnd, State: state, Text: text, NumTurns: c.acc.num}
 	if r.HasTotal {
@@ -325,17 +276,15 @@ func (c *core) close(e *effects) {
 	u := c.acc.usage
 	ev.Usage = &u
 	c.endTurn(e)
-	e.emit(c.turn, ev)
+	e.Emit(c.Number, ev)
 }
 
 // endTurn resets the turn state; the caller emits the closing event.
 func (c *core) endTurn(e *effects) {
-	c.running, c.settling, c.interrupting, c.steers = false, false, false, 0
+	c.End(e)
+	c.settling, c.steers = false, 0
 	c.acc.last = nil
-	for id := range c.perms {
-		delete(c.perms, id)
-	}
-	e.closed = true
+	c.perms.Clear()
 }
 
 func errorText(r Result) string {
@@ -352,34 +301,33 @@ func errorText(r Result) string {
 // controlRequest handles a request of the CLI.
 func (c *core) controlRequest(r ControlRequest, e *effects) {
 	if r.Subtype != "can_use_tool" {
-		e.write(errorResponseLine(r.RequestID, "codesession does not handle "+r.Subtype+" requests"))
-		e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning,
+		e.Write(errorResponseLine(r.RequestID, "codesession does not handle "+r.Subtype+" requests"))
+		e.Emit(c.EvTurn(), messages.Event{Type: messages.EvWarning,
 			Text: fmt.Sprintf("claude sent a %s control request, which codesession does not handle: refused", r.Subtype)})
 		return
 	}
 	input := validJSON(r.Input)
 	if !c.toolAllowed(r.ToolName) {
-		e.write(denyLine(r.RequestID, fmt.Sprintf("%s is not among this session's allowed tools (%s)", r.ToolName, strings.Join(c.cfg.allowed, ", ")), r.ToolUseID, false))
-		e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning,
+		e.Write(denyLine(r.RequestID, fmt.Sprintf("%s is not among this session's allowed tools (%s)", r.ToolName, strings.Join(c.cfg.allowed, ", ")), r.ToolUseID, false))
+		e.Emit(c.EvTurn(), messages.Event{Type: messages.EvWarning,
 			Text: fmt.Sprintf("denied %s without asking: it is not among the session's allowed tools", r.ToolName)})
 		return
 	}
 	if c.cfg.gate != nil {
 		if err := c.cfg.gate(r.ToolName, input); err != nil {
 			// the agent sees the reason as its tool result; nobody is asked
-			e.write(denyLine(r.RequestID, "the workspace gate "+err.Error(), r.ToolUseID, false))
-			e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning,
+			e.Write(denyLine(r.RequestID, "the workspace gate "+err.Error(), r.ToolUseID, false))
+			e.Emit(c.EvTurn(), messages.Event{Type: messages.EvWarning,
 				Text: fmt.Sprintf("the workspace gate denied %s without asking: %v", r.ToolName, err)})
 			return
 		}
 	}
 	if c.cfg.posture == messages.PostureFull || c.ruleAllows(r.ToolName, input) {
-		e.write(allowLine(r.RequestID, input, r.ToolUseID, nil))
+		e.Write(allowLine(r.RequestID, input, r.ToolUseID, nil))
 		return
 	}
-	c.perms[r.RequestID] = &perm{requestID: r.RequestID, toolName: r.ToolName, toolUseID: r.ToolUseID, input: input, suggestions: r.Suggestions}
-	c.issued[r.RequestID] = true
-	e.emit(c.evTurn(), messages.Event{Type: messages.EvClarification, ClarificationID: r.RequestID, ToolName: r.ToolName, Input: input})
+	c.perms.Ask(r.RequestID, &perm{requestID: r.RequestID, toolName: r.ToolName, toolUseID: r.ToolUseID, input: input, suggestions: r.Suggestions})
+	e.Emit(c.EvTurn(), messages.Event{Type: messages.EvClarification, ClarificationID: r.RequestID, ToolName: r.ToolName, Input: input})
 }
 
 // toolAllowed reports whether the ceiling lets the CLI ask about a tool at
@@ -398,37 +346,30 @@ func (c *core) toolAllowed(name string) bool {
 }
 
 // answer answers a pending permission question.
-func (c *core) answer(id string, d messages.Decision, reason string) (effects, error) {
+func (c *core) Answer(id string, d messages.Decision, reason string) (effects, error) {
 	var e effects
-	if !d.Valid() {
-		return e, messages.FieldError(messages.OpAnswer, "decision", "unknown decision %q", d)
+	p, err := c.perms.Take(id, d, "answered, withdrawn, or its turn ended")
+	if err != nil {
+		return e, err
 	}
-	p := c.perms[id]
-	if p == nil {
-		if c.issued[id] {
-			return e, messages.Errorf(messages.CodeConflict, messages.OpAnswer, "clarification %q is not pending (answered, withdrawn, or its turn ended)", id)
-		}
-		return e, messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "no clarification %q was raised in this session", id)
-	}
-	delete(c.perms, id)
 	switch d {
 	case messages.DecisionAllowOnce:
-		e.write(allowLine(id, p.input, p.toolUseID, nil))
+		e.Write(allowLine(id, p.input, p.toolUseID, nil))
 	case messages.DecisionAllowSession:
 		rules := sessionRules(p.suggestions)
 		if len(rules) == 0 {
 			c.rules = append(c.rules, ruleFor(p.toolName, p.input))
 		}
-		e.write(allowLine(id, p.input, p.toolUseID, rules))
+		e.Write(allowLine(id, p.input, p.toolUseID, rules))
 	case messages.DecisionDeny:
-		e.write(denyLine(id, firstNonEmpty(reason, "denied by the user"), p.toolUseID, false))
+		e.Write(denyLine(id, firstNonEmpty(reason, "denied by the user"), p.toolUseID, false))
 	case messages.DecisionCancel:
 		msg := "cancelled by the user"
 		if reason != "" {
 			msg += ": " + reason
 		}
-		c.interrupting = true
-		e.write(denyLine(id, msg, p.toolUseID, true))
+		c.Interrupting = true
+		e.Write(denyLine(id, msg, p.toolUseID, true))
 	}
 	return e, nil
 }
@@ -494,66 +435,24 @@ func compact(raw json.RawMessage) string {
 // setPosture records a posture change the CLI acknowledged.
 func (c *core) setPosture(p messages.Posture) { c.cfg.posture = p }
 
-// interrupt marks the running turn as interrupted; false when no turn runs
-// or one is already being interrupted.
-func (c *core) interrupt() bool {
-	if !c.running || c.interrupting || c.dead {
-		return false
-	}
-	c.interrupting = true
-	return true
-}
-
 // exited takes the end of the process. status is how it ended ("exit
 // status 1"), tail the end of its stderr.
-func (c *core) exited(how exitKind, status, tail string) effects {
+func (c *core) Exited(how cli.ExitKind, status, tail string) effects {
 	var e effects
-	c.dead = true
-	detail := "(" + status + ")"
-	if tail != "" {
-		detail += ": " + tail
-	}
-	if c.running && c.settling {
+	if c.Running && c.settling {
 		c.close(&e) // its result was in: the turn is complete
 	}
-	switch {
-	case c.running && how == exitInterrupt:
-		ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.acc.num,
-			Text: "the turn was interrupted: claude did not stop in time and was signalled (" + status + ")"}
-		c.endTurn(&e)
-		e.emit(c.turn, ev)
-	case c.running:
-		c.fatal = true
-		c.endTurn(&e)
-		e.emit(c.turn, messages.Event{Type: messages.EvError, Fatal: true, Text: "claude exited mid-turn " + detail})
-	default:
-		e.emit(0, messages.Event{Type: messages.EvWarning,
-			Text: fmt.Sprintf("claude exited between turns %s; the next turn starts it again", detail)})
-	}
+	interrupted := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.acc.num, Text: cli.Signalled("claude", status)}
+	c.Exit(&e, "claude", how, status, tail, "", interrupted, c.endTurn)
 	return e
 }
 
 // respawned says a new process runs the session again; resumed says it
 // continues the transcript (so its first total includes earlier costs).
 func (c *core) respawned(resumed bool) {
-	c.dead = false
+	c.Dead = false
 	c.cfg.resumed = resumed
 	c.haveTotal = false
-}
-
-// overCap reports a stdout line that was dropped for its size.
-func (c *core) overCap(n int) effects {
-	var e effects
-	e.emit(c.evTurn(), messages.Event{Type: messages.EvError,
-		Text: fmt.Sprintf("claude wrote a stdout line of %d bytes, over the %d-byte cap: the line was dropped", n, c.cfg.lineCap)})
-	return e
-}
-
-// badLine reports a stdout line that does not parse.
-func (c *core) badLine(err error) effects {
-	var e effects
-	e.emit(c.evTurn(), messages.Event{Type: messages.EvError, Text: "claude wrote a stdout line codesession cannot read: " + err.Error()})
-	return e
 }
 
 func firstNonEmpty(ss ...string) string {

@@ -8,11 +8,16 @@
 //	       [--allowedTools a,b --tools a,b] [--append-system-prompt S]
 //	       (--session-id ID | --resume ID)
 //
-// It owns the protocol (ParseLine and the stdin encoders, pure and tested
-// on the captures in testdata/claude), the session core (core.go: lines
-// and ops in, events and stdin writes out, no I/O), the shell that runs
-// the process (session.go), the capability descriptor (seed 003) and the
-// Transport with its Probe (`claude --version`).
+// It is built on the CLI kit (transports/cli), which runs the process
+// (spawn, pipes, capped lines, stderr tail), waits for the replies to
+// control requests, calls the Sink from one emitter, escalates an
+// interrupt, stops the process on Close and glues the warm pool. This
+// package owns what is claude-code's: the protocol (Decode over ParseLine,
+// and the stdin encoders, pure), the session core (core.go: decoded lines
+// and ops in, events and stdin writes out, no I/O), its ops (session.go:
+// the handshake, turns, steering, set_model, set_permission_mode), the
+// capability descriptor (seed 003) and the Transport with its Probe
+// (`claude --version`).
 //
 // # Process and environment
 //
@@ -110,7 +115,10 @@
 //
 // # Testing
 //
-// The pure parts are tested on the reference captures (testdata/claude:
+// Decode is golden-tested (testdata/decode/*.jsonl, captured stdout and
+// edge cases, against *.golden; -update rewrites them) and fuzzed
+// (FuzzDecode, seeded from the same lines). The pure parts are tested on
+// the reference captures (testdata/claude:
 // every line parses; each host-driven capture replayed through the core
 // matches its golden .events transcript, regenerated with -rewrite;
 // FuzzReadLine, seeded from the captures; FuzzParseLineHead holds the fast

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
 )
 
 // ClaudeBinaryForTest finds the real CLI for the external tests (see
@@ -14,5 +15,5 @@ func ClaudeBinaryForTest(t testing.TB) string { return claudeBinary(t) }
 // WithTraceForTest sees, after the sink returned, every event a stdout
 // line caused, with the time the line was read.
 func WithTraceForTest(f func(readAt time.Time, ev messages.Event)) Option {
-	return func(t *Transport) { t.trace = f }
+	return func(c *cli.Config) { c.Trace = f }
 }

@@ -246,7 +246,7 @@ func TestBootQueue(t *testing.T) {
 		_, err := tr.Open(holdCtx, spec("silent"), sink)
 		held <- err
 	}()
-	require.Eventually(t, func() bool { return len(tr.booting) == 1 }, time.Minute, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(tr.Cfg.Booting) == 1 }, time.Minute, 5*time.Millisecond)
 	short, stop := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer stop()
 	_, err := tr.Open(short, spec("normal"), sink)
@@ -260,5 +260,5 @@ func TestBootQueue(t *testing.T) {
 	s, err := tr.Open(ctxFor(t, 2*time.Minute), spec("normal"), sink)
 	require.NoError(t, err)
 	require.NoError(t, s.Close(ctxFor(t, time.Minute)))
-	assert.Empty(t, tr.booting)
+	assert.Empty(t, tr.Cfg.Booting)
 }

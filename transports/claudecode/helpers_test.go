@@ -2,9 +2,6 @@ package claudecode
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +9,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli/clitest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
@@ -71,111 +69,53 @@ func newLive(t testing.TB, sc *modelmock.Scenario, o liveOpts) *live {
 
 func (l *live) open() {
 	l.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := l.tr.Open(ctx, l.spec, l.rec.sink)
-	require.NoError(l.t, err)
-	l.sess = s
-	l.t.Cleanup(func() { l.close() })
+	l.sess = clitest.Open(l.t, l.tr, l.spec, l.rec.sink, time.Minute, 20*time.Second)
 }
 
-func (l *live) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(l.t, l.sess.Close(ctx))
-}
+// close closes the session now (the cleanup's Close is then a no-op).
+func (l *live) close() { clitest.Close(l.t, l.sess, 20*time.Second) }
 
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t testing.TB, d time.Duration) context.Context { return clitest.Ctx(t, d) }
 
-// recorder collects a session's events.
-type recorder struct {
-	mu   sync.Mutex
-	evs  []turnEvent
-	more chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{more: make(chan struct{}, 1)} }
-
-func (r *recorder) sink(turn int, ev messages.Event) {
-	r.mu.Lock()
-	r.evs = append(r.evs, turnEvent{turn, ev})
-	r.mu.Unlock()
-	select {
-	case r.more <- struct{}{}:
-	default:
+// turnEvent is one recorded sink call; recorder collects a session's
+// events (clitest.Recorder) under the names this package's tests use.
+type (
+	turnEvent struct {
+		turn int
+		ev   messages.Event
 	}
+	recorder struct{ *clitest.Recorder[turnEvent] }
+)
+
+func newRecorder() *recorder {
+	return &recorder{clitest.NewRecorder(func(turn int, ev messages.Event) turnEvent { return turnEvent{turn, ev} })}
 }
 
-func (r *recorder) all() []turnEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]turnEvent(nil), r.evs...)
-}
+func (r *recorder) sink(turn int, ev messages.Event) { r.Sink(turn, ev) }
+func (r *recorder) all() []turnEvent                 { return r.All() }
 
 // wait returns the first event from index from on that matches, failing
 // the test after d.
 func (r *recorder) wait(t testing.TB, d time.Duration, from int, match func(turnEvent) bool) (turnEvent, int) {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		evs := r.all()
-		for i := from; i < len(evs); i++ {
-			if match(evs[i]) {
-				return evs[i], i
-			}
-		}
-		select {
-		case <-r.more:
-		case <-deadline.C:
-			t.Fatalf("no matching event within %s; events:\n%s", d, dump(evs))
-		}
-	}
+	return r.Wait(t, d, from, match)
 }
 
 // turnEnd waits for the event that closes turn: EvTurnEnd, or a fatal EvError.
 func (r *recorder) turnEnd(t testing.TB, turn int) messages.Event {
 	t.Helper()
-	te, _ := r.wait(t, 90*time.Second, 0, func(te turnEvent) bool {
-		return te.turn == turn && (te.ev.Type == messages.EvTurnEnd || (te.ev.Type == messages.EvError && te.ev.Fatal))
-	})
-	return te.ev
+	return r.TurnEnd(t, turn, 90*time.Second)
 }
 
 // ofType returns the events of a type in turn.
 func (r *recorder) ofType(turn int, typ messages.EventType) []messages.Event {
-	var out []messages.Event
-	for _, te := range r.all() {
-		if te.turn == turn && te.ev.Type == typ {
-			out = append(out, te.ev)
-		}
-	}
-	return out
+	return r.OfType(turn, typ)
 }
 
 func dump(evs []turnEvent) string {
-	var b strings.Builder
-	for _, te := range evs {
-		ev := te.ev
-		fmt.Fprintf(&b, "  turn %d %s", te.turn, ev.Type)
-		for _, f := range []struct{ k, v string }{{"text", ev.Text}, {"tool", ev.ToolName}, {"id", ev.ClarificationID},
-			{"state", string(ev.State)}, {"input", string(ev.Input)}, {"output", ev.Output}, {"ext", ev.ExternalSessionID}} {
-			if f.v != "" {
-				v := f.v
-				if len(v) > 160 {
-					v = v[:160] + "..."
-				}
-				fmt.Fprintf(&b, " %s=%q", f.k, v)
-			}
-		}
-		if ev.Fatal {
-			b.WriteString(" fatal")
-		}
-		b.WriteString("\n")
+	recs := make([]clitest.Record, len(evs))
+	for i, te := range evs {
+		recs[i] = clitest.Record{Turn: te.turn, Ev: te.ev}
 	}
-	return b.String()
+	return clitest.Dump(recs)
 }

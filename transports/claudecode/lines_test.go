@@ -7,6 +7,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
 )
 
 // FuzzReadLine holds the stdout path together: any bytes become lines
@@ -46,37 +47,40 @@ func FuzzReadLine(f *testing.F) {
 				if over <= max {
 					t.Fatalf("a line of %d bytes was dropped under the %d cap", over, max)
 				}
-				e = c.overCap(over)
+				e.Emit(c.EvTurn(), cli.OverCap("claude", over, max))
 				requireError(t, e)
 			case len(line) > max:
 				t.Fatalf("a line of %d bytes passed the %d cap", len(line), max)
 			case len(bytes.TrimSpace(line)) == 0:
 				continue
 			default:
-				l, perr := ParseLine(line)
-				if perr != nil {
-					if l != nil {
-						t.Fatalf("ParseLine returned a line and an error")
+				evs := Decode(line)
+				if len(evs) != 1 {
+					t.Fatalf("Decode read %d events of one line", len(evs))
+				}
+				switch ev := evs[0]; {
+				case ev.Err != nil:
+					if ev.Msg != nil || ev.Reply != nil {
+						t.Fatalf("Decode returned a line and an error")
 					}
-					e = c.badLine(perr)
+					e.Emit(c.EvTurn(), cli.BadLine("claude", ev.Err))
 					requireError(t, e)
-					break
-				}
-				if _, ok := l.(ControlResponse); ok {
+				case ev.Reply != nil:
 					continue
-				}
-				e = c.line(l)
-			}
-			for _, te := range e.events {
-				if !te.ev.Type.Valid() || te.ev.Type.Annotation() && te.ev.Type != messages.EvClarification {
-					t.Fatalf("the core emitted a %q event", te.ev.Type)
-				}
-				if te.ev.Type == messages.EvToolResult && len(te.ev.Output) > 512+100 {
-					t.Fatalf("a tool result of %d bytes passed the cap", len(te.ev.Output))
+				default:
+					e = c.Line(ev.Msg)
 				}
 			}
-			if !c.running {
-				if _, err := c.startTurn(c.turn+1, "again"); err != nil {
+			for _, te := range e.Events {
+				if !te.Ev.Type.Valid() || te.Ev.Type.Annotation() && te.Ev.Type != messages.EvClarification {
+					t.Fatalf("the core emitted a %q event", te.Ev.Type)
+				}
+				if te.Ev.Type == messages.EvToolResult && len(te.Ev.Output) > 512+100 {
+					t.Fatalf("a tool result of %d bytes passed the cap", len(te.Ev.Output))
+				}
+			}
+			if !c.Running {
+				if _, err := c.startTurn(c.Number+1, "again"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -86,7 +90,7 @@ func FuzzReadLine(f *testing.F) {
 
 func requireError(t *testing.T, e effects) {
 	t.Helper()
-	if len(e.events) != 1 || e.events[0].ev.Type != messages.EvError || e.events[0].ev.Fatal {
-		t.Fatalf("a bad line must be one non-fatal EvError, got %+v", e.events)
+	if len(e.Events) != 1 || e.Events[0].Ev.Type != messages.EvError || e.Events[0].Ev.Fatal {
+		t.Fatalf("a bad line must be one non-fatal EvError, got %+v", e.Events)
 	}
 }

@@ -2,14 +2,13 @@ package claudecode
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/warmpool"
@@ -38,10 +37,7 @@ import (
 // slower (warmpool.Settling watches its CPU time). A start takes a
 // settled process first, else one still settling.
 //
-// Pooled processes are contained like sessions: each starts through proc
-// under its own group of the runtime's kit (watchdog, cgroup, boot-sweep
-// record), is killed when discarded, drained when the runtime closes
-// (DrainWarm), and once adopted its group is closed with the session.
+// Pooled processes are contained like sessions (see transports/cli).
 
 // warmKey is what a pooled process must share with the start that adopts it.
 type warmKey struct {
@@ -66,11 +62,6 @@ type warmProc struct {
 	settling *warmpool.Settling
 }
 
-// WithWarmPool keeps n initialized claude processes per key ready for the
-// next start (0, the default of New, disables the pool). The runtime sets
-// it from its config (warmPool).
-func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
-
 func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
 	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit }).
 		WithSettled((*warmProc).settled)
@@ -79,15 +70,8 @@ func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
 // WarmIdle is how many pooled processes are ready for a start like spec
 // (for tests and the benchmark).
 func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
-	pool := t.Current()
-	if pool == nil {
-		return 0
-	}
 	bin, err := t.Binary(spec.Env)
-	if err != nil {
-		return 0
-	}
-	return pool.Idle(t.warmKey(spec, bin))
+	return cli.Idle(t.Slot, t.warmKey(spec, bin), err)
 }
 
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
@@ -95,88 +79,60 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
 	if spec.AllowedTools != nil {
 		tools = strings.Join(spec.AllowedTools, "\x00")
 	}
-	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(buildEnv(os.Environ(), spec, t.env)), effort: spec.Effort,
+	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(t.Cfg.Environ(os.Environ(), spec)), effort: spec.Effort,
 		tools: tools, appendPrompt: spec.AppendSystemPrompt, namedModel: spec.Model != ""}
 }
 
-// adoptWarm hands the start a pooled process when one fits; refill boots
-// the key's replacement (the caller runs it once the session's first turn
-// is over, so the boot competes with neither the start nor that turn). ok is false when the start must boot its own.
+// adoptWarm hands the start a pooled process when one fits (cli.Adopt);
+// ok is false when the start must boot its own.
 func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws gate.Workspace) (s *session, refill func(), ok bool) {
-	pool := t.Current() // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
-	if pool == nil || pool.Size() == 0 || spec.ResumeExternalID != "" || !spec.Provision.Empty() {
-		return nil, func() {}, false
+	boot := func(ctx context.Context, kit *prockit.Kit, tmpl transports.SessionSpec) (*warmProc, error) {
+		return t.bootWarm(ctx, kit, tmpl, bin)
 	}
-	key := t.warmKey(spec, bin)
-	refill = func() {
-		tmpl := spec
-		tmpl.SessionID, tmpl.Procs = "", nil
-		pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key.kit, tmpl, bin) })
+	adopt := func(w *warmProc) error { return w.adopt(ctx, spec, sink, ws) }
+	w, refill, ok := cli.Adopt(t.Slot, t.warmKey(spec, bin), spec, boot, adopt, (*warmProc).discard)
+	if !ok {
+		return nil, refill, false
 	}
-	for {
-		w, found := pool.Take(key)
-		if !found {
-			return nil, refill, false
-		}
-		s, err := w.adopt(ctx, spec, sink, ws)
-		if err == nil {
-			return s, refill, true
-		}
-		w.discard() // a process that could not take the settings: try the next, else boot
-	}
+	return w.s, refill, true
 }
 
 // RefillDelay bounds how long the pool waits for a session's first turn to
 // end before it boots the session's replacement anyway.
 const RefillDelay = warmpool.RefillDelay
 
-// refillAfterFirstTurn refills the pool once s's first turn has ended (or
-// s closed, or RefillDelay passed).
-func refillAfterFirstTurn(s *session, refill func()) {
-	warmpool.RefillAfter(s.firstEnd, s.stop, refill)
-}
-
 // bootWarm starts and initializes a process for the pool, under a group of
 // its own in kit.
 func (t *Transport) bootWarm(ctx context.Context, kit *prockit.Kit, spec transports.SessionSpec, bin string) (*warmProc, error) {
-	var g *prockit.Group
-	if kit != nil {
-		g = kit.Group("warm-" + transports.RandomHex(6))
-	}
+	g := cli.WarmGroup(kit)
 	spec.Procs = g
 	ws, err := gate.NewWorkspace(firstNonEmpty(spec.Cwd, "."))
 	if err != nil {
 		return nil, err
 	}
 	s := newSession(t, spec, func(int, messages.Event) {}, bin, transports.NewUUID(), ws)
-	s.ownGroup = g
+	s.OwnGroup = g
 	version, err := s.boot(ctx, false)
 	if err != nil {
 		g.Close()
 		return nil, err
 	}
-	s.mu.Lock()
-	pid := s.proc.Pid()
-	s.mu.Unlock()
-	return &warmProc{s: s, group: g, model: spec.Model, posture: spec.Posture, version: version, settling: warmpool.WatchSettling(pid)}, nil
+	s.Lock()
+	pid := s.Proc.Pid()
+	s.Unlock()
+	return &warmProc{s: s, model: spec.Model, posture: spec.Posture, version: version, settling: warmpool.WatchSettling(pid)}, nil
 }
 
 // settled: the process has stopped working on its own since initialize.
 func (w *warmProc) settled() bool { return w.settling.Settled() }
 
 // alive: the process has not exited and nobody closed it.
-func (w *warmProc) alive() bool {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	return !w.s.closed.Load() && w.s.proc != nil && w.s.proc.status == "" && !w.s.core.dead
-}
+func (w *warmProc) alive() bool { return w.s.Alive() }
 
 // discard kills the process and its group.
 func (w *warmProc) discard() {
 	w.settling.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = w.s.Close(ctx)
+	w.s.Discard()
 }
 
 // adopt makes the pooled process the session of spec: the session's sink,
@@ -184,30 +140,26 @@ func (w *warmProc) discard() {
 // permission mode through control requests where they differ from the
 // boot's, then EvStarted. On error the process is left for the caller to
 // discard.
-func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, ws gate.Workspace) (*session, error) {
+func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, ws gate.Workspace) error {
 	w.settling.Stop()
 	s := w.s
-	s.mu.Lock()
-	if s.closed.Load() || s.proc == nil || s.proc.status != "" {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("the warm claude process ended")
+	s.Lock()
+	if s.Closed() || s.Proc == nil || s.Proc.Status != "" {
+		s.Unlock()
+		return fmt.Errorf("the warm claude process ended")
 	}
-	s.spec, s.sink = spec, sink
-	s.core = newCore(coreConfig{outputCap: s.t.outputCap, lineCap: s.t.lineCap, allowed: spec.AllowedTools,
-		externalID: s.ext, posture: spec.Posture,
-		gate: func(tool string, input json.RawMessage) error { return gateCheck(ws, tool, input) }})
-	s.early = nil // lines of the idle wait belong to nobody's session
-	s.mu.Unlock()
+	s.Adopted(spec, sink, newSessionCore(s.t, spec, s.Ext, ws, false))
+	s.Unlock()
 	if spec.Model != w.model {
 		if _, err := s.control(ctx, messages.OpStart, map[string]any{"subtype": "set_model", "model": spec.Model}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if mode := PermissionMode(spec.Posture); mode != PermissionMode(w.posture) {
 		if _, err := s.control(ctx, messages.OpStart, map[string]any{"subtype": "set_permission_mode", "mode": mode}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	s.begin(w.version, "")
-	return s, nil
+	s.Begin(versionNote(w.version))
+	return nil
 }

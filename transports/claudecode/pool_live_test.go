@@ -60,9 +60,9 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 
 	recB := newRecorder()
 	b := open(specB, recB)
-	b.mu.Lock()
-	pgid := b.proc.Pgid
-	b.mu.Unlock()
+	b.Lock()
+	pgid := b.Proc.Pgid
+	b.Unlock()
 	assert.Contains(t, pooled, pgid, "the start adopted the pooled process")
 	startedA, _ := recA.wait(t, time.Minute, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
 	startedB, _ := recB.wait(t, time.Minute, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })

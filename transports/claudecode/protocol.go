@@ -12,8 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
+	"github.com/codesession/codesession/transports/subprocess"
 )
 
 // Line is one parsed stdout line: one of the types below.
@@ -148,6 +152,49 @@ func (ControlResponse) lineType() string { return "control_response" }
 func (ControlCancel) lineType() string   { return "control_cancel_request" }
 func (StreamEvent) lineType() string     { return "stream_event" }
 func (l Unknown) lineType() string       { return l.Type }
+
+// backend is claude-code as the kit drives it: the decoder, the interrupt
+// request (cancelling queued steering), and Close's stop: stdin closed,
+// SIGTERM after 3 s, SIGKILL after 2 s more.
+var backend = cli.Backend[Line]{
+	Name:   "claude",
+	Decode: Decode,
+	Interrupt: func(id string) []byte {
+		return controlRequestLine(id, map[string]any{"subtype": "interrupt", "cancel_queued": true})
+	},
+	Stop: []subprocess.Step{{Wait: 3 * time.Second, Signal: syscall.SIGTERM}, {Wait: 2 * time.Second, Signal: syscall.SIGKILL}},
+}
+
+// Decode reads one stdout line for the kit; pure. A control response is
+// the reply to a control request of the host (its error_code mapped to
+// ours); any other line is a Line for the core, or why it cannot be read.
+func Decode(line []byte) []cli.Event[Line] {
+	l, err := ParseLine(line)
+	if err != nil {
+		return []cli.Event[Line]{{Err: err}}
+	}
+	if cr, ok := l.(ControlResponse); ok {
+		r := &cli.Reply{ID: cr.RequestID, Result: cr.Response, Refused: !cr.OK, Message: cr.Error}
+		if r.Refused {
+			r.Code = controlErrorCode(cr.ErrorCode)
+		}
+		return []cli.Event[Line]{{Reply: r}}
+	}
+	return []cli.Event[Line]{{Msg: l}}
+}
+
+// controlErrorCode maps the CLI's error_code to ours.
+func controlErrorCode(c string) messages.Code {
+	switch {
+	case strings.HasPrefix(c, "invalid"):
+		return messages.CodeInvalid
+	case strings.HasPrefix(c, "unsupported"):
+		return messages.CodeUnsupported
+	case strings.Contains(c, "not_found"):
+		return messages.CodeNotFound
+	}
+	return messages.CodeInternal
+}
 
 // ErrNotJSON is wrapped by ParseLine's errors for a line that is not one
 // JSON object.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts in testdata/claude")
@@ -223,13 +224,13 @@ func replay(t *testing.T, name string) string {
 	c := newCore(coreConfig{outputCap: 200, lineCap: DefaultLineCap})
 	var b strings.Builder
 	out := func(e effects) {
-		for _, w := range e.writes {
+		for _, w := range e.Writes {
 			fmt.Fprintf(&b, "  write %s", w)
 		}
-		for _, te := range e.events {
-			fmt.Fprintf(&b, "  turn %d %s\n", te.turn, render(te.ev))
+		for _, te := range e.Events {
+			fmt.Fprintf(&b, "  turn %d %s\n", te.Turn, render(te.Ev))
 		}
-		if e.settle {
+		if e.Settle {
 			b.WriteString("  (settle timer)\n")
 		}
 	}
@@ -263,7 +264,7 @@ func replay(t *testing.T, name string) string {
 				require.NoError(t, err)
 				out(e)
 			case m.Type == "control_request" && m.Request.Subtype == "interrupt":
-				fmt.Fprintf(&b, "> interrupt: %v\n", c.interrupt())
+				fmt.Fprintf(&b, "> interrupt: %v\n", c.Interrupt())
 			case m.Type == "control_response":
 				d, reason := messages.DecisionAllowOnce, ""
 				switch {
@@ -273,7 +274,7 @@ func replay(t *testing.T, name string) string {
 					d, reason = messages.DecisionDeny, m.Response.Response.Message
 				}
 				fmt.Fprintf(&b, "> answer %s %s %q\n", m.Response.RequestID, d, reason)
-				e, err := c.answer(m.Response.RequestID, d, reason)
+				e, err := c.Answer(m.Response.RequestID, d, reason)
 				require.NoError(t, err)
 				out(e)
 			}
@@ -283,14 +284,14 @@ func replay(t *testing.T, name string) string {
 			if _, ok := l.(ControlResponse); ok {
 				continue // the shell's, not the core's
 			}
-			out(c.line(l))
+			out(c.Line(l))
 		case "exit":
 			var m struct {
 				Code int `json:"returncode"`
 			}
 			require.NoError(t, json.Unmarshal(cl.Msg, &m))
 			fmt.Fprintf(&b, "< exit %d\n", m.Code)
-			out(c.exited(exitOwn, fmt.Sprintf("exit status %d", m.Code), ""))
+			out(c.Exited(cli.ExitOwn, fmt.Sprintf("exit status %d", m.Code), ""))
 		}
 	}
 	return b.String()

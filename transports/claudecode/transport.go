@@ -1,12 +1,7 @@
 package claudecode
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,6 +9,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
@@ -26,8 +22,8 @@ const EnvBinary = "CODESESSION_CLAUDE_BIN"
 
 // Defaults of the options.
 const (
-	DefaultOutputCap      = 64 << 10
-	DefaultLineCap        = 16 << 20
+	DefaultOutputCap      = cli.DefaultOutputCap
+	DefaultLineCap        = cli.DefaultLineCap
 	DefaultControlTimeout = 15 * time.Second
 	// DefaultStartTimeout bounds the initialize handshake once the CLI has
 	// a boot slot. It only stops a hang: on a loaded two-core machine a
@@ -48,160 +44,57 @@ const (
 var DefaultInterruptDeadlines = InterruptDeadlines{Grace: 5 * time.Second, AfterINT: 3 * time.Second, AfterTERM: 3 * time.Second}
 
 // InterruptDeadlines are the escalation steps of an interrupt.
-type InterruptDeadlines struct {
-	Grace, AfterINT, AfterTERM time.Duration
-}
+type InterruptDeadlines = cli.InterruptDeadlines
 
-// Transport is the claude-code backend. It is safe for concurrent use;
-// each Open starts an independent process.
+// Transport is the claude-code backend on the CLI kit (transports/cli). It
+// is safe for concurrent use; each Open starts an independent process.
 type Transport struct {
-	binary                             string
-	outputCap                          int
-	lineCap                            int
-	controlTimeout                     time.Duration
-	startTimeout                       time.Duration
-	settle                             time.Duration
-	deadlines                          InterruptDeadlines
-	env                                []string
-	trace                              func(readAt time.Time, ev messages.Event)
-	booting                            chan struct{} // a slot per CLI in its initialize handshake
-	*warmpool.Slot[warmKey, *warmProc]               // the warm pool (pool.go)
+	cli.Base
+	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
 
-var _ transports.Transport = (*Transport)(nil)
+var (
+	_ transports.Transport  = (*Transport)(nil)
+	_ transports.WarmPooler = (*Transport)(nil)
+)
 
-// Option configures a Transport.
-type Option func(*Transport)
+// Option configures a Transport (the kit's options: WithBinary,
+// WithOutputCap, WithLineCap, WithControlTimeout, WithStartTimeout,
+// WithMaxBooting, WithInterruptDeadlines, WithEnv, WithWarmPool).
+type Option = cli.Option
 
-// WithBinary runs this claude executable.
-func WithBinary(path string) Option { return func(t *Transport) { t.binary = path } }
-
-// WithOutputCap caps each tool result's output at n bytes (reported with
-// Truncated and OriginalBytes when it fires).
-func WithOutputCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.outputCap = n
-		}
-	}
-}
-
-// WithLineCap caps one stdout line at n bytes: a longer line is dropped and
-// reported as an EvError; the stream goes on.
-func WithLineCap(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.lineCap = n
-		}
-	}
-}
-
-// WithControlTimeout bounds each control request (set_model,
-// set_permission_mode, interrupt's acknowledgement).
-func WithControlTimeout(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.controlTimeout = d
-		}
-	}
-}
-
-// WithStartTimeout bounds the initialize handshake in Open.
-func WithStartTimeout(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.startTimeout = d
-		}
-	}
-}
-
-// WithMaxBooting bounds how many CLIs boot at once (default
-// DefaultMaxBooting); Open waits for a slot, bounded by its context only.
-func WithMaxBooting(n int) Option {
-	return func(t *Transport) {
-		if n > 0 {
-			t.booting = make(chan struct{}, n)
-		}
-	}
-}
-
-// WithInterruptDeadlines sets the interrupt escalation steps.
-func WithInterruptDeadlines(d InterruptDeadlines) Option {
-	return func(t *Transport) { t.deadlines = d }
-}
-
-// WithEnv adds KEY=VALUE entries to every session's environment, below
-// SessionSpec.Env.
-func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
+// The options, as the kit defines them; WithControlTimeout bounds each
+// control request (set_model, set_permission_mode, interrupt's
+// acknowledgement), WithStartTimeout the initialize handshake, and
+// WithMaxBooting how many CLIs boot at once (default DefaultMaxBooting per
+// core, at least 2).
+var (
+	WithBinary, WithEnv                    = cli.WithBinary, cli.WithEnv
+	WithOutputCap, WithLineCap             = cli.WithOutputCap, cli.WithLineCap
+	WithControlTimeout, WithStartTimeout   = cli.WithControlTimeout, cli.WithStartTimeout
+	WithMaxBooting, WithInterruptDeadlines = cli.WithMaxBooting, cli.WithInterruptDeadlines
+	WithWarmPool                           = cli.WithWarmPool
+)
 
 // New returns the claude-code transport.
 func New(opts ...Option) *Transport {
-	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
-		startTimeout: DefaultStartTimeout, settle: DefaultSettleTimeout, deadlines: DefaultInterruptDeadlines,
-		booting: make(chan struct{}, max(2, DefaultMaxBooting*runtime.NumCPU()))}
-	t.Slot = newWarmSlot()
-	for _, o := range opts {
-		o(t)
-	}
+	t := &Transport{Slot: newWarmSlot()}
+	t.Base = cli.NewBase(cli.Config{
+		CLI: subprocess.CLI{Name: "claude", Command: "claude", EnvVar: EnvBinary,
+			Install: "npm install @anthropic-ai/claude-code@" + PinnedVersion},
+		OutputCap: DefaultOutputCap, LineCap: DefaultLineCap, ControlTimeout: DefaultControlTimeout,
+		StartTimeout: DefaultStartTimeout, Settle: DefaultSettleTimeout, Deadlines: DefaultInterruptDeadlines,
+		Booting: make(chan struct{}, max(2, DefaultMaxBooting*runtime.NumCPU())),
+		Policy:  envPolicy,
+		HostDefaults: []string{
+			"DISABLE_AUTOUPDATER=1",
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+			"CLAUDE_CODE_SDK_READS_SESSION_STATE=1",
+		},
+		// "2.1.328 (Claude Code)"
+		Probe: subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField},
+	}, descriptor, t.Slot, opts)
 	return t
-}
-
-// Descriptor returns the capability descriptor.
-func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
-
-// Binary returns the claude executable the transport would run with the
-// given extra environment (EnvBinary in env wins over the process's own),
-// or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) {
-	if t.binary != "" {
-		return t.binary, nil
-	}
-	if b := subprocess.EnvValue(env, EnvBinary); b != "" {
-		return b, nil
-	}
-	if b := os.Getenv(EnvBinary); b != "" {
-		return b, nil
-	}
-	b, err := exec.LookPath("claude")
-	if err != nil {
-		return "", fmt.Errorf("the claude CLI is not installed here: no %s and no claude on PATH (npm install @anthropic-ai/claude-code@%s)", EnvBinary, PinnedVersion)
-	}
-	return b, nil
-}
-
-// Probe runs `claude --version`, bounded by ctx and DefaultProbeTimeout.
-func (t *Transport) Probe(ctx context.Context) messages.Availability {
-	a := messages.Availability{CheckedAt: time.Now()}
-	bin, err := t.Binary(nil)
-	if err != nil {
-		a.Reason = err.Error()
-		return a
-	}
-	a.Binary = bin
-	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--version")
-	cmd.Env = buildEnv(os.Environ(), transports.SessionSpec{}, t.env) // the allowlist, as for a session
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		switch {
-		case ctx.Err() != nil:
-			a.Reason = fmt.Sprintf("%s --version did not answer within %s", bin, DefaultProbeTimeout)
-		default:
-			a.Reason = fmt.Sprintf("%s --version failed (%v): %s", bin, err, transports.TailText(errb.Bytes(), 300))
-		}
-		return a
-	}
-	// "2.1.328 (Claude Code)"
-	a.Version = firstWord(out.String())
-	if a.Version == "" {
-		a.Reason = bin + " --version printed nothing"
-		return a
-	}
-	a.Available = true
-	return a
 }
 
 // Open starts one claude process for the session, completes the
@@ -211,53 +104,35 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // spec, unsupported when the CLI is missing, internal (with the end of its
 // stderr) when it exits or does not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	if sink == nil {
-		return nil, messages.FieldError(messages.OpStart, "sink", "required")
-	}
-	if spec.Posture == "" {
-		spec.Posture = messages.PostureDefault
-	}
-	if !spec.Posture.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "posture", "unknown posture %q", spec.Posture)
-	}
-	if spec.Effort != "" && !spec.Effort.Valid() {
-		return nil, messages.FieldError(messages.OpStart, "effort", "unknown effort %q", spec.Effort)
-	}
-	if spec.Cwd != "" {
-		if fi, err := os.Stat(spec.Cwd); err != nil || !fi.IsDir() {
-			return nil, messages.FieldError(messages.OpStart, "cwd", "%q is not a directory", spec.Cwd)
-		}
-	}
-	if err := t.CheckEnv(spec); err != nil {
+	spec, pr, err := t.Cfg.Prepare(spec, sink)
+	if err != nil {
 		return nil, err
 	}
-	bin, err := t.Binary(spec.Env)
-	if err != nil {
-		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
-	}
-	ws, err := gate.NewWorkspace(firstNonEmpty(spec.Cwd, "."))
-	if err != nil {
-		return nil, &messages.Error{Code: messages.CodeInvalid, Op: messages.OpStart, Field: "cwd", Message: err.Error(), Err: err}
-	}
-	if spec.Home != "" {
-		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
-			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
+	ws := pr.Workspace
+	if ws == nil {
+		w, err := gate.NewWorkspace(".")
+		if err != nil {
+			return nil, &messages.Error{Code: messages.CodeInvalid, Op: messages.OpStart, Field: "cwd", Message: err.Error(), Err: err}
 		}
+		ws = &w
 	}
-	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin, ws)
+	if err := cli.MakeHome(spec); err != nil {
+		return nil, err
+	}
+	warm, refill, ok := t.adoptWarm(ctx, spec, sink, pr.Bin, *ws)
 	if ok {
-		refillAfterFirstTurn(warm, refill)
+		warm.RefillAfterFirstTurn(refill)
 		return warm, nil
 	}
 	ext := spec.ResumeExternalID
 	if ext == "" {
 		ext = transports.NewUUID()
 	}
-	s := newSession(t, spec, sink, bin, ext, ws)
+	s := newSession(t, spec, sink, pr.Bin, ext, *ws)
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
-	refillAfterFirstTurn(s, refill)
+	s.RefillAfterFirstTurn(refill)
 	return s, nil
 }
 
@@ -363,24 +238,3 @@ var scrubbed = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE
 func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
 	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv, Scrub: scrubbed}
 }
-
-// CheckEnv refuses a start when founder credentials are in the daemon's
-// environment and not named for this backend (proc.EnvPolicy.Check).
-func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
-	return transports.CredentialRefusal(envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
-}
-
-// buildEnv is the process environment: the environment policy's allowlist
-// of the caller's environment (base), without the markers of a
-// surrounding session; HOME; the host defaults; then the transport's and
-// the session's extra entries, which win.
-func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
-	hostDefaults := []string{
-		"DISABLE_AUTOUPDATER=1",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		"CLAUDE_CODE_SDK_READS_SESSION_STATE=1",
-	}
-	return envPolicy(spec).Environ(base, spec.Home, hostDefaults, extra, spec.Env)
-}
-
-var errExited = errors.New("claude exited")

@@ -34,6 +34,9 @@ func TestBuildArgs(t *testing.T) {
 }
 
 func TestBuildEnv(t *testing.T) {
+	buildEnv := func(base []string, spec transports.SessionSpec, extra []string) []string {
+		return New(WithEnv(extra...)).Cfg.Environ(base, spec)
+	}
 	base := []string{"PATH=/bin", "HOME=/root", "NODE_OPTIONS=--inspect", "OPENAI_API_KEY=sk-other", "CLAUDECODE=1",
 		"ANTHROPIC_API_KEY=from-the-caller", "GITEA_TOKEN=founder", "UNRELATED=1"}
 	env := buildEnv(base, transports.SessionSpec{Home: "/tmp/h", Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:1", "DISABLE_AUTOUPDATER=0"}},

@@ -12,7 +12,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
-	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/cli/clitest"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
@@ -42,14 +42,10 @@ const resumed = "Initial prompt ignored when resuming session"
 // id, fails the first check.
 func TestLiveAttachCommandFindsTheSessionButCannotRunHeadless(t *testing.T) {
 	t.Parallel()
-	sc := &modelmock.Scenario{Rules: []modelmock.Rule{
-		{Match: modelmock.Match{Text: "marmalade"}, Steps: []modelmock.Step{{Text: "Noted."}}},
-		{Match: modelmock.Match{Text: "what was the word"}, Steps: []modelmock.Step{{Text: "It was marmalade."}}},
-	}}
-	l := newLive(t, sc, liveOpts{})
+	l := newLive(t, clitest.RememberWord("marmalade"), liveOpts{})
 	require.NoError(t, l.sess.StartTurn(ctxFor(t, time.Minute), 1, "remember the word marmalade"))
 	require.Equal(t, messages.TurnCompleted, l.rec.turnEnd(t, 1).State, dump(l.rec.all()))
-	ext := l.sess.(*session).ext
+	ext := l.sess.(*session).Ext
 	l.close()
 
 	bin := droidBinary(t)

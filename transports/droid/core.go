@@ -8,6 +8,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
 )
 
@@ -15,45 +16,14 @@ import (
 // events and stdin writes out. The shell (session.go) holds it under one
 // mutex and carries out the effects; nothing here does I/O or reads a clock.
 
-type turnEvent struct {
-	turn int
-	ev   messages.Event
-}
-
 // effects is what the shell must do after a step of the core.
-type effects struct {
-	events []turnEvent
-	writes [][]byte
-	closed bool // the running turn was closed by one of events
-}
-
-func (e *effects) emit(turn int, ev messages.Event) { e.events = append(e.events, turnEvent{turn, ev}) }
-func (e *effects) write(b []byte)                   { e.writes = append(e.writes, b) }
+type effects = cli.Effects
 
 // perm is a request_permission waiting for an answer.
 type perm struct {
 	id      string
 	use     PermissionToolUse
 	options []string
-}
-
-// exitKind says why the process ended, as far as the shell knows.
-type exitKind int
-
-const (
-	exitInvalid   exitKind = iota
-	exitOwn                // it exited by itself (or someone else killed it)
-	exitInterrupt          // the interrupt escalation signalled it
-)
-
-func (k exitKind) String() string {
-	switch k {
-	case exitOwn:
-		return "own"
-	case exitInterrupt:
-		return "interrupt"
-	}
-	return "invalid"
 }
 
 type coreConfig struct {
@@ -71,12 +41,8 @@ type coreConfig struct {
 type core struct {
 	cfg coreConfig
 
-	turn         int
-	running      bool
-	interrupting bool
-	dead         bool
-	fatal        bool
-	posture      messages.Posture
+	cli.Turn
+	posture messages.Posture
 
 	// followUps are messages droid must get once it ends its own turn: a
 	// denied or refused call is answered "cancel", which ends droid's turn
@@ -91,8 +57,7 @@ type core struct {
 	usage   messages.Usage
 	rounds  int
 
-	perms     map[string]*perm
-	issued    map[string]bool
+	perms     cli.Asked[*perm]
 	toolNames map[string]string // tool use id -> name, from tool_call
 	usesSent  map[string]bool
 	results   map[string]bool
@@ -102,7 +67,7 @@ type core struct {
 }
 
 func newCore(cfg coreConfig) *core {
-	return &core{cfg: cfg, posture: cfg.posture, perms: map[string]*perm{}, issued: map[string]bool{},
+	return &core{cfg: cfg, posture: cfg.posture,
 		toolNames: map[string]string{}, usesSent: map[string]bool{}, results: map[string]bool{}, messages: map[string]bool{}}
 }
 
@@ -112,23 +77,15 @@ func (c *core) nextID() string {
 	return c.cfg.idPrefix + strconv.Itoa(c.seq)
 }
 
-func (c *core) evTurn() int {
-	if c.running {
-		return c.turn
-	}
-	return 0
-}
+// State is the turn bookkeeping (cli.Core).
+func (c *core) State() *cli.Turn { return &c.Turn }
 
 // startTurn sends input as turn number turn.
 func (c *core) startTurn(turn int, input string) (effects, error) {
 	var e effects
-	if turn < 1 {
-		return e, messages.FieldError(messages.OpStart, "turn", "turn numbers start at 1, got %d", turn)
+	if err := c.Begin(turn); err != nil {
+		return e, err
 	}
-	if c.running {
-		return e, messages.Errorf(messages.CodeConflict, messages.OpStart, "turn %d is still running", c.turn)
-	}
-	c.turn, c.running, c.interrupting = turn, true, false
 	c.followUps, c.lastText, c.partial, c.usage, c.rounds = nil, "", "", messages.Usage{}, 0
 	c.userMessage(&e, input)
 	return e, nil
@@ -137,12 +94,12 @@ func (c *core) startTurn(turn int, input string) (effects, error) {
 func (c *core) userMessage(e *effects, text string) {
 	id := c.nextID()
 	c.messages[id] = true
-	e.write(requestLine(id, methodAddUserMessage, map[string]any{"text": text}))
+	e.Write(requestLine(id, methodAddUserMessage, map[string]any{"text": text}))
 }
 
 // line maps one parsed stdout line (responses to the shell's own requests
 // never get here).
-func (c *core) line(l Line) effects {
+func (c *core) Line(l Line) effects {
 	var e effects
 	switch l := l.(type) {
 	case Response:
@@ -150,8 +107,8 @@ func (c *core) line(l Line) effects {
 	case PermissionRequest:
 		c.permission(l, &e)
 	case OtherRequest:
-		e.write(errorResponseLine(l.ID, "codesession does not handle "+l.Method))
-		e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning,
+		e.Write(errorResponseLine(l.ID, "codesession does not handle "+l.Method))
+		e.Emit(c.EvTurn(), messages.Event{Type: messages.EvWarning,
 			Text: fmt.Sprintf("droid sent a %s request, which codesession does not handle: refused", l.Method)})
 	case Notification:
 		c.notification(l, &e)
@@ -166,20 +123,20 @@ func (c *core) response(r Response, e *effects) {
 		return
 	}
 	delete(c.messages, r.ID)
-	if r.Err == nil || !c.running {
+	if r.Err == nil || !c.Running {
 		return
 	}
 	ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnErrored,
 		Text: fmt.Sprintf("droid refused the message (%d): %s", r.Err.Code, r.Err.Message)}
 	c.endTurn(e)
-	e.emit(c.turn, ev)
+	e.Emit(c.Number, ev)
 }
 
 func (c *core) notification(n Notification, e *effects) {
-	t := c.evTurn()
+	t := c.EvTurn()
 	switch n.Type {
 	case "assistant_text_delta":
-		if c.running {
+		if c.Running {
 			c.partial += n.TextDelta
 		}
 	case "create_message":
@@ -189,7 +146,7 @@ func (c *core) notification(n Notification, e *effects) {
 		if n.Role == "assistant" && n.Text != "" {
 			c.lastText = n.Text
 			c.rounds++
-			e.emit(t, messages.Event{Type: messages.EvText, Text: n.Text})
+			e.Emit(t, messages.Event{Type: messages.EvText, Text: n.Text})
 		}
 	case "tool_call":
 		if n.ToolName != "" {
@@ -198,7 +155,7 @@ func (c *core) notification(n Notification, e *effects) {
 		// droid announces a call first with empty input, then complete
 		if !c.usesSent[n.ToolUseID] && string(n.Input) != "{}" {
 			c.usesSent[n.ToolUseID] = true
-			e.emit(t, messages.Event{Type: messages.EvToolUse, ToolUseID: n.ToolUseID, ToolName: n.ToolName, Input: n.Input})
+			e.Emit(t, messages.Event{Type: messages.EvToolUse, ToolUseID: n.ToolUseID, ToolName: n.ToolName, Input: n.Input})
 		}
 	case "tool_result":
 		if c.results[n.ToolUseID] {
@@ -207,10 +164,10 @@ func (c *core) notification(n Notification, e *effects) {
 		c.results[n.ToolUseID] = true
 		if !c.usesSent[n.ToolUseID] {
 			c.usesSent[n.ToolUseID] = true
-			e.emit(t, messages.Event{Type: messages.EvToolUse, ToolUseID: n.ToolUseID, ToolName: c.toolNames[n.ToolUseID], Input: json.RawMessage(`{}`)})
+			e.Emit(t, messages.Event{Type: messages.EvToolUse, ToolUseID: n.ToolUseID, ToolName: c.toolNames[n.ToolUseID], Input: json.RawMessage(`{}`)})
 		}
 		out, truncated, original := transports.CapOutput(n.Content, c.cfg.outputCap)
-		e.emit(t, messages.Event{Type: messages.EvToolResult, ToolUseID: n.ToolUseID, Output: out, IsError: n.IsError,
+		e.Emit(t, messages.Event{Type: messages.EvToolResult, ToolUseID: n.ToolUseID, Output: out, IsError: n.IsError,
 			Truncated: truncated, OriginalBytes: original})
 	case "agent_turn_completed":
 		c.turnCompleted(n, e)
@@ -219,21 +176,21 @@ func (c *core) notification(n Notification, e *effects) {
 			c.settings = *n.Settings
 		}
 	case "error", "session_error", "agent_error":
-		e.emit(t, messages.Event{Type: messages.EvError, Text: "droid reported an error: " + firstNonEmpty(n.Message, "no detail given")})
+		e.Emit(t, messages.Event{Type: messages.EvError, Text: "droid reported an error: " + firstNonEmpty(n.Message, "no detail given")})
 	}
 }
 
 // turnCompleted takes droid's end of its turn: it closes ours, unless a
 // follow-up (a deny reason) must reach the model first.
 func (c *core) turnCompleted(n Notification, e *effects) {
-	if !c.running {
+	if !c.Running {
 		return // a turn we already closed (an escalated interrupt)
 	}
 	c.usage.InputTokens += n.Usage.InputTokens
 	c.usage.OutputTokens += n.Usage.OutputTokens
 	c.usage.CacheReadTokens += n.Usage.CacheReadTokens
 	c.usage.CacheWriteTokens += n.Usage.CacheCreationTokens
-	if len(c.followUps) > 0 && !c.interrupting && n.Reason != "cancelled" {
+	if len(c.followUps) > 0 && !c.Interrupting && n.Reason != "cancelled" {
 		msg := strings.Join(c.followUps, "\n")
 		c.followUps = nil
 		c.userMessage(e, msg)
@@ -241,7 +198,7 @@ func (c *core) turnCompleted(n Notification, e *effects) {
 	}
 	state, text := messages.TurnCompleted, c.lastText
 	switch {
-	case c.interrupting || n.Reason == "cancelled" || n.Reason == "interrupted":
+	case c.Interrupting || n.Reason == "cancelled" || n.Reason == "interrupted":
 		state, text = messages.TurnInterrupted, c.keepPartial(e)
 	case n.Reason != "" && n.Reason != "completed":
 		state = messages.TurnErrored
@@ -250,7 +207,7 @@ func (c *core) turnCompleted(n Notification, e *effects) {
 	u := c.usage
 	ev := messages.Event{Type: messages.EvTurnEnd, State: state, Text: text, NumTurns: c.rounds, Usage: &u}
 	c.endTurn(e)
-	e.emit(c.turn, ev)
+	e.Emit(c.Number, ev)
 }
 
 // keepPartial emits the text streamed of an unfinished assistant message
@@ -259,27 +216,24 @@ func (c *core) turnCompleted(n Notification, e *effects) {
 func (c *core) keepPartial(e *effects) string {
 	if c.partial != "" {
 		c.lastText, c.partial = c.partial, ""
-		e.emit(c.turn, messages.Event{Type: messages.EvText, Text: c.lastText})
+		e.Emit(c.Number, messages.Event{Type: messages.EvText, Text: c.lastText})
 	}
 	return c.lastText
 }
 
 func (c *core) endTurn(e *effects) {
-	c.running, c.interrupting = false, false
+	c.End(e)
 	c.followUps = nil
-	for id := range c.perms {
-		delete(c.perms, id)
-	}
-	e.closed = true
+	c.perms.Clear()
 }
 
 // permission handles droid.request_permission: a file path must pass the
 // workspace gate, plan posture refuses every call droid asks about, and
 // what is left becomes a clarification.
 func (c *core) permission(r PermissionRequest, e *effects) {
-	t := c.evTurn()
+	t := c.EvTurn()
 	if len(r.ToolUses) == 0 {
-		e.write(responseLine(r.ID, permissionAnswer{SelectedOption: optionCancel, Comment: "no tool call named"}))
+		e.Write(responseLine(r.ID, permissionAnswer{SelectedOption: optionCancel, Comment: "no tool call named"}))
 		return
 	}
 	for _, tu := range r.ToolUses {
@@ -300,25 +254,24 @@ func (c *core) permission(r PermissionRequest, e *effects) {
 	}
 	if c.posture == messages.PostureAcceptEdits && allFileEdits(r.ToolUses) {
 		// acceptEdits: an edit the gate let through runs without asking
-		e.write(responseLine(r.ID, permissionAnswer{SelectedOption: optionProceedOnce}))
+		e.Write(responseLine(r.ID, permissionAnswer{SelectedOption: optionProceedOnce}))
 		return
 	}
 	tu := r.ToolUses[0]
-	c.perms[r.ID] = &perm{id: r.ID, use: tu, options: r.Options}
-	c.issued[r.ID] = true
+	c.perms.Ask(r.ID, &perm{id: r.ID, use: tu, options: r.Options})
 	if len(r.ToolUses) > 1 {
-		e.emit(t, messages.Event{Type: messages.EvWarning,
+		e.Emit(t, messages.Event{Type: messages.EvWarning,
 			Text: fmt.Sprintf("droid asks about %d tool calls at once; the clarification shows the first (%s), and the answer covers all", len(r.ToolUses), tu.ToolName)})
 	}
-	e.emit(t, messages.Event{Type: messages.EvClarification, ClarificationID: r.ID, ToolName: tu.ToolName, Input: tu.Input})
+	e.Emit(t, messages.Event{Type: messages.EvClarification, ClarificationID: r.ID, ToolName: tu.ToolName, Input: tu.Input})
 }
 
 // refuse answers a permission request with cancel and queues the reason as
 // a follow-up, so the model learns why.
 func (c *core) refuse(r PermissionRequest, tu PermissionToolUse, why string, e *effects) {
-	e.write(responseLine(r.ID, permissionAnswer{SelectedOption: optionCancel, Comment: why}))
+	e.Write(responseLine(r.ID, permissionAnswer{SelectedOption: optionCancel, Comment: why}))
 	c.followUps = append(c.followUps, fmt.Sprintf("codesession refused your %s call (%s): %s. Do not retry it; go on without it.", tu.ToolName, describe(tu), why))
-	e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning, Text: fmt.Sprintf("refused droid's %s call without asking: %s", tu.ToolName, why)})
+	e.Emit(c.EvTurn(), messages.Event{Type: messages.EvWarning, Text: fmt.Sprintf("refused droid's %s call without asking: %s", tu.ToolName, why)})
 }
 
 // allFileEdits reports whether every call is a file tool's (it names a
@@ -366,37 +319,30 @@ func describe(tu PermissionToolUse) string {
 }
 
 // answer answers a pending permission question.
-func (c *core) answer(id string, d messages.Decision, reason string) (effects, error) {
+func (c *core) Answer(id string, d messages.Decision, reason string) (effects, error) {
 	var e effects
-	if !d.Valid() {
-		return e, messages.FieldError(messages.OpAnswer, "decision", "unknown decision %q", d)
+	p, err := c.perms.Take(id, d, "answered, or its turn ended")
+	if err != nil {
+		return e, err
 	}
-	p := c.perms[id]
-	if p == nil {
-		if c.issued[id] {
-			return e, messages.Errorf(messages.CodeConflict, messages.OpAnswer, "clarification %q is not pending (answered, or its turn ended)", id)
-		}
-		return e, messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "no clarification %q was raised in this session", id)
-	}
-	delete(c.perms, id)
 	switch d {
 	case messages.DecisionAllowOnce:
-		e.write(responseLine(id, permissionAnswer{SelectedOption: optionProceedOnce}))
+		e.Write(responseLine(id, permissionAnswer{SelectedOption: optionProceedOnce}))
 	case messages.DecisionAllowSession:
 		opt := optionProceedAlways
 		if !contains(p.options, optionProceedAlways) {
 			opt = optionProceedOnce
-			e.emit(c.evTurn(), messages.Event{Type: messages.EvWarning,
+			e.Emit(c.EvTurn(), messages.Event{Type: messages.EvWarning,
 				Text: "droid offered no 'always' option for this call: allowed once"})
 		}
-		e.write(responseLine(id, permissionAnswer{SelectedOption: opt}))
+		e.Write(responseLine(id, permissionAnswer{SelectedOption: opt}))
 	case messages.DecisionDeny:
 		why := firstNonEmpty(reason, "denied by the user")
-		e.write(responseLine(id, permissionAnswer{SelectedOption: optionCancel, Comment: why}))
+		e.Write(responseLine(id, permissionAnswer{SelectedOption: optionCancel, Comment: why}))
 		c.followUps = append(c.followUps, fmt.Sprintf("The user denied your %s call (%s): %s. Do not retry it; go on without it.", p.use.ToolName, describe(p.use), why))
 	case messages.DecisionCancel:
-		c.interrupting = true
-		e.write(responseLine(id, permissionAnswer{SelectedOption: optionCancel, Comment: firstNonEmpty(reason, "cancelled by the user")}))
+		c.Interrupting = true
+		e.Write(responseLine(id, permissionAnswer{SelectedOption: optionCancel, Comment: firstNonEmpty(reason, "cancelled by the user")}))
 	}
 	return e, nil
 }
@@ -410,58 +356,18 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-// interrupt marks the running turn as interrupted; false when no turn
-// runs or one is already being interrupted.
-func (c *core) interrupt() bool {
-	if !c.running || c.interrupting || c.dead {
-		return false
-	}
-	c.interrupting = true
-	return true
-}
-
 // setPosture records the posture the next permission question is judged by.
 func (c *core) setPosture(p messages.Posture) { c.posture = p }
 
 // exited takes the end of the process.
-func (c *core) exited(how exitKind, status, tail string) effects {
+func (c *core) Exited(how cli.ExitKind, status, tail string) effects {
 	var e effects
-	c.dead = true
-	detail := "(" + status + ")"
-	if tail != "" {
-		detail += ": " + tail
-	}
-	switch {
-	case c.running && how == exitInterrupt:
-		text := "the turn was interrupted: droid did not stop in time and was signalled (" + status + ")"
+	interrupted := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.rounds, Text: cli.Signalled("droid", status)}
+	if c.Running && how == cli.ExitInterrupt {
 		if kept := c.keepPartial(&e); kept != "" {
-			text = kept + "\n[" + text + "]"
+			interrupted.Text = kept + "\n[" + interrupted.Text + "]"
 		}
-		ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, NumTurns: c.rounds, Text: text}
-		c.endTurn(&e)
-		e.emit(c.turn, ev)
-	case c.running:
-		c.fatal = true
-		c.endTurn(&e)
-		e.emit(c.turn, messages.Event{Type: messages.EvError, Fatal: true, Text: "droid exited mid-turn " + detail})
-	default:
-		e.emit(0, messages.Event{Type: messages.EvWarning,
-			Text: fmt.Sprintf("droid exited between turns %s; the next turn starts it again with droid.load_session", detail)})
 	}
-	return e
-}
-
-func (c *core) respawned() { c.dead = false }
-
-func (c *core) overCap(n int) effects {
-	var e effects
-	e.emit(c.evTurn(), messages.Event{Type: messages.EvError,
-		Text: fmt.Sprintf("droid wrote a stdout line of %d bytes, over the %d-byte cap: the line was dropped", n, c.cfg.lineCap)})
-	return e
-}
-
-func (c *core) badLine(err error) effects {
-	var e effects
-	e.emit(c.evTurn(), messages.Event{Type: messages.EvError, Text: "droid wrote a stdout line codesession cannot read: " + err.Error()})
+	c.Exit(&e, "droid", how, status, tail, " with droid.load_session", interrupted, c.endTurn)
 	return e
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
 	"github.com/codesession/codesession/transports/gate/gatetest"
 )
@@ -57,7 +58,7 @@ func newTestCore(t *testing.T, ws *gate.Workspace, p messages.Posture) *core {
 func written(t *testing.T, e effects) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, w := range e.writes {
+	for _, w := range e.Writes {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(w, &m))
 		out = append(out, m)
@@ -67,8 +68,8 @@ func written(t *testing.T, e effects) []map[string]any {
 
 func types(e effects) []string {
 	var out []string
-	for _, te := range e.events {
-		out = append(out, fmt.Sprintf("%d:%s", te.turn, te.ev.Type))
+	for _, te := range e.Events {
+		out = append(out, fmt.Sprintf("%d:%s", te.Turn, te.Ev.Type))
 	}
 	return out
 }
@@ -84,31 +85,31 @@ func TestCoreTextTurn(t *testing.T) {
 	_, err = c.startTurn(2, "again")
 	assert.Equal(t, messages.CodeConflict, messages.ErrorCode(err))
 
-	e = c.line(assistant("PONG"))
+	e = c.Line(assistant("PONG"))
 	assert.Equal(t, []string{"1:text"}, types(e))
-	e = c.line(completed("completed"))
+	e = c.Line(completed("completed"))
 	require.Equal(t, []string{"1:turn_end"}, types(e))
-	end := e.events[0].ev
+	end := e.Events[0].Ev
 	assert.Equal(t, messages.TurnCompleted, end.State)
 	assert.Equal(t, "PONG", end.Text)
 	assert.Equal(t, &messages.Usage{InputTokens: 10, OutputTokens: 2}, end.Usage)
-	assert.True(t, e.closed)
+	assert.True(t, e.Closed)
 }
 
 func TestCoreToolEventsOnceEach(t *testing.T) {
 	c := newTestCore(t, nil, messages.PostureDefault)
 	_, _ = c.startTurn(1, "x")
-	e := c.line(notif(map[string]any{"type": "tool_call", "toolUse": map[string]any{"id": "c1", "name": "Execute", "input": map[string]any{}}}))
-	assert.Empty(t, e.events, "the first announcement has no input yet")
-	e = c.line(notif(map[string]any{"type": "tool_call", "toolUse": map[string]any{"id": "c1", "name": "Execute", "input": map[string]any{"command": "ls"}}}))
+	e := c.Line(notif(map[string]any{"type": "tool_call", "toolUse": map[string]any{"id": "c1", "name": "Execute", "input": map[string]any{}}}))
+	assert.Empty(t, e.Events, "the first announcement has no input yet")
+	e = c.Line(notif(map[string]any{"type": "tool_call", "toolUse": map[string]any{"id": "c1", "name": "Execute", "input": map[string]any{"command": "ls"}}}))
 	require.Equal(t, []string{"1:tool_use"}, types(e))
 	big := strings.Repeat("y", 5000)
-	e = c.line(notif(map[string]any{"type": "tool_result", "toolUseId": "c1", "content": big}))
+	e = c.Line(notif(map[string]any{"type": "tool_result", "toolUseId": "c1", "content": big}))
 	require.Equal(t, []string{"1:tool_result"}, types(e))
-	assert.True(t, e.events[0].ev.Truncated)
-	assert.Equal(t, 5000, e.events[0].ev.OriginalBytes)
-	e = c.line(notif(map[string]any{"type": "tool_result", "toolUseId": "c1", "content": "again"}))
-	assert.Empty(t, e.events, "droid repeats a cancelled call's result")
+	assert.True(t, e.Events[0].Ev.Truncated)
+	assert.Equal(t, 5000, e.Events[0].Ev.OriginalBytes)
+	e = c.Line(notif(map[string]any{"type": "tool_result", "toolUseId": "c1", "content": "again"}))
+	assert.Empty(t, e.Events, "droid repeats a cancelled call's result")
 }
 
 // TestCoreGateRefusesPathsOutside runs the seed 002 fixture's escaping
@@ -122,27 +123,27 @@ func TestCoreGateRefusesPathsOutside(t *testing.T) {
 			c := newTestCore(t, &ws, messages.PostureDefault)
 			_, _ = c.startTurn(1, "write")
 			p := filepath.Join(ws.Given(), rel)
-			e := c.line(permReq("p1", "Create", map[string]any{"file_path": p, "content": "x"}, p))
+			e := c.Line(permReq("p1", "Create", map[string]any{"file_path": p, "content": "x"}, p))
 			assert.Equal(t, []string{"1:warning"}, types(e), rel)
 			w := written(t, e)
 			require.Len(t, w, 1)
 			assert.Equal(t, "cancel", w[0]["result"].(map[string]any)["selectedOption"], rel)
-			e = c.line(completed("completed"))
-			assert.Empty(t, e.events, "the turn stays open for the follow-up")
+			e = c.Line(completed("completed"))
+			assert.Empty(t, e.Events, "the turn stays open for the follow-up")
 			w = written(t, e)
 			require.Len(t, w, 1)
 			assert.Contains(t, w[0]["params"].(map[string]any)["text"], "codesession refused your Create call")
-			e = c.line(completed("completed"))
+			e = c.Line(completed("completed"))
 			assert.Equal(t, []string{"1:turn_end"}, types(e))
 		}
 		// inside: a clarification
 		c := newTestCore(t, &ws, messages.PostureDefault)
 		_, _ = c.startTurn(1, "write")
 		p := filepath.Join(ws.Given(), "sub", "new.txt")
-		e := c.line(permReq("p2", "Create", map[string]any{"file_path": p}, p))
+		e := c.Line(permReq("p2", "Create", map[string]any{"file_path": p}, p))
 		require.Equal(t, []string{"1:clarification"}, types(e))
-		assert.Equal(t, "p2", e.events[0].ev.ClarificationID)
-		assert.Equal(t, "Create", e.events[0].ev.ToolName)
+		assert.Equal(t, "p2", e.Events[0].Ev.ClarificationID)
+		assert.Equal(t, "Create", e.Events[0].Ev.ToolName)
 	}
 }
 
@@ -163,26 +164,26 @@ func TestCoreAnswers(t *testing.T) {
 	} {
 		c := newTestCore(t, &ws, messages.PostureDefault)
 		_, _ = c.startTurn(1, "write")
-		c.line(permReq("p1", "Create", map[string]any{"file_path": p}, p))
-		_, err := c.answer("nope", tc.d, "")
+		c.Line(permReq("p1", "Create", map[string]any{"file_path": p}, p))
+		_, err := c.Answer("nope", tc.d, "")
 		assert.Equal(t, messages.CodeNotFound, messages.ErrorCode(err))
-		e, err := c.answer("p1", tc.d, "not today")
+		e, err := c.Answer("p1", tc.d, "not today")
 		require.NoError(t, err)
 		w := written(t, e)
 		require.Len(t, w, 1)
 		assert.Equal(t, "p1", w[0]["id"])
 		assert.Equal(t, tc.option, w[0]["result"].(map[string]any)["selectedOption"], tc.d)
-		_, err = c.answer("p1", tc.d, "")
+		_, err = c.Answer("p1", tc.d, "")
 		assert.Equal(t, messages.CodeConflict, messages.ErrorCode(err))
-		e = c.line(completed("completed"))
+		e = c.Line(completed("completed"))
 		if tc.d == messages.DecisionDeny {
 			w := written(t, e)
 			require.Len(t, w, 1, "the deny reason follows")
 			assert.Contains(t, w[0]["params"].(map[string]any)["text"], "not today")
-			e = c.line(completed("completed"))
+			e = c.Line(completed("completed"))
 		}
 		require.Equal(t, []string{"1:turn_end"}, types(e), tc.d)
-		assert.Equal(t, tc.state, e.events[0].ev.State, tc.d)
+		assert.Equal(t, tc.state, e.Events[0].Ev.State, tc.d)
 	}
 }
 
@@ -191,42 +192,42 @@ func TestCorePlanRefusesEveryQuestion(t *testing.T) {
 	require.NoError(t, err)
 	c := newTestCore(t, &ws, messages.PosturePlan)
 	_, _ = c.startTurn(1, "run")
-	e := c.line(permReq("p1", "Execute", map[string]any{"command": "rm -rf x", "riskLevel": "low"}, ""))
+	e := c.Line(permReq("p1", "Execute", map[string]any{"command": "rm -rf x", "riskLevel": "low"}, ""))
 	assert.Equal(t, []string{"1:warning"}, types(e))
-	assert.Contains(t, e.events[0].ev.Text, "plan posture")
+	assert.Contains(t, e.Events[0].Ev.Text, "plan posture")
 	c.setPosture(messages.PostureDefault)
-	e = c.line(permReq("p2", "Execute", map[string]any{"command": "ls"}, ""))
+	e = c.Line(permReq("p2", "Execute", map[string]any{"command": "ls"}, ""))
 	assert.Equal(t, []string{"1:clarification"}, types(e))
 }
 
 func TestCoreInterruptAndExit(t *testing.T) {
 	c := newTestCore(t, nil, messages.PostureDefault)
-	assert.False(t, c.interrupt(), "no turn runs")
+	assert.False(t, c.Interrupt(), "no turn runs")
 	_, _ = c.startTurn(1, "slow")
-	assert.True(t, c.interrupt())
-	assert.False(t, c.interrupt(), "already interrupting")
-	e := c.line(completed("cancelled"))
+	assert.True(t, c.Interrupt())
+	assert.False(t, c.Interrupt(), "already interrupting")
+	e := c.Line(completed("cancelled"))
 	require.Equal(t, []string{"1:turn_end"}, types(e))
-	assert.Equal(t, messages.TurnInterrupted, e.events[0].ev.State)
+	assert.Equal(t, messages.TurnInterrupted, e.Events[0].Ev.State)
 
 	_, _ = c.startTurn(2, "work")
-	e = c.exited(exitOwn, "exit status 1", "boom")
+	e = c.Exited(cli.ExitOwn, "exit status 1", "boom")
 	require.Equal(t, []string{"2:error"}, types(e))
-	assert.True(t, e.events[0].ev.Fatal)
-	assert.Contains(t, e.events[0].ev.Text, "boom")
-	assert.True(t, c.fatal)
+	assert.True(t, e.Events[0].Ev.Fatal)
+	assert.Contains(t, e.Events[0].Ev.Text, "boom")
+	assert.True(t, c.Fatal)
 
 	c2 := newTestCore(t, nil, messages.PostureDefault)
-	e = c2.exited(exitOwn, "exit status 0", "")
+	e = c2.Exited(cli.ExitOwn, "exit status 0", "")
 	assert.Equal(t, []string{"0:warning"}, types(e))
-	assert.False(t, c2.fatal)
+	assert.False(t, c2.Fatal)
 }
 
 func TestCoreRefusesOtherRequests(t *testing.T) {
 	c := newTestCore(t, nil, messages.PostureDefault)
 	l, err := ParseLine([]byte(`{"type":"request","id":"q1","method":"droid.ask_user","params":{}}`))
 	require.NoError(t, err)
-	e := c.line(l)
+	e := c.Line(l)
 	w := written(t, e)
 	require.Len(t, w, 1)
 	assert.NotNil(t, w[0]["error"])
@@ -240,15 +241,15 @@ func TestCoreAcceptEditsApprovesGatedEditsOnly(t *testing.T) {
 	c := newTestCore(t, &ws, messages.PostureAcceptEdits)
 	_, _ = c.startTurn(1, "work")
 	p := filepath.Join(dir, "a.txt")
-	e := c.line(permReq("p1", "Create", map[string]any{"file_path": p}, p))
-	assert.Empty(t, e.events, "no clarification")
+	e := c.Line(permReq("p1", "Create", map[string]any{"file_path": p}, p))
+	assert.Empty(t, e.Events, "no clarification")
 	w := written(t, e)
 	require.Len(t, w, 1)
 	assert.Equal(t, "proceed_once", w[0]["result"].(map[string]any)["selectedOption"])
-	e = c.line(permReq("p2", "Execute", map[string]any{"command": "ls", "riskLevel": "low"}, ""))
+	e = c.Line(permReq("p2", "Execute", map[string]any{"command": "ls", "riskLevel": "low"}, ""))
 	assert.Equal(t, []string{"1:clarification"}, types(e), "commands are asked about")
 	out := filepath.Join(t.TempDir(), "x")
-	e = c.line(permReq("p3", "Create", map[string]any{"file_path": out}, out))
+	e = c.Line(permReq("p3", "Create", map[string]any{"file_path": out}, out))
 	assert.Equal(t, []string{"1:warning"}, types(e), "the gate still refuses")
 }
 
@@ -262,26 +263,26 @@ func TestCoreInterruptKeepsStreamedText(t *testing.T) {
 	}
 	c := newTestCore(t, nil, messages.PostureDefault)
 	_, _ = c.startTurn(1, "slow")
-	c.line(delta("Starting "))
-	c.line(delta("a long job"))
-	require.True(t, c.interrupt())
-	e := c.line(completed("cancelled"))
+	c.Line(delta("Starting "))
+	c.Line(delta("a long job"))
+	require.True(t, c.Interrupt())
+	e := c.Line(completed("cancelled"))
 	require.Equal(t, []string{"1:text", "1:turn_end"}, types(e))
-	assert.Equal(t, "Starting a long job", e.events[0].ev.Text)
-	assert.Equal(t, messages.TurnInterrupted, e.events[1].ev.State)
-	assert.Equal(t, "Starting a long job", e.events[1].ev.Text)
+	assert.Equal(t, "Starting a long job", e.Events[0].Ev.Text)
+	assert.Equal(t, messages.TurnInterrupted, e.Events[1].Ev.State)
+	assert.Equal(t, "Starting a long job", e.Events[1].Ev.Text)
 
 	_, _ = c.startTurn(2, "work")
-	c.line(delta("half"))
-	e = c.line(assistant("whole"))
+	c.Line(delta("half"))
+	e = c.Line(assistant("whole"))
 	assert.Equal(t, []string{"2:text"}, types(e))
-	e = c.line(completed("completed"))
-	assert.Equal(t, "whole", e.events[0].ev.Text, "the deltas of a whole message are not kept twice")
+	e = c.Line(completed("completed"))
+	assert.Equal(t, "whole", e.Events[0].Ev.Text, "the deltas of a whole message are not kept twice")
 
 	_, _ = c.startTurn(3, "stuck")
-	c.line(delta("streamed"))
-	require.True(t, c.interrupt())
-	e = c.exited(exitInterrupt, "signal: killed", "")
+	c.Line(delta("streamed"))
+	require.True(t, c.Interrupt())
+	e = c.Exited(cli.ExitInterrupt, "signal: killed", "")
 	require.Equal(t, []string{"3:text", "3:turn_end"}, types(e))
-	assert.Contains(t, e.events[1].ev.Text, "streamed")
+	assert.Contains(t, e.Events[1].Ev.Text, "streamed")
 }

@@ -9,6 +9,10 @@ import (
 // ID is the backend id.
 const ID = "droid"
 
+// EnvBinary names the droid executable when no WithBinary option is given
+// (CI sets it to the pinned install); else `droid` is looked up on PATH.
+const EnvBinary = "CODESESSION_DROID_BIN"
+
 // PinnedVersion is the droid version this transport was verified against;
 // CI installs exactly this one from npm.
 const PinnedVersion = "0.215.0"

@@ -3,12 +3,15 @@
 //
 //	droid exec --input-format stream-jsonrpc --output-format stream-jsonrpc
 //
-// It owns the wire (ParseLine and the encoders, pure, fuzzed by
-// FuzzParseLine seeded from the reference capture), the session core
-// (core.go: lines and ops in, events and stdin writes out, no I/O), the
-// shell that runs the process (session.go), the capability descriptor
-// (seed 003, moved to stream-jsonrpc) and the Transport with its Probe
-// (`droid --version`, which needs no login).
+// It is built on the CLI kit (transports/cli), which runs the process,
+// waits for the replies to its requests, calls the Sink from one emitter,
+// escalates an interrupt, stops the process on Close and glues the warm
+// pool. This package owns what is droid's: the wire (Decode over
+// ParseLine, and the encoders, pure), the session core (core.go: decoded
+// lines and ops in, events and stdin writes out, no I/O), its ops
+// (session.go: the handshake, settings, turns, restarts), the capability
+// descriptor (seed 003, moved to stream-jsonrpc) and the Transport with
+// its Probe (`droid --version`, which needs no login).
 //
 // # Process and environment
 //
@@ -87,8 +90,9 @@
 //
 // # Testing
 //
-// The wire is tested on the reference capture (testdata/droid) and fuzzed
-// (FuzzParseLine); the core with table tests; the shell live against the
+// The wire is tested on the reference capture (testdata/droid), Decode
+// against golden files (testdata/decode/*.jsonl -> *.golden, -update
+// rewrites them) and fuzzed (FuzzParseLine, FuzzDecode); the core with table tests; the shell live against the
 // real CLI and modelmock (Chat Completions): text, permission allowed and
 // denied, the gate, posture and effort as droid reported them, interrupt,
 // resume, the warm pool (adoption proved by the pooled pid, its model and

@@ -3,11 +3,8 @@ package droid
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli/clitest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
@@ -79,106 +77,54 @@ func newLive(t testing.TB, sc *modelmock.Scenario, o liveOpts) *live {
 
 func (l *live) open() {
 	l.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := l.tr.Open(ctx, l.spec, l.rec.sink)
-	require.NoError(l.t, err)
-	l.sess = s
-	l.t.Cleanup(func() { l.close() })
+	l.sess = clitest.Open(l.t, l.tr, l.spec, l.rec.sink, 2*time.Minute, 30*time.Second)
 }
 
-func (l *live) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(l.t, l.sess.Close(ctx))
+// close closes the session now (the cleanup's Close is then a no-op).
+func (l *live) close() { clitest.Close(l.t, l.sess, 30*time.Second) }
+
+func ctxFor(t testing.TB, d time.Duration) context.Context { return clitest.Ctx(t, d) }
+
+// turnEvent is one recorded sink call.
+type turnEvent struct {
+	turn int
+	ev   messages.Event
 }
 
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// recorder collects a session's events.
+// recorder collects a session's events (clitest.Recorder); its wait looks
+// at every event so far.
 type recorder struct {
-	mu   sync.Mutex
-	evs  []turnEvent
-	more chan struct{}
+	*clitest.Recorder[turnEvent]
 }
 
-func newRecorder() *recorder { return &recorder{more: make(chan struct{}, 1)} }
-
-func (r *recorder) sink(turn int, ev messages.Event) {
-	r.mu.Lock()
-	r.evs = append(r.evs, turnEvent{turn, ev})
-	r.mu.Unlock()
-	select {
-	case r.more <- struct{}{}:
-	default:
-	}
+func newRecorder() *recorder {
+	return &recorder{clitest.NewRecorder(func(turn int, ev messages.Event) turnEvent { return turnEvent{turn, ev} })}
 }
 
-func (r *recorder) all() []turnEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]turnEvent(nil), r.evs...)
-}
+func (r *recorder) sink(turn int, ev messages.Event) { r.Sink(turn, ev) }
+
+func (r *recorder) all() []turnEvent { return r.All() }
 
 func (r *recorder) wait(t testing.TB, d time.Duration, match func(turnEvent) bool) turnEvent {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		evs := r.all()
-		for _, te := range evs {
-			if match(te) {
-				return te
-			}
-		}
-		select {
-		case <-r.more:
-		case <-deadline.C:
-			t.Fatalf("no matching event within %s; events:\n%s", d, dump(evs))
-		}
-	}
+	te, _ := r.Wait(t, d, 0, match)
+	return te
 }
 
 func (r *recorder) turnEnd(t testing.TB, turn int) messages.Event {
 	t.Helper()
-	return r.wait(t, 2*time.Minute, func(te turnEvent) bool {
-		return te.turn == turn && (te.ev.Type == messages.EvTurnEnd || (te.ev.Type == messages.EvError && te.ev.Fatal))
-	}).ev
+	return r.TurnEnd(t, turn, 2*time.Minute)
 }
 
 func (r *recorder) ofType(turn int, typ messages.EventType) []messages.Event {
-	var out []messages.Event
-	for _, te := range r.all() {
-		if te.turn == turn && te.ev.Type == typ {
-			out = append(out, te.ev)
-		}
-	}
-	return out
+	return r.OfType(turn, typ)
 }
 
+// dump renders events for a failure message (clitest.Dump).
 func dump(evs []turnEvent) string {
-	var b strings.Builder
+	var recs []clitest.Record
 	for _, te := range evs {
-		ev := te.ev
-		fmt.Fprintf(&b, "  turn %d %s", te.turn, ev.Type)
-		for _, f := range []struct{ k, v string }{{"text", ev.Text}, {"tool", ev.ToolName}, {"id", ev.ClarificationID},
-			{"state", string(ev.State)}, {"input", string(ev.Input)}, {"output", ev.Output}, {"ext", ev.ExternalSessionID}} {
-			if f.v != "" {
-				v := f.v
-				if len(v) > 160 {
-					v = v[:160] + "..."
-				}
-				fmt.Fprintf(&b, " %s=%q", f.k, v)
-			}
-		}
-		if ev.Fatal {
-			b.WriteString(" fatal")
-		}
-		b.WriteString("\n")
+		recs = append(recs, clitest.Record{Turn: te.turn, Ev: te.ev})
 	}
-	return b.String()
+	return clitest.Dump(recs)
 }

@@ -32,9 +32,9 @@ func TestLivePostureAsDroidReportedIt(t *testing.T) {
 	})
 	assert.Contains(t, w.ev.Text, `"none"`)
 	reported := func() string {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.core.settings.AutonomyLevel
+		s.Lock()
+		defer s.Unlock()
+		return s.Core.settings.AutonomyLevel
 	}
 	assert.Equal(t, "off", reported(), "plan at open")
 	for _, p := range []messages.Posture{messages.PostureAcceptEdits, messages.PostureFull, messages.PostureDefault, messages.PosturePlan} {
@@ -87,9 +87,9 @@ func TestLiveEffortReachesTheModel(t *testing.T) {
 			}
 			require.NotEmpty(t, got, "no request carried the prompt")
 			s := sess.(*session)
-			s.mu.Lock()
-			applied := s.core.settings.ReasoningEffort
-			s.mu.Unlock()
+			s.Lock()
+			applied := s.Core.settings.ReasoningEffort
+			s.Unlock()
 			t.Logf("effort %s: droid applied %q, the model received %v", eff, applied, got)
 			if applied == ReasoningEffort(eff) {
 				assert.Equal(t, ReasoningEffort(eff), got[0])

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/warmpool"
@@ -38,10 +38,10 @@ import (
 // (ResumeExternalID) never uses the pool: it is droid.load_session on a
 // process of its own.
 //
-// Pooled processes are contained like sessions: each starts through proc
-// under its own group of the runtime's kit (watchdog, cgroup, boot-sweep
-// record), is killed when discarded, drained when the runtime closes
-// (DrainWarm), and once adopted its group is closed with the session.
+// Pooled processes are contained like sessions (see transports/cli).
+
+// A droid transport is a warm pooler.
+var _ transports.WarmPooler = (*Transport)(nil)
 
 // warmKey is what a pooled process must share with the start that adopts it.
 type warmKey struct {
@@ -57,11 +57,6 @@ type warmProc struct {
 	model string
 }
 
-// WithWarmPool keeps n initialized droid processes per key ready for the
-// next start (0, the default of New, disables the pool). The runtime sets
-// it from its config (warmPool).
-func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
-
 func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
 	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit })
 }
@@ -69,127 +64,78 @@ func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
 // WarmIdle is how many pooled processes are ready for a start like spec
 // (for tests and the benchmark).
 func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
-	pool := t.Current()
-	if pool == nil {
-		return 0
-	}
 	bin, err := t.Binary(spec.Env)
-	if err != nil {
-		return 0
-	}
-	return pool.Idle(t.warmKey(spec, bin))
+	return cli.Idle(t.Slot, t.warmKey(spec, bin), err)
 }
 
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) warmKey {
-	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(buildEnv(os.Environ(), spec, t.env)), namedModel: spec.Model != ""}
+	return warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(t.Cfg.Environ(os.Environ(), spec)), namedModel: spec.Model != ""}
 }
 
-// adoptWarm hands the start a pooled process when one fits; refill boots
-// the key's replacement (the caller runs it once the session's first turn
-// is over). ok is false when the start must boot its own.
-func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws *gate.Workspace) (s *session, refill func(), ok bool) {
-	pool := t.Current() // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
-	if pool == nil || pool.Size() == 0 || spec.ResumeExternalID != "" || !spec.Provision.Empty() {
-		return nil, func() {}, false
-	}
-	key := t.warmKey(spec, bin)
-	refill = func() {
-		tmpl := spec
-		tmpl.SessionID, tmpl.Procs = "", nil
-		pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key.kit, tmpl, bin) })
-	}
-	for {
-		w, found := pool.Take(key)
-		if !found {
-			return nil, refill, false
-		}
-		s, err := w.adopt(ctx, spec, sink, ws)
-		if err == nil {
-			return s, refill, true
-		}
-		w.discard() // a process that could not take the settings: try the next, else boot
-	}
-}
-
-// RefillDelay bounds how long the pool waits for a session's first turn to
-// end before it boots the session's replacement anyway.
-const RefillDelay = warmpool.RefillDelay
-
-// refillAfterFirstTurn refills the pool once s's first turn has ended (or
-// s closed, or RefillDelay passed): a boot is seconds of CPU, which on two
+// adoptWarm hands the start a pooled process when one fits (cli.Adopt);
+// ok is false when the start must boot its own. The refill waits for the
+// adopting session's first turn: a boot is seconds of CPU, which on two
 // cores would slow the very turn the pool just sped up.
-func refillAfterFirstTurn(s *session, refill func()) {
-	warmpool.RefillAfter(s.firstEnd, s.stop, refill)
+func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string, ws *gate.Workspace) (*warmProc, func(), bool) {
+	return cli.Adopt(t.Slot, t.warmKey(spec, bin), spec,
+		func(ctx context.Context, kit *prockit.Kit, tmpl transports.SessionSpec) (*warmProc, error) {
+			return t.bootWarm(ctx, kit, tmpl, bin)
+		},
+		func(w *warmProc) error { return w.adopt(ctx, spec, sink, ws) }, (*warmProc).discard)
 }
 
 // bootWarm starts and initializes a process for the pool, under a group of
 // its own in kit. Its session emits nothing until a start adopts it.
 func (t *Transport) bootWarm(ctx context.Context, kit *prockit.Kit, spec transports.SessionSpec, bin string) (*warmProc, error) {
-	var g *prockit.Group
-	if kit != nil {
-		g = kit.Group("warm-" + transports.RandomHex(6))
-	}
+	g := cli.WarmGroup(kit)
 	spec.Procs = g
 	s := newSession(t, spec, func(int, messages.Event) {}, bin, transports.NewUUID(), nil)
-	s.ownGroup = g
-	hctx, cancel := context.WithTimeout(ctx, t.startTimeout)
+	s.OwnGroup = g
+	hctx, cancel := context.WithTimeout(ctx, t.Cfg.StartTimeout)
 	defer cancel()
 	if _, err := s.initialize(hctx, false, messages.OpStart); err != nil {
-		w := &warmProc{s: s}
-		w.discard()
+		s.Discard()
 		return nil, err
 	}
 	return &warmProc{s: s, model: spec.Model}, nil
 }
 
 // alive: the process has not exited and nobody closed it.
-func (w *warmProc) alive() bool {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	return !w.s.closed.Load() && w.s.proc != nil && w.s.proc.status == "" && !w.s.core.dead
-}
+func (w *warmProc) alive() bool { return w.s.Alive() }
 
 // discard kills the process and its group.
-func (w *warmProc) discard() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = w.s.Close(ctx)
-}
+func (w *warmProc) discard() { w.s.Discard() }
 
 // adopt makes the pooled process the session of spec: the session's sink,
 // spec and a fresh core (its posture and gate), then autonomy, effort and
 // (when it differs from the boot's) the model in one
 // droid.update_session_settings, then EvStarted. On error the process is
 // left for the caller to discard.
-func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, ws *gate.Workspace) (*session, error) {
+func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, ws *gate.Workspace) error {
 	s := w.s
-	s.mu.Lock()
-	if s.closed.Load() || s.proc == nil || s.proc.status != "" || s.core.dead {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("the warm droid process ended")
+	s.Lock()
+	if s.Closed() || s.Proc == nil || s.Proc.Status != "" || s.Core.Dead {
+		s.Unlock()
+		return fmt.Errorf("the warm droid process ended")
 	}
-	p := s.proc
-	settings := s.core.settings
+	p := s.Proc
+	settings := s.Core.settings
 	// the session's record says what the adopted process may write (its
 	// rules were built in the pool's group)
-	spec.Procs.NoteWritable(s.spec.Procs.Writable())
-	s.spec, s.sink = spec, sink
-	s.core = newCore(coreConfig{outputCap: s.t.outputCap, lineCap: s.t.lineCap, ws: ws, posture: spec.Posture,
-		idPrefix: "cs-" + transports.RandomHex(4) + "-"})
-	s.core.settings = settings
-	s.early = nil // lines of the idle wait belong to nobody's session
-	s.mu.Unlock()
+	spec.Procs.NoteWritable(s.Spec.Procs.Writable())
+	c := newSessionCore(s.t, spec, ws)
+	c.settings = settings
+	s.Adopted(spec, sink, c)
+	s.Unlock()
 	var extra map[string]any
 	if spec.Model != w.model {
 		extra = map[string]any{"modelId": spec.Model}
 	}
-	hctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
+	hctx, cancel := context.WithTimeout(ctx, s.t.Cfg.StartTimeout)
 	defer cancel()
 	if err := s.applySettings(hctx, p, messages.OpStart, extra); err != nil {
-		return nil, err
+		return err
 	}
-	s.wg.Add(1)
-	go s.emitLoop()
-	s.begin()
-	return s, nil
+	s.Begin()
+	return nil
 }

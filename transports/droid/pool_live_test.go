@@ -95,9 +95,9 @@ func (r *poolRig) waitIdle(spec transports.SessionSpec, n int, why string) {
 }
 
 func pgidOf(s *session) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.proc.Pgid
+	s.Lock()
+	defer s.Unlock()
+	return s.Proc.Pgid
 }
 
 // A start adopts the pooled process booted after the previous start's
@@ -135,9 +135,9 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	assert.Regexp(t, `^[0-9a-f-]{36}$`, startedB.ev.ExternalSessionID)
 	assert.NotEqual(t, startedA.ev.ExternalSessionID, startedB.ev.ExternalSessionID)
 	assert.Equal(t, secondModelID, startedB.ev.Model)
-	b.mu.Lock()
-	reported := b.core.settings
-	b.mu.Unlock()
+	b.Lock()
+	reported := b.Core.settings
+	b.Unlock()
 	assert.Equal(t, secondModelID, reported.ModelID, "droid reports the model set at adoption")
 	assert.Equal(t, "high", reported.AutonomyLevel, "droid reports the autonomy of posture full")
 

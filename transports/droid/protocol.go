@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
 )
 
 // The stream-jsonrpc wire: one JSON object per
@@ -143,6 +146,37 @@ func (OtherRequest) isLine()      {}
 func (Notification) isLine()      {}
 
 var errNotObject = errors.New("not a JSON object")
+
+// Decode reads one stdout line for the kit; pure. A response is the reply
+// to a request of the host (its JSON-RPC error mapped to ours) and, for a
+// reply no request waits for (one to a turn's message), a Line for the
+// core too; any other line is a Line for the core, or why it cannot be
+// read.
+func Decode(line []byte) []cli.Event[Line] {
+	l, err := ParseLine(line)
+	if err != nil {
+		return []cli.Event[Line]{{Err: err}}
+	}
+	if r, ok := l.(Response); ok {
+		reply := &cli.Reply{ID: r.ID, Result: r.Result}
+		if r.Err != nil {
+			reply.Refused, reply.Message, reply.Code = true, r.Err.Message, rpcErrorCode(r.Err.Code)
+		}
+		return []cli.Event[Line]{{Reply: reply, Msg: l}}
+	}
+	return []cli.Event[Line]{{Msg: l}}
+}
+
+// rpcErrorCode maps a JSON-RPC error code to ours.
+func rpcErrorCode(c int) messages.Code {
+	switch c {
+	case -32602, -32600, -32700:
+		return messages.CodeInvalid
+	case -32601:
+		return messages.CodeUnsupported
+	}
+	return messages.CodeInternal
+}
 
 // ParseLine decodes one stdout line. A line that is not a JSON object, or
 // not an envelope codesession knows, is an error; an unknown notification

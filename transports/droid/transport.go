@@ -9,20 +9,16 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
-	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/cli"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 	"github.com/codesession/codesession/transports/warmpool"
 )
 
-// EnvBinary names the droid executable when no WithBinary option is given
-// (CI sets it to the pinned install); else `droid` is looked up on PATH.
-const EnvBinary = "CODESESSION_DROID_BIN"
-
 // Defaults of the options.
 const (
-	DefaultOutputCap      = 64 << 10
-	DefaultLineCap        = 16 << 20
+	DefaultOutputCap      = cli.DefaultOutputCap
+	DefaultLineCap        = cli.DefaultLineCap
 	DefaultControlTimeout = 30 * time.Second
 	DefaultStartTimeout   = 2 * time.Minute
 	DefaultProbeTimeout   = time.Minute // a backstop: droid --version took 13-21 s on a loaded 2-core machine; callers bound it tighter
@@ -31,94 +27,29 @@ const (
 // DefaultInterruptDeadlines: after droid.interrupt_session the turn gets
 // Grace to end; then the process group gets SIGINT, SIGTERM after
 // AfterINT, and SIGKILL after AfterTERM.
-var DefaultInterruptDeadlines = InterruptDeadlines{Grace: 10 * time.Second, AfterINT: 3 * time.Second, AfterTERM: 3 * time.Second}
+var DefaultInterruptDeadlines = cli.InterruptDeadlines{Grace: 10 * time.Second, AfterINT: 3 * time.Second, AfterTERM: 3 * time.Second}
 
-// InterruptDeadlines are the escalation steps of an interrupt.
-type InterruptDeadlines struct {
-	Grace, AfterINT, AfterTERM time.Duration
-}
-
-// Transport is the droid backend. It is safe for concurrent use; each
-// Open starts an independent process.
+// Transport is the droid backend on the CLI kit (transports/cli). It is
+// safe for concurrent use; each Open starts an independent process.
 type Transport struct {
-	binary                             string
-	outputCap                          int
-	lineCap                            int
-	controlTimeout                     time.Duration
-	startTimeout                       time.Duration
-	deadlines                          InterruptDeadlines
-	env                                []string
+	cli.Base
 	*warmpool.Slot[warmKey, *warmProc] // the warm pool (pool.go)
 }
 
+// Option configures a Transport: the kit's options, of which droid takes
+// WithBinary, WithEnv, WithOutputCap, WithLineCap, WithControlTimeout
+// (each request after the handshake: settings, interrupt),
+// WithStartTimeout (initialize or load), WithInterruptDeadlines and
+// WithWarmPool.
+type Option = cli.Option
+
+// The options droid takes, as the kit defines them.
 var (
-	_ transports.Transport  = (*Transport)(nil)
-	_ transports.WarmPooler = (*Transport)(nil)
+	WithBinary, WithEnv, WithWarmPool    = cli.WithBinary, cli.WithEnv, cli.WithWarmPool
+	WithOutputCap, WithLineCap           = cli.WithOutputCap, cli.WithLineCap
+	WithControlTimeout, WithStartTimeout = cli.WithControlTimeout, cli.WithStartTimeout
+	WithInterruptDeadlines               = cli.WithInterruptDeadlines
 )
-
-// Option configures a Transport.
-type Option func(*Transport)
-
-// WithBinary runs this droid executable.
-func WithBinary(path string) Option { return func(t *Transport) { t.binary = path } }
-
-// WithOutputCap caps each tool result's output at n bytes.
-func WithOutputCap(n int) Option {
-	return func(t *Transport) { subprocess.Positive(&t.outputCap, n) }
-}
-
-// WithLineCap caps one stdout line at n bytes: a longer line is dropped
-// and reported as an EvError.
-func WithLineCap(n int) Option {
-	return func(t *Transport) { subprocess.Positive(&t.lineCap, n) }
-}
-
-// WithControlTimeout bounds each request of the host after the handshake
-// (settings, interrupt).
-func WithControlTimeout(d time.Duration) Option {
-	return func(t *Transport) { subprocess.Positive(&t.controlTimeout, d) }
-}
-
-// WithStartTimeout bounds the handshake in Open (initialize or load).
-func WithStartTimeout(d time.Duration) Option {
-	return func(t *Transport) { subprocess.Positive(&t.startTimeout, d) }
-}
-
-// WithInterruptDeadlines sets the interrupt escalation steps.
-func WithInterruptDeadlines(d InterruptDeadlines) Option {
-	return func(t *Transport) { t.deadlines = d }
-}
-
-// WithEnv adds KEY=VALUE entries to every session's environment, below
-// SessionSpec.Env.
-func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
-
-// New returns the droid transport.
-func New(opts ...Option) *Transport {
-	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, controlTimeout: DefaultControlTimeout,
-		startTimeout: DefaultStartTimeout, deadlines: DefaultInterruptDeadlines}
-	t.Slot = newWarmSlot()
-	for _, o := range opts {
-		o(t)
-	}
-	return t
-}
-
-// Descriptor returns the capability descriptor.
-func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
-
-// Binary returns the droid executable the transport would run with the
-// given extra environment, or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) { return cli.Find(t.binary, env) }
-
-var cli = subprocess.CLI{Name: "droid", Command: "droid", EnvVar: EnvBinary, Install: "npm install droid@" + PinnedVersion}
-
-// Probe runs `droid --version`, bounded by ctx and DefaultProbeTimeout. It
-// needs no login (a bring-your-own-key model needs none at all).
-func (t *Transport) Probe(ctx context.Context) messages.Availability {
-	bin, err := t.Binary(nil)
-	return subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField}.Availability(ctx, bin, err)
-}
 
 // Open starts one droid process for the session, completes the handshake
 // (droid.initialize_session with a fresh UUID, or droid.load_session of
@@ -131,57 +62,36 @@ func (t *Transport) Probe(ctx context.Context) messages.Availability {
 // when the CLI is missing, internal or timeout when droid exits or does
 // not answer.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	spec, err := transports.CheckSpec(spec, sink)
+	spec, pr, err := t.Cfg.Prepare(spec, sink)
 	if err != nil {
-		return nil, err
-	}
-	if err := t.CheckEnv(spec); err != nil {
 		return nil, err
 	}
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools",
 			"droid has no per-tool allow-list (its autonomy level is the boundary); start without allowedTools")
 	}
-	var ws *gate.Workspace
-	if spec.Cwd != "" {
-		w, err := gate.NewWorkspace(spec.Cwd)
-		if err != nil {
-			return nil, messages.FieldError(messages.OpStart, "cwd", "%v", err)
-		}
-		ws = &w
-	}
-	bin, err := t.Binary(spec.Env)
-	if err != nil {
-		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
-	}
 	if p := spec.Provision; p != nil && p.Home != "" {
 		// the plan's HOME (its .factory/mcp.json and skills), with the
 		// user's own ~/.factory linked in (actors/curation laid it out)
-		user := cmp.Or(subprocess.EnvValue(spec.Env, "HOME"), subprocess.EnvValue(t.env, "HOME"), spec.Home, os.Getenv("HOME"))
+		user := cmp.Or(subprocess.EnvValue(spec.Env, "HOME"), subprocess.EnvValue(t.Cfg.Env, "HOME"), spec.Home, os.Getenv("HOME"))
 		if err := transports.OverlayHome(p.Home, user, ".factory"); err != nil {
 			return nil, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot lay out the session's provisioned HOME")
 		}
 		spec.Home, spec.Env = p.Home, append(slices.Clone(spec.Env), "HOME="+p.Home) // the last HOME wins
 	}
-	if spec.Home != "" {
-		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
-			return nil, messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
-		}
+	if err := cli.MakeHome(spec); err != nil {
+		return nil, err
 	}
-	warm, refill, ok := t.adoptWarm(ctx, spec, sink, bin, ws)
+	warm, refill, ok := t.adoptWarm(ctx, spec, sink, pr.Bin, pr.Workspace)
 	if ok {
-		refillAfterFirstTurn(warm, refill)
-		return warm, nil
+		warm.s.RefillAfterFirstTurn(refill)
+		return warm.s, nil
 	}
-	ext := spec.ResumeExternalID
-	if ext == "" {
-		ext = transports.NewUUID()
-	}
-	s := newSession(t, spec, sink, bin, ext, ws)
+	s := newSession(t, spec, sink, pr.Bin, cmp.Or(spec.ResumeExternalID, transports.NewUUID()), pr.Workspace)
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
-	refillAfterFirstTurn(s, refill)
+	s.RefillAfterFirstTurn(refill)
 	return s, nil
 }
 
@@ -211,15 +121,15 @@ func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
 	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv}
 }
 
-// CheckEnv refuses a start when founder credentials are in the daemon's
-// environment and not named for this backend (proc.EnvPolicy.Check).
-func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
-	return transports.CredentialRefusal(envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
-}
-
-// buildEnv is the process environment (proc.EnvPolicy.Environ): the
-// allowlist of base and droid's documented variables; HOME; then the
-// transport's and the session's extra entries, which win.
-func buildEnv(base []string, spec transports.SessionSpec, extra []string) []string {
-	return envPolicy(spec).Environ(base, spec.Home, extra, spec.Env)
+// New returns the droid transport.
+func New(opts ...Option) *Transport {
+	t := &Transport{Slot: newWarmSlot()}
+	t.Base = cli.NewBase(cli.Config{
+		CLI:       subprocess.CLI{Name: "droid", Command: "droid", EnvVar: EnvBinary, Install: "npm install droid@" + PinnedVersion},
+		OutputCap: DefaultOutputCap, LineCap: DefaultLineCap, ControlTimeout: DefaultControlTimeout,
+		StartTimeout: DefaultStartTimeout, Deadlines: DefaultInterruptDeadlines, Policy: envPolicy,
+		// it needs no login (a bring-your-own-key model needs none at all)
+		Probe: subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.FirstField},
+	}, descriptor, t.Slot, opts)
+	return t
 }

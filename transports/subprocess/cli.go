@@ -98,7 +98,10 @@ func (p VersionProbe) Version(ctx context.Context, bin string) (string, error) {
 		parse = strings.TrimSpace
 	}
 	v := parse(out.String())
-	if v == "" {
+	switch {
+	case v == "" && strings.TrimSpace(out.String()) == "":
+		return "", fmt.Errorf("%s --version printed nothing", bin)
+	case v == "":
 		return "", fmt.Errorf("%s --version printed no version", bin)
 	}
 	return v, nil
