@@ -142,7 +142,7 @@ type host struct {
 	procs      func() *proc.Group // a new process group per Open; nil: none
 	last       chan struct{}      // closed when the last command given to the backend is done
 	group      *proc.Group        // the current Open's
-	queue      []any
+	queue      []TransportCmd
 	owned      *owned // the backend session this instance opened
 	log        *slog.Logger
 }
@@ -190,7 +190,7 @@ func (h *host) Receive(c *actor.Context) {
 			h.close(c, s)
 		}
 		h.sess = nil
-	case TStartTurn, TAnswer, TInterrupt, TSteer, TSetModel, TSetPosture:
+	case TransportCmd:
 		if h.sess == nil {
 			h.queue = append(h.queue, m)
 			if !h.opening && h.spec != nil {
@@ -294,7 +294,7 @@ func (h *host) failQueued(c *actor.Context, err error) {
 // before it (one chain per host, so their order holds): a backend call that
 // ignores its context can delay the commands after it, never the host's
 // stop. A panic in the backend fails the host, as it would in Receive.
-func (h *host) do(c *actor.Context, cmd any) {
+func (h *host) do(c *actor.Context, cmd TransportCmd) {
 	prev, done := h.last, make(chan struct{})
 	h.last = done
 	sess, timeout, engine, self, parent := h.sess, h.timeout, c.Engine(), c.PID(), h.parent
@@ -316,7 +316,7 @@ func (h *host) do(c *actor.Context, cmd any) {
 }
 
 // runCommand carries out one command on the backend session.
-func runCommand(sess transports.Session, timeout time.Duration, cmd any) (turn int, err error) {
+func runCommand(sess transports.Session, timeout time.Duration, cmd TransportCmd) (turn int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	switch m := cmd.(type) {
@@ -349,11 +349,32 @@ func runCommand(sess transports.Session, timeout time.Duration, cmd any) (turn i
 		} else {
 			err = messages.Errorf(messages.CodeUnsupported, messages.OpSetPosture, "backend cannot change posture live")
 		}
+	default: // a kind added without its case here (effects_test.go catches it)
+		err = messages.Errorf(messages.CodeInternal, "transport", "the host cannot carry out %T", cmd)
 	}
 	return turn, err
 }
 
 // ---- diff capture ----
+
+// What the session asks of its differ: the core's DiffCmds (DBaseline as it
+// is), with what only the shell has, a baseline it took itself
+// (diffcapture.Quick; nil: the differ's own).
+type (
+	// diffPrepare is DPrepare, a hint to diff ahead.
+	diffPrepare struct {
+		DPrepare
+		base diffcapture.Baseline
+	}
+	// diffFinish is DFinish.
+	diffFinish struct {
+		DFinish
+		base diffcapture.Baseline
+	}
+	// diffSettle asks the differ to settle what an answer taken at once
+	// left (diffcapture.Settler).
+	diffSettle struct{}
+)
 
 type captureBegun struct {
 	turn int
@@ -376,11 +397,11 @@ type differ struct {
 	// one Prepare at a time; a tool result meanwhile asks for one more
 	preparing bool
 	// the Prepare asked for meanwhile (turn 0: none). With a baseline the
-	// session took itself (DPrepare.Base) the differ cannot tell that the
+	// session took itself (diffPrepare.base) the differ cannot tell that the
 	// session had the turn's diff at once meanwhile; such a late Prepare
 	// finds the diff prepared already, or diffs for nothing, never for a
 	// later turn (Git keys what it prepared by the baseline)
-	again DPrepare
+	again diffPrepare
 }
 
 // prepareDone says a Prepare returned.
@@ -412,10 +433,10 @@ func (d *differ) Receive(c *actor.Context) {
 			d.bases[m.turn] = m.base
 		}
 		c.Send(d.parent, baselineReady{turn: m.turn})
-	case DFinish:
+	case diffFinish:
 		base, had := d.bases[m.Turn]
-		if m.Base != nil {
-			base, had = m.Base, true
+		if m.base != nil {
+			base, had = m.base, true
 		}
 		delete(d.bases, m.Turn)
 		warn := d.warn[m.Turn]
@@ -440,11 +461,11 @@ func (d *differ) Receive(c *actor.Context) {
 		}()
 	case captureDone:
 		c.Send(d.parent, diffReady{turn: m.turn, diff: m.diff})
-	case DPrepare:
+	case diffPrepare:
 		p, ok := d.capturer.(diffcapture.Preparer)
 		base, had := d.bases[m.Turn]
-		if m.Base != nil {
-			base, had = m.Base, true
+		if m.base != nil {
+			base, had = m.base, true
 		}
 		if !ok || !had {
 			return // no Preparer, or the turn is finishing already
@@ -464,10 +485,10 @@ func (d *differ) Receive(c *actor.Context) {
 	case prepareDone:
 		d.preparing = false
 		if t := d.again; t.Turn != 0 {
-			d.again = DPrepare{}
+			d.again = diffPrepare{}
 			c.Send(self, t)
 		}
-	case DSettle:
+	case diffSettle:
 		cp, timeout := d.capturer, d.timeout
 		go settle(cp, timeout)
 	}

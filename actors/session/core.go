@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codesession/codesession/actors/diffcapture"
 	"github.com/codesession/codesession/learning"
 	"github.com/codesession/codesession/learning/routing"
 	"github.com/codesession/codesession/messages"
@@ -79,92 +78,6 @@ func (p Phase) String() string {
 // TurnOpen reports whether a turn is in flight (being set up, run or diffed).
 func (p Phase) TurnOpen() bool {
 	return p == PhaseBaselining || p == PhaseRunning || p == PhaseDiffing
-}
-
-// Commands the core asks the shell to send to its children.
-type (
-	// TStartTurn starts turn Turn with Input.
-	TStartTurn struct {
-		Turn  int
-		Input string
-	}
-	// TAnswer answers a clarification.
-	TAnswer struct {
-		ClarificationID string
-		Decision        messages.Decision
-		Reason          string
-	}
-	TInterrupt struct{}
-	TSteer     struct{ Text string }
-	TSetModel  struct {
-		Model  string
-		Effort messages.Effort
-	}
-	TSetPosture struct{ Posture messages.Posture }
-
-	// DBaseline asks diff capture to snapshot before turn Turn.
-	DBaseline struct{ Turn int }
-	// DFinish asks diff capture for turn Turn's diff.
-	DFinish struct {
-		Turn      int
-		EditPaths []string
-		// Base is the turn's baseline when the actor took it itself
-		// (diffcapture.Quick); nil: the differ's own. The core never
-		// sets it.
-		Base diffcapture.Baseline
-	}
-	// DPrepare tells diff capture a tool of turn Turn ran: it may diff
-	// ahead (diffcapture.Preparer) so the turn's end waits less.
-	DPrepare struct {
-		Turn int
-		Base diffcapture.Baseline // as DFinish's
-	}
-	// DSettle asks diff capture to settle what an answer taken at once
-	// left (diffcapture.Quick); only the actor sends it.
-	DSettle struct{}
-)
-
-// Reply is a read-turn answer for the reader holding Token.
-type Reply struct {
-	Token  uint64
-	Result messages.TurnResult
-	Err    error
-}
-
-// Output is what one step of the core asks the shell to carry out, in order:
-// persist Events (they stay held in the core, see Unpersisted, until the
-// store acknowledges them) and Meta, then send Transport and Diff commands,
-// then deliver Replies. Durable lists the events the store has just
-// acknowledged: only those may reach the live feed. Events and Durable are
-// views of the core's held events, as Unpersisted is: the shell reads them
-// and may append to them, never writes to their elements.
-type Output struct {
-	Events    []messages.PersistedEvent
-	Meta      *messages.SessionRecord
-	Transport []any
-	Diff      []any
-	Replies   []Reply
-	Durable   []messages.PersistedEvent
-	// Life are the steps of the session's end to carry out, in order.
-	Life []LifeEffect
-}
-
-// merge appends more, a later drain's output, to o (its Diff aside: the
-// caller carries those out itself); more's Meta, being newer, wins.
-func (o *Output) merge(more Output) {
-	o.Events = append(o.Events, more.Events...)
-	if more.Meta != nil {
-		o.Meta = more.Meta
-	}
-	o.Transport = append(o.Transport, more.Transport...)
-	o.Replies = append(o.Replies, more.Replies...)
-	o.Durable = append(o.Durable, more.Durable...)
-	o.Life = append(o.Life, more.Life...)
-}
-
-func (o *Output) Empty() bool {
-	return len(o.Events) == 0 && o.Meta == nil && len(o.Transport) == 0 && len(o.Diff) == 0 && len(o.Replies) == 0 &&
-		len(o.Durable) == 0 && len(o.Life) == 0
 }
 
 // DefaultStoreGiveUp is how many failed store writes in a row make a
@@ -683,9 +596,10 @@ func (c *Core) TransportFailed(now time.Time, turn int, msg string) {
 // DiffLost ends a diff-capture stage of turn that will never be answered
 // (diff capture restarted under it, or its deadline passed): a turn waiting
 // for its baseline runs without one, a turn waiting for its diff ends with
-// the tool-event fallback diff; why goes into a warning either way. A turn
-// never hangs on diff capture.
-func (c *Core) DiffLost(now time.Time, turn int, why string) {
+// fallback, the diff the shell made of the turn's edit-tool events
+// (EditPaths); why goes into a warning either way. A turn never hangs on
+// diff capture.
+func (c *Core) DiffLost(now time.Time, turn int, why string, fallback messages.TurnDiff) {
 	if turn != c.turn {
 		return
 	}
@@ -694,11 +608,14 @@ func (c *Core) DiffLost(now time.Time, turn int, why string) {
 		c.emit(now, c.turn, messages.Event{Type: messages.EvWarning, Text: "diff capture: " + why + "; the turn runs without a baseline"})
 		c.BaselineReady(now, turn)
 	case PhaseDiffing:
-		d := diffcapture.ToolEventDiff(c.spec.Cwd, c.editPaths, diffcapture.DefaultMaxFiles, why)
-		d.Warning = why
-		c.DiffReady(now, turn, &d)
+		fallback.Warning = why
+		c.DiffReady(now, turn, &fallback)
 	}
 }
+
+// EditPaths returns the files the current turn's edit tools wrote, as
+// DFinish carries them: what a fallback diff is made of.
+func (c *Core) EditPaths() []string { return append([]string(nil), c.editPaths...) }
 
 // DiffReady is diff capture's answer to DFinish: the terminal result is
 // built, persisted and queued for the reader; queued guidance starts the

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/codesession/codesession/actors/diffcapture"
 	"github.com/codesession/codesession/learning"
 	"github.com/codesession/codesession/messages"
 )
@@ -214,7 +215,7 @@ func TestCreated(t *testing.T) {
 	h.c.Created(now)
 	out := h.drain()
 
-	assert.Equal(t, []any{DBaseline{Turn: 1}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DBaseline{Turn: 1}}, out.Diff)
 	assert.Empty(t, out.Events, "no event before the baseline is ready")
 	assert.Empty(t, out.Transport, "the turn does not start before its baseline")
 	require.NotNil(t, out.Meta)
@@ -244,7 +245,7 @@ func TestBaselineReady(t *testing.T) {
 	require.Len(t, out.Events, 1)
 	assert.Equal(t, messages.PersistedEvent{Seq: 1, At: now, Turn: 1,
 		Event: messages.Event{Type: messages.EvTurnStarted, Text: "fix the bug"}}, out.Events[0])
-	assert.Equal(t, []any{TStartTurn{Turn: 1, Input: "fix the bug"}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 1, Input: "fix the bug"}}, out.Transport)
 	assert.Empty(t, out.Diff)
 	assert.Empty(t, out.Replies)
 	assert.Equal(t, PhaseRunning, h.c.Phase())
@@ -287,7 +288,7 @@ func TestAgentEventsAreGaplessAndKeepTheirTurn(t *testing.T) {
 		assert.Equal(t, in.ev, o.Events[0].Event, "the event is persisted as given")
 		assert.Empty(t, o.Transport)
 		if in.ev.Type == messages.EvToolResult {
-			assert.Equal(t, []any{DPrepare{Turn: 1}}, o.Diff, "a tool ran: diff capture may diff ahead")
+			assert.Equal(t, []DiffCmd{DPrepare{Turn: 1}}, o.Diff, "a tool ran: diff capture may diff ahead")
 		} else {
 			assert.Empty(t, o.Diff)
 		}
@@ -349,7 +350,7 @@ func TestActionsAndText(t *testing.T) {
 	h.agent(1, messages.Event{Type: messages.EvToolResult, ToolUseID: "unknown", Output: "dropped"})
 	h.agent(0, toolUse("t9", "Write", `{"file_path":"stale.go"}`)) // stale: not an action of turn 1
 	out := h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, NumTurns: 4})
-	require.Equal(t, []any{DFinish{Turn: 1, EditPaths: []string{}}}, normalizeFinish(out.Diff))
+	require.Equal(t, []DiffCmd{DFinish{Turn: 1, EditPaths: []string{}}}, normalizeFinish(out.Diff))
 	h.c.DiffReady(h.tick(), 1, sampleDiff())
 	h.persistAll()
 	r := h.readNow(7, false)
@@ -369,8 +370,8 @@ func TestActionsAndText(t *testing.T) {
 }
 
 // normalizeFinish makes a nil EditPaths comparable with an empty one.
-func normalizeFinish(diff []any) []any {
-	out := make([]any, len(diff))
+func normalizeFinish(diff []DiffCmd) []DiffCmd {
+	out := make([]DiffCmd, len(diff))
 	for i, d := range diff {
 		if f, ok := d.(DFinish); ok && f.EditPaths == nil {
 			f.EditPaths = []string{}
@@ -457,7 +458,7 @@ func TestEditPathsResetPerTurn(t *testing.T) {
 	h.agent(2, toolUse("3", "Write", `{"file_path":"denied.go"}`))
 	h.agent(2, messages.Event{Type: messages.EvToolResult, ToolUseID: "3", IsError: true, Output: "denied"})
 	out := h.agent(2, messages.Event{Type: messages.EvTurnEnd})
-	assert.Equal(t, []any{DFinish{Turn: 2, EditPaths: []string{"b.go"}}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DFinish{Turn: 2, EditPaths: []string{"b.go"}}}, out.Diff)
 }
 
 func TestTurnEndDiffAndDurabilityGating(t *testing.T) {
@@ -472,7 +473,7 @@ func TestTurnEndDiffAndDurabilityGating(t *testing.T) {
 
 	out := h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Text: "done"})
 	assert.Equal(t, []messages.EventType{messages.EvTurnEnd}, eventTypes(out.Events))
-	assert.Equal(t, []any{DFinish{Turn: 1, EditPaths: []string{"a.go"}}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DFinish{Turn: 1, EditPaths: []string{"a.go"}}}, out.Diff)
 	assert.Empty(t, out.Replies, "the result waits for the diff")
 	assert.Nil(t, out.Meta)
 	assert.Equal(t, PhaseDiffing, h.c.Phase())
@@ -714,7 +715,7 @@ func TestAnswerAllow(t *testing.T) {
 			assert.Nil(t, h.c.Pending())
 
 			out := h.drain()
-			assert.Equal(t, []any{TAnswer{ClarificationID: "c1", Decision: d}}, out.Transport)
+			assert.Equal(t, []TransportCmd{TAnswer{ClarificationID: "c1", Decision: d}}, out.Transport)
 			require.Len(t, out.Events, 1)
 			assert.Equal(t, messages.PersistedEvent{Seq: 3, At: now, Turn: 1, Event: messages.Event{
 				Type: messages.EvClarification, ClarificationID: "c1", ToolName: "Bash", Decision: d, Note: "fine"}}, out.Events[0])
@@ -738,7 +739,7 @@ func TestAnswerDenyCarriesReasonIntoNextTurn(t *testing.T) {
 	assert.Equal(t, messages.DecisionDeny, res.Clarification.Decision)
 	assert.Equal(t, "too risky", res.Clarification.Reason)
 	out := h.drain()
-	assert.Equal(t, []any{TAnswer{ClarificationID: "c1", Decision: messages.DecisionDeny, Reason: "too risky"}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TAnswer{ClarificationID: "c1", Decision: messages.DecisionDeny, Reason: "too risky"}}, out.Transport)
 	require.Len(t, out.Events, 1)
 	assert.Equal(t, "too risky", out.Events[0].Event.Reason)
 
@@ -760,7 +761,7 @@ func TestAnswerDenyCarriesReasonIntoNextTurn(t *testing.T) {
 	require.NoError(t, h.c.Guide(h.tick(), messages.Guide{Text: "third"}))
 	h.c.BaselineReady(h.tick(), 3)
 	out = h.drain()
-	assert.Equal(t, []any{TStartTurn{Turn: 3, Input: "third"}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 3, Input: "third"}}, out.Transport)
 }
 
 func TestAnswerDenyWithoutReason(t *testing.T) {
@@ -784,7 +785,7 @@ func TestDenyReasonRidesIntoAutomaticNextTurn(t *testing.T) {
 	assert.Equal(t, []DBaseline{{Turn: 2}}, baselines(out), "queued guidance starts the next turn")
 	h.c.BaselineReady(h.tick(), 2)
 	out = h.drain()
-	assert.Equal(t, []any{TStartTurn{Turn: 2, Input: "Note: your request to use Bash was denied: no network\n\nuse the cache"}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 2, Input: "Note: your request to use Bash was denied: no network\n\nuse the cache"}}, out.Transport)
 }
 
 func TestAnswerBeforeReadingDropsTheClarification(t *testing.T) {
@@ -900,7 +901,7 @@ func TestGuideQueueWhileRunning(t *testing.T) {
 	now = h.tick()
 	h.c.DiffReady(now, 1, nil)
 	out = h.drain()
-	assert.Equal(t, []any{DBaseline{Turn: 2}}, out.Diff, "the next turn starts on its own")
+	assert.Equal(t, []DiffCmd{DBaseline{Turn: 2}}, out.Diff, "the next turn starts on its own")
 	require.NotNil(t, out.Meta)
 	assert.Equal(t, messages.StatusRunning, out.Meta.Status)
 	assert.Equal(t, 1, out.Meta.RoundsElapsed)
@@ -909,7 +910,7 @@ func TestGuideQueueWhileRunning(t *testing.T) {
 
 	h.c.BaselineReady(h.tick(), 2)
 	out = h.drain()
-	assert.Equal(t, []any{TStartTurn{Turn: 2, Input: "next\n\nand then this"}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 2, Input: "next\n\nand then this"}}, out.Transport)
 	assert.Equal(t, "next\n\nand then this", out.Events[0].Event.Text)
 
 	// the first turn's result is still readable
@@ -929,7 +930,7 @@ func TestGuideWhileDiffingIsQueued(t *testing.T) {
 	h.c.DiffReady(h.tick(), 1, nil)
 	h.c.BaselineReady(h.tick(), 2)
 	out = h.drain()
-	assert.Equal(t, []any{TStartTurn{Turn: 2, Input: "steer late"}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 2, Input: "steer late"}}, out.Transport)
 }
 
 func TestGuideQueueWhileIdleStartsATurn(t *testing.T) {
@@ -940,13 +941,13 @@ func TestGuideQueueWhileIdleStartsATurn(t *testing.T) {
 	require.NoError(t, h.c.Guide(now, messages.Guide{Text: "now this"}))
 	out := h.drain()
 	assert.Equal(t, []messages.EventType{messages.EvGuidance}, eventTypes(out.Events))
-	assert.Equal(t, []any{DBaseline{Turn: 2}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DBaseline{Turn: 2}}, out.Diff)
 	require.NotNil(t, out.Meta)
 	assert.Equal(t, messages.StatusRunning, out.Meta.Status)
 	assert.Equal(t, now, out.Meta.UpdatedAt)
 	h.c.BaselineReady(h.tick(), 2)
 	out = h.drain()
-	assert.Equal(t, []any{TStartTurn{Turn: 2, Input: "now this"}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 2, Input: "now this"}}, out.Transport)
 }
 
 func TestGuideBeforeCreatedWaitsForTheFirstTurnToEnd(t *testing.T) {
@@ -955,11 +956,11 @@ func TestGuideBeforeCreatedWaitsForTheFirstTurnToEnd(t *testing.T) {
 	h.c.Created(h.tick())
 	h.c.BaselineReady(h.tick(), 1)
 	out := h.drain()
-	assert.Equal(t, []any{TStartTurn{Turn: 1, Input: "fix the bug"}}, out.Transport, "the brief goes first")
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 1, Input: "fix the bug"}}, out.Transport, "the brief goes first")
 	out = h.endTurn("", nil)
 	assert.Equal(t, []DBaseline{{Turn: 2}}, baselines(out))
 	h.c.BaselineReady(h.tick(), 2)
-	assert.Equal(t, []any{TStartTurn{Turn: 2, Input: "early"}}, h.drain().Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 2, Input: "early"}}, h.drain().Transport)
 }
 
 func TestGuideSteer(t *testing.T) {
@@ -968,7 +969,7 @@ func TestGuideSteer(t *testing.T) {
 		h.startTurn1()
 		require.NoError(t, h.c.Guide(h.tick(), messages.Guide{Text: "look at b.go", Mode: messages.GuideSteer}))
 		out := h.drain()
-		assert.Equal(t, []any{TSteer{Text: "look at b.go"}}, out.Transport)
+		assert.Equal(t, []TransportCmd{TSteer{Text: "look at b.go"}}, out.Transport)
 		require.Len(t, out.Events, 1)
 		assert.Equal(t, messages.GuideSteer, out.Events[0].Event.Mode)
 		// not queued: the next turn does not start on its own
@@ -993,7 +994,7 @@ func TestGuideSteer(t *testing.T) {
 		require.NoError(t, h.c.Guide(h.tick(), messages.Guide{Text: "go", Mode: messages.GuideSteer}))
 		out := h.drain()
 		assert.Empty(t, out.Transport)
-		assert.Equal(t, []any{DBaseline{Turn: 2}}, out.Diff)
+		assert.Equal(t, []DiffCmd{DBaseline{Turn: 2}}, out.Diff)
 	})
 }
 
@@ -1004,15 +1005,15 @@ func TestGuideInterrupt(t *testing.T) {
 	require.NoError(t, h.c.Guide(now, messages.Guide{Text: "stop, do X instead", Mode: messages.GuideInterrupt}))
 	out := h.drain()
 	assert.Equal(t, []messages.EventType{messages.EvGuidance, messages.EvInterrupt}, eventTypes(out.Events))
-	assert.Equal(t, []any{TInterrupt{}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TInterrupt{}}, out.Transport)
 	assert.Equal(t, PhaseRunning, h.c.Phase(), "the backend closes the turn")
 
 	h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted})
 	h.c.DiffReady(h.tick(), 1, nil)
 	out = h.drain()
-	assert.Equal(t, []any{DBaseline{Turn: 2}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DBaseline{Turn: 2}}, out.Diff)
 	h.c.BaselineReady(h.tick(), 2)
-	assert.Equal(t, []any{TStartTurn{Turn: 2, Input: "stop, do X instead"}}, h.drain().Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 2, Input: "stop, do X instead"}}, h.drain().Transport)
 
 	h.persistAll()
 	r := h.readNow(1, false)
@@ -1058,7 +1059,7 @@ func TestGuideModelAndEffort(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, []any{TSetModel{Model: tc.model, Effort: tc.effort}}, out.Transport)
+			assert.Equal(t, []TransportCmd{TSetModel{Model: tc.model, Effort: tc.effort}}, out.Transport)
 			require.NotNil(t, out.Meta)
 			assert.Equal(t, now, out.Meta.UpdatedAt)
 			wantModel, wantEffort := "opus", messages.EffortMedium
@@ -1161,7 +1162,7 @@ func TestSetPosture(t *testing.T) {
 			}
 			require.Len(t, out.Events, 1)
 			assert.Equal(t, messages.PersistedEvent{Seq: 2, At: now, Turn: 1, Event: messages.Event{Type: messages.EvPosture, Posture: tc.to}}, out.Events[0])
-			assert.Equal(t, []any{TSetPosture{Posture: tc.to}}, out.Transport)
+			assert.Equal(t, []TransportCmd{TSetPosture{Posture: tc.to}}, out.Transport)
 			require.NotNil(t, out.Meta)
 			assert.Equal(t, tc.to, out.Meta.Posture)
 			assert.Equal(t, now, out.Meta.UpdatedAt)
@@ -1188,7 +1189,7 @@ func TestInterruptRunning(t *testing.T) {
 	require.NoError(t, h.c.Interrupt(now))
 	out := h.drain()
 	assert.Equal(t, []messages.PersistedEvent{{Seq: 3, At: now, Turn: 1, Event: messages.Event{Type: messages.EvInterrupt}}}, out.Events)
-	assert.Equal(t, []any{TInterrupt{}}, out.Transport)
+	assert.Equal(t, []TransportCmd{TInterrupt{}}, out.Transport)
 	assert.Equal(t, PhaseRunning, h.c.Phase())
 
 	out = h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted})
@@ -1213,7 +1214,7 @@ func TestInterruptWhileBaseliningClosesTheTurn(t *testing.T) {
 	assert.Equal(t, []messages.EventType{messages.EvInterrupt, messages.EvTurnStarted}, eventTypes(out.Events))
 	assert.Equal(t, "fix the bug", out.Events[1].Event.Text, "turn_started records what would have been sent")
 	assert.Empty(t, out.Transport, "the backend never saw the turn")
-	assert.Equal(t, normalizeFinish([]any{DFinish{Turn: 1}}), normalizeFinish(out.Diff))
+	assert.Equal(t, normalizeFinish([]DiffCmd{DFinish{Turn: 1}}), normalizeFinish(out.Diff))
 	assert.Equal(t, PhaseDiffing, h.c.Phase())
 
 	// the late baseline is ignored
@@ -1377,7 +1378,7 @@ func TestStaleEventsNeverCloseTheCurrentTurn(t *testing.T) {
 	h.agent(2, toolUse("new", "Write", `{"file_path":"new.go"}`))
 	h.agent(2, messages.Event{Type: messages.EvToolResult, ToolUseID: "new", Output: "ok"})
 	out := h.agent(2, messages.Event{Type: messages.EvTurnEnd, Text: "two done"})
-	assert.Equal(t, []any{DFinish{Turn: 2, EditPaths: []string{"new.go"}}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DFinish{Turn: 2, EditPaths: []string{"new.go"}}}, out.Diff)
 	h.c.DiffReady(h.tick(), 2, nil)
 	h.persistAll()
 	h.readNow(1, false)
@@ -1432,7 +1433,7 @@ func TestFatalErrorMidTurn(t *testing.T) {
 	h.agent(1, toolUse("2", "Write", `{"file_path":"b.go"}`)) // in flight when the backend died: no result
 	require.NoError(t, h.c.ReadTurn(1, false))
 	out := h.agent(1, messages.Event{Type: messages.EvError, Text: "claude exited with status 1", Fatal: true})
-	assert.Equal(t, []any{DFinish{Turn: 1, EditPaths: []string{"a.go"}}}, out.Diff,
+	assert.Equal(t, []DiffCmd{DFinish{Turn: 1, EditPaths: []string{"a.go"}}}, out.Diff,
 		"the diff is still captured; only the edit that reported success is listed")
 	h.c.DiffReady(h.tick(), 1, sampleDiff())
 	out = h.persistAll()
@@ -2029,7 +2030,7 @@ func TestDeniedOrFailedEditIsNotAnEditPath(t *testing.T) {
 	h.agent(1, messages.Event{Type: messages.EvToolResult, ToolUseID: "t3", Output: "ok"})
 	h.agent(1, toolUse("t4", "Write", `{"file_path":"c.go"}`)) // no result yet
 	out = h.agent(1, messages.Event{Type: messages.EvTurnEnd})
-	assert.Equal(t, []any{DFinish{Turn: 1, EditPaths: []string{"b.go"}}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DFinish{Turn: 1, EditPaths: []string{"b.go"}}}, out.Diff)
 }
 
 func TestSeveralPendingClarifications(t *testing.T) {
@@ -2057,7 +2058,7 @@ func TestSeveralPendingClarifications(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "c3", res.Clarification.ID)
 	assert.Equal(t, "Write", res.Clarification.ToolName)
-	assert.Equal(t, []any{TAnswer{ClarificationID: "c3", Decision: messages.DecisionDeny, Reason: "no"}}, h.drain().Transport)
+	assert.Equal(t, []TransportCmd{TAnswer{ClarificationID: "c3", Decision: messages.DecisionDeny, Reason: "no"}}, h.drain().Transport)
 	assert.Equal(t, "c1", h.c.Pending().ID)
 
 	// c3 was answered before it was read: it is not read
@@ -2092,7 +2093,7 @@ func TestGuidanceThatStartsATurnIsRecordedUnderThatTurn(t *testing.T) {
 	require.Len(t, out.Events, 1)
 	assert.Equal(t, messages.EvGuidance, out.Events[0].Event.Type)
 	assert.Equal(t, 2, out.Events[0].Turn, "the guidance event carries the turn it starts")
-	assert.Equal(t, []any{DBaseline{Turn: 2}}, out.Diff)
+	assert.Equal(t, []DiffCmd{DBaseline{Turn: 2}}, out.Diff)
 	hist := h.c.diet.Snapshot()
 	assert.Equal(t, messages.HistoryEntry{Turn: 2, Kind: messages.HistGuidance, Text: "user: two", Pinned: true}, hist[len(hist)-1])
 	h.c.BaselineReady(h.tick(), 2)
@@ -2124,7 +2125,7 @@ func TestEndedWhileBaseliningStillStartsTheTurn(t *testing.T) {
 	assert.Empty(t, out.Diff)
 	requireCode(t, h.c.Guide(h.tick(), messages.Guide{Text: "x"}), messages.CodeNotLive)
 	h.c.BaselineReady(h.tick(), 2)
-	assert.Equal(t, []any{TStartTurn{Turn: 2, Input: "two"}}, h.drain().Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 2, Input: "two"}}, h.drain().Transport)
 }
 
 func TestEndedBetweenTurnsLeavesTheRecordIdle(t *testing.T) {
@@ -2182,7 +2183,7 @@ func TestInterruptGuidanceWhileBaseliningDoesNotInterrupt(t *testing.T) {
 	assert.Equal(t, []messages.EventType{messages.EvGuidance}, eventTypes(out.Events))
 	assert.Empty(t, out.Transport)
 	h.c.BaselineReady(h.tick(), 1)
-	assert.Equal(t, []any{TStartTurn{Turn: 1, Input: "fix the bug"}}, h.drain().Transport)
+	assert.Equal(t, []TransportCmd{TStartTurn{Turn: 1, Input: "fix the bug"}}, h.drain().Transport)
 }
 
 // A result whose reader was gone is given back to the head of the queue,
@@ -2216,29 +2217,37 @@ func TestUnreadPutsTheResultBackAtTheHead(t *testing.T) {
 
 // Diff capture that will never answer (restarted, or past its deadline)
 // ends its stage: a baseline is skipped with a warning, a diff falls back
-// to the tool events with a warning, and the turn's result is queued.
+// to the tool events (the shell's fallback, made of EditPaths) with a
+// warning, and the turn's result is queued.
 func TestDiffLostNeverHangsATurn(t *testing.T) {
 	h := newHarness(t)
+	lost := func(turn int, why string) {
+		h.c.DiffLost(h.tick(), turn, why, diffcapture.ToolEventDiff("", h.c.EditPaths(), diffcapture.DefaultMaxFiles, why))
+	}
 	h.c.Created(h.tick())
 	require.Equal(t, PhaseBaselining, h.c.Phase())
-	h.c.DiffLost(h.tick(), 2, "stale turn")
+	lost(2, "stale turn")
 	require.Equal(t, PhaseBaselining, h.c.Phase(), "another turn's loss changes nothing")
-	h.c.DiffLost(h.tick(), 1, "diff capture restarted")
+	lost(1, "diff capture restarted")
 	require.Equal(t, PhaseRunning, h.c.Phase(), "the turn runs without a baseline")
 	out := h.drain()
 	assert.True(t, hasWarning(out, "without a baseline"), "%+v", out)
 
-	h.agent(1, messages.Event{Type: messages.EvToolUse, ToolName: "Write", Input: json.RawMessage(`{"file_path":"a.go"}`)})
+	h.agent(1, messages.Event{Type: messages.EvToolUse, ToolUseID: "w1", ToolName: "Write", Input: json.RawMessage(`{"file_path":"a.go"}`)})
+	h.agent(1, messages.Event{Type: messages.EvToolResult, ToolUseID: "w1"})
 	h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Text: "done"})
 	require.Equal(t, PhaseDiffing, h.c.Phase())
-	h.c.DiffLost(h.tick(), 1, "diff capture did not answer within 1m0s")
+	assert.Equal(t, []string{"a.go"}, h.c.EditPaths(), "what the fallback is made of")
+	lost(1, "diff capture did not answer within 1m0s")
 	require.Equal(t, PhaseIdle, h.c.Phase())
 	h.persistAll()
 	r := h.readNow(1, false)
 	assert.Equal(t, messages.KindTurnComplete, r.Result.Kind)
 	require.NotNil(t, r.Result.TurnDiff)
+	assert.Equal(t, messages.DiffToolEvents, r.Result.TurnDiff.Source, "the fallback is the turn's diff")
+	assert.Equal(t, []messages.FileChange{{Path: "a.go", Status: "M"}}, r.Result.TurnDiff.Files)
 	assert.Contains(t, r.Result.TurnDiff.Warning, "did not answer")
-	h.c.DiffLost(h.tick(), 1, "late")
+	lost(1, "late")
 	assert.Equal(t, PhaseIdle, h.c.Phase(), "an idle session ignores a late loss")
 }
 

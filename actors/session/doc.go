@@ -16,15 +16,24 @@
 // that can answer a stage at once (diffcapture.Quick: git's witness
 // holding, a few stat calls, no git, no lock waited for) is asked in the
 // session's own Receive first, sparing the turn the round trip through the
-// differ's goroutine; the differ settles after it (DSettle), and a turn
-// whose diff cannot be had at once goes to the differ's Finish with the
-// baseline taken (DFinish.Base). With capture
+// differ's goroutine; the differ settles after it, and a turn whose diff
+// cannot be had at once goes to the differ's Finish with the baseline
+// taken. With capture
 // off (diffcapture.Noop) the core decides the baseline and the diff itself
 // (Core.CaptureOff): no round trip to the diff child, and a turn's
 // turn_end and turn_diff reach the store in one write. The persist child
 // writes a request's events and record with one store call
 // (store.AppendRecord). A panic in the session answers every caller it
 // holds (Spawn).
+//
+// Effects are typed: the core's Output carries TransportCmds and DiffCmds,
+// sealed interfaces whose handlers are type switches over a closed set. The
+// core owns no baseline and imports no diff capture: the shell keeps what
+// a capturer snapshots, and when a stage is lost it makes the fallback diff
+// of the turn's edit-tool events (Core.EditPaths) and hands it to
+// Core.DiffLost. The actor's Receive hands each message to its family's
+// handler (receive.go): ops, transport, diff capture, persistence, release;
+// supervision messages go to the supervisor first.
 //
 // Concurrency: Core is single-threaded and does no I/O; the actor owns it.
 // Blocking work (backend I/O, git, the store) runs in the children or in
