@@ -37,8 +37,6 @@ var allowed = []allowance{
 		"the driver kill test's child side: it runs when TestKilledDriversSessionsAreReleasedAtTheNextStart re-executes the test binary"},
 	{regexp.MustCompile(`^transports/proc$`), regexp.MustCompile(`^TestHelperNet$`),
 		"TestConfineNetwork's child side: it runs when that test re-executes the test binary inside the Landlock domain"},
-	{regexp.MustCompile(`^cmd/codesession$`), regexp.MustCompile(`^TestClusterUnderDelayAndLoss$`),
-		"opt-in (CODESESSION_DELAY_TESTS=1): its in-process relay falls behind on a loaded machine and the verdict hung on a wait deadline in the CI rehearsal"},
 	{regexp.MustCompile(`^transports/transporttest$`), regexp.MustCompile(`^TestMutants$`),
 		"the mutant run's child side: it runs when TestSuiteCatchesMutants re-executes the test binary"},
 	{regexp.MustCompile(`^transports/[a-z]+$`), regexp.MustCompile(`^TestConformance[A-Za-z]*/.+`),

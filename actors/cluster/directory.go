@@ -304,10 +304,14 @@ func (n *Node) ownerOf(ctx context.Context, sid, op string) (node string, local 
 type NodeRecord struct {
 	messages.SessionRecord
 	Node string `json:"node"`
-	// NodeState is "self", "alive", "suspect" (this node's last probe of
-	// it went unanswered: the record may be stale, ops may fail) or "dead"
-	// (its live sessions show orphaned).
+	// NodeState is "self", "alive", "suspect" (a probe of it went
+	// unanswered, this node's or, by gossip, another's: the record may be
+	// stale, ops may fail) or "dead" (its live sessions show orphaned).
 	NodeState string `json:"nodeState"`
+	// SuspectedBy, while NodeState is suspect, names the node whose probe
+	// of the holder failed: this node, or another whose suspicion reached
+	// this one by gossip.
+	SuspectedBy string `json:"suspectedBy,omitempty"`
 }
 
 // Sessions lists every session of the cluster, newest first: this node's
@@ -316,8 +320,8 @@ type NodeRecord struct {
 // when it is verified, and again every sync interval in the background) and
 // by the feed (a status-affecting event of a session fetches its record),
 // so a peer that stops answering never holds a listing up. A suspect
-// peer's sessions are marked suspect at once; a dead peer's live ones show
-// orphaned.
+// peer's sessions are marked suspect at once (whichever node's probe
+// failed); a dead peer's live ones show orphaned.
 func (n *Node) Sessions(ctx context.Context) ([]NodeRecord, error) {
 	local, err := n.cfg.Runtime.Store().List(ctx)
 	if err != nil {
@@ -338,7 +342,7 @@ func (n *Node) Sessions(ctx context.Context) ([]NodeRecord, error) {
 			if p.state == PeerDead && r.Status.Live() {
 				r.Status = messages.StatusOrphaned
 			}
-			out = append(out, NodeRecord{SessionRecord: r.Clone(), Node: id, NodeState: p.state.String()})
+			out = append(out, NodeRecord{SessionRecord: r.Clone(), Node: id, NodeState: p.state.String(), SuspectedBy: p.suspectedBy})
 		}
 	}
 	n.mu.Unlock()

@@ -19,8 +19,10 @@
 //     event delegate of joins and deaths but never of suspicion, so a peer
 //     is suspect from the moment this node's own probe of it fails
 //     (memberlist's failed-probe log line, membership.go) until a probe of
-//     it is answered (its ping delegate) or it is declared dead; suspicion
-//     gossiped by others is not seen. Memberlist's keyring
+//     it is answered (its ping delegate), it refutes, or it is declared
+//     dead; and each failed probe is gossiped as a memberlist user message
+//     (suspicion.go), so the others mark it suspect too, naming the
+//     suspecter, until the peer's refutation. Memberlist's keyring
 //     encrypts gossip when a key is configured. Hollywood's SelfManaged
 //     cluster provider is not used: it crashes the process on ordinary
 //     network faults.
@@ -49,10 +51,10 @@
 //
 // Lifecycle of a peer, as a node sees it:
 //
-//	joined --(ping over the wire answered)--> verified --(our probe of it fails)--> suspect --(dead)--> gone
-//	  ^                                          ^                                 |                    |
-//	  |                                          +----(our probe of it answered)---+                    |
-//	  +--------------------------------- rejoin (new boot) ---------------------------------------------+
+//	joined --(ping over the wire answered)--> verified --(a probe of it fails: ours, or gossiped)--> suspect --(dead)--> gone
+//	  ^                                          ^                                                   |                   |
+//	  |                                          +-------(our probe of it answered, or it refutes)---+                   |
+//	  +--------------------------------- rejoin (new boot) ------------------------------------------------------------------+
 //
 // Only verified peers take placements and calls: a peer whose hollywood side
 // cannot be reached (no valid certificate under mutual TLS) never becomes
@@ -63,7 +65,8 @@
 // an actor's Receive.
 //
 // Testing: cluster_test.go runs three nodes in one process on 127.0.0.1
-// ports with the script backend; directory_test.go cuts a node's gossip off
+// ports with the script backend; suspicion_test.go drives the rumor
+// handling with no network; directory_test.go cuts a node's gossip off
 // with a transport the test switches (cutTransport); wire_test.go fuzzes the envelope decoder
 // and sends garbage; tls_test.go generates certificates in the test;
 // cmd/codesession's cluster test runs three `codesession serve` processes.

@@ -33,18 +33,33 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	return b
 }
 
-// User messages and state exchange are not used: ops and feeds go over
-// hollywood, membership only carries who is where.
-func (g *gossip) NotifyMsg([]byte)                           {}
-func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (g *gossip) LocalState(join bool) []byte                { return nil }
-func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
+// NotifyMsg takes a user message: the only ones are rumors of suspicion
+// (suspicion.go); ops and feeds go over hollywood. Anything else is
+// ignored.
+func (g *gossip) NotifyMsg(b []byte) {
+	r, ok := decodeRumor(b)
+	if !ok {
+		g.node().log.Debug("cluster: a gossiped user message that is not a rumor is ignored", "bytes", len(b))
+		return
+	}
+	g.node().hearRumor(r)
+}
+
+// GetBroadcasts hands memberlist the rumors to piggyback on its gossip.
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte {
+	return g.node().rumors.GetBroadcasts(overhead, limit)
+}
+
+// State exchange is not used: membership only carries who is where.
+func (g *gossip) LocalState(join bool) []byte            { return nil }
+func (g *gossip) MergeRemoteState(buf []byte, join bool) {}
 
 // Memberlist tells its EventDelegate of joins, leaves and deaths, and of
 // alive messages that change a node's metadata, never of suspicion; and
 // the Node it hands over carries a State that is never updated (its
 // internal nodeState has its own). So an update is an alive node, and
-// suspicion comes from this node's own probes (suspectOf, probed).
+// suspicion comes from this node's own probes (suspectOf, probed) and
+// from the rumors of the others' (suspicion.go).
 func (g *gossip) NotifyJoin(m *memberlist.Node)   { g.node().memberChanged(m, PeerAlive) }
 func (g *gossip) NotifyUpdate(m *memberlist.Node) { g.node().memberChanged(m, PeerAlive) }
 func (g *gossip) NotifyLeave(m *memberlist.Node)  { g.node().memberChanged(m, PeerDead) }
@@ -93,25 +108,42 @@ func suspectOf(line string) (string, bool) {
 
 // suspected marks a live peer suspect: this node's probe of it went
 // unanswered. It stays suspect until a probe of it succeeds again
-// (probed), an alive message changes its metadata, or it is declared dead.
+// (probed), it refutes the suspicion, an alive message changes its
+// metadata, or it is declared dead. Every failed probe is gossiped (even
+// of a peer already suspect here), so a node that cleared an earlier
+// rumor by its own probe hears of the next failure too.
 func (n *Node) suspected(name string) {
-	n.movePeer(name, PeerAlive, PeerSuspect, "cluster: member suspect (a probe of it went unanswered)")
+	n.mu.Lock()
+	p := n.peers[name]
+	if p == nil || p.state == PeerDead {
+		n.mu.Unlock()
+		return
+	}
+	changed := p.state == PeerAlive
+	if changed {
+		p.state, p.suspectedBy = PeerSuspect, n.cfg.NodeID
+	}
+	r := rumor{Kind: rumorSuspect, Node: name, Boot: p.meta.Boot, Inc: p.inc, From: n.cfg.NodeID}
+	on := n.onPeerState
+	n.mu.Unlock()
+	n.spread(r)
+	if !changed {
+		return
+	}
+	if on != nil {
+		on(name, PeerSuspect)
+	}
+	n.log.Info("cluster: member suspect (a probe of it went unanswered)", "member", name)
 }
 
 // probed marks a suspect peer alive again: this node's probe of it was
-// answered.
+// answered, whoever suspected it.
 func (n *Node) probed(name string) {
-	n.movePeer(name, PeerSuspect, PeerAlive, "cluster: member alive (a probe of it was answered)")
-}
-
-// movePeer moves peer name from state from to state to, if it is in from,
-// and then tells the test hook and the log.
-func (n *Node) movePeer(name string, from, to PeerState, msg string) {
 	n.mu.Lock()
 	p := n.peers[name]
-	changed := p != nil && p.state == from
+	changed := p != nil && p.state == PeerSuspect
 	if changed {
-		p.state = to
+		p.state, p.suspectedBy = PeerAlive, ""
 	}
 	on := n.onPeerState
 	n.mu.Unlock()
@@ -119,9 +151,9 @@ func (n *Node) movePeer(name string, from, to PeerState, msg string) {
 		return
 	}
 	if on != nil {
-		on(name, to)
+		on(name, PeerAlive)
 	}
-	n.log.Info(msg, "member", name)
+	n.log.Info("cluster: member alive (a probe of it was answered)", "member", name)
 }
 
 // memberChanged applies a membership event to the peer table. A peer
@@ -144,7 +176,10 @@ func (n *Node) memberChanged(m *memberlist.Node, state PeerState) {
 	}
 	rebooted := p.meta.Boot != meta.Boot || p.meta.Addr != meta.Addr
 	was := p.state
-	p.meta, p.state = meta, state
+	p.meta, p.state, p.suspectedBy = meta, state, ""
+	if rebooted { // a new life starts at incarnation 0 (suspicion.go)
+		p.inc = 0
+	}
 	p.pid = actor.NewPID(meta.Addr, actorKind+"/"+actorID)
 	if m.Addr != nil && m.Port != 0 {
 		p.gossip = net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))
@@ -191,6 +226,10 @@ func (n *Node) peerStates() map[string]PeerState {
 type Member struct {
 	Meta
 	State string `json:"state"` // self, alive, suspect or dead
+	// SuspectedBy names the node whose probe of it failed while it is
+	// suspect: this node's own id, or another's whose suspicion was
+	// gossiped here.
+	SuspectedBy string `json:"suspectedBy,omitempty"`
 	// Verified: it answered over the wire since it (re)joined.
 	Verified bool `json:"verified"`
 }
@@ -200,7 +239,7 @@ func (n *Node) Members() []Member {
 	out := []Member{{Meta: n.Meta(), State: "self", Verified: true}}
 	n.mu.Lock()
 	for _, p := range n.peers {
-		out = append(out, Member{Meta: p.meta, State: p.state.String(), Verified: p.verified})
+		out = append(out, Member{Meta: p.meta, State: p.state.String(), SuspectedBy: p.suspectedBy, Verified: p.verified})
 	}
 	n.mu.Unlock()
 	slices.SortFunc(out[1:], func(a, b Member) int { return strings.Compare(a.ID, b.ID) })

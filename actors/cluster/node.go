@@ -165,6 +165,10 @@ type peer struct {
 	// left: it said it was leaving (Meta.Leaving) before it went, not a
 	// lost lease; the join loop stops trying its learned address.
 	left bool
+	// inc is its incarnation as the rumors told it (suspicion.go);
+	// suspectedBy the node whose probe of it failed, while it is suspect.
+	inc         uint64
+	suspectedBy string
 }
 
 // done is one call id's run on the callee: the first arrival runs it,
@@ -215,6 +219,10 @@ type Node struct {
 	// goroutine that made it, after the node's mutex is released
 	onPeerState func(id string, s PeerState)
 	closed      bool
+	// rumors are the suspicions and refutations to gossip; inc is this
+	// node's own incarnation in them (suspicion.go)
+	rumors *memberlist.TransmitLimitedQueue
+	inc    uint64
 }
 
 // Start validates cfg, starts the wire and joins the cluster.
@@ -297,6 +305,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Transport != nil {
 		mc.Transport = cfg.Transport
 	}
+	n.rumors = newRumorQueue(n, mc.RetransmitMult)
 	mc.Delegate = (*gossip)(n)
 	mc.Events = (*gossip)(n)
 	mc.Ping = (*gossip)(n)

@@ -28,7 +28,7 @@ func (p *clusterProc) feedSeqs(t *testing.T, sid string, upTo uint64) []uint64 {
 	t.Helper()
 	tok, err := os.ReadFile(controlplane.TokenPath(p.home))
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute) // only stops a hang
+	ctx, cancel := context.WithTimeout(t.Context(), delayedWait) // only stops a hang
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/api/events?sessionId="+sid+"&afterSeq=0", nil)
 	require.NoError(t, err)
@@ -80,16 +80,14 @@ func (p *clusterProc) memberEvents() (suspect, refuted, dead int) {
 // with both peers verified). How many suspect and dead verdicts the delay
 // cost is logged, not judged: bench cluster reports it.
 //
-// It runs only with CODESESSION_DELAY_TESTS=1: its userspace relay runs in
-// the test process, and on a loaded machine the relay itself falls behind,
-// so the nodes never verify each other within the wait (the CI rehearsal of
-// 2026-12-06 timed out after 3 minutes with the machine shared). A verdict
-// must not hang on such a deadline, so CI does not run it until the relay
-// is out of the test's process.
+// The relay is a process of its own at a raised priority (tunrelay): in
+// the test's process it fell behind on a loaded machine and the nodes
+// never verified each other. It reports how late it handed packets over,
+// and the test fails if the relay itself dropped packets for want of
+// queue room (then the network was not the one the test says it is). The
+// waits are long (a loaded machine slows the nodes, not only the network)
+// and bounded.
 func TestClusterUnderDelayAndLoss(t *testing.T) {
-	if os.Getenv("CODESESSION_DELAY_TESTS") != "1" {
-		t.Skip("set CODESESSION_DELAY_TESTS=1 to run it (load-sensitive: see the comment)")
-	}
 	skipOrFailWithoutNetns(t)
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -112,7 +110,7 @@ func TestClusterUnderDelayAndLoss(t *testing.T) {
 	n3 := lab.startNodeWith(bin, 3, roots[2], scenario, n1.gossip, lan, debug)
 	nodes := []*clusterProc{n1, n2, n3}
 	for _, n := range nodes {
-		waitFor(t, n.id+" to verify both peers over the delayed, lossy network", func() bool { return len(n.verifiedPeers(t)) == 2 })
+		waitForWithin(t, n.id+" to verify both peers over the delayed, lossy network", delayedWait, func() bool { return len(n.verifiedPeers(t)) == 2 })
 	}
 
 	// session k is held by node k and driven through node k+1
@@ -157,7 +155,7 @@ func TestClusterUnderDelayAndLoss(t *testing.T) {
 		}
 	}
 	for _, n := range nodes {
-		waitFor(t, n.id+" to list the three sessions once each, on their nodes, ended", func() bool {
+		waitForWithin(t, n.id+" to list the three sessions once each, on their nodes, ended", delayedWait, func() bool {
 			var list struct {
 				Sessions []cluster.NodeRecord `json:"sessions"`
 			}
@@ -172,14 +170,34 @@ func TestClusterUnderDelayAndLoss(t *testing.T) {
 			}
 			return true
 		})
-		waitFor(t, n.id+" to have both peers verified at the end", func() bool { return len(n.verifiedPeers(t)) == 2 })
+		waitForWithin(t, n.id+" to have both peers verified at the end", delayedWait, func() bool { return len(n.verifiedPeers(t)) == 2 })
 	}
 	for _, n := range nodes {
 		s, r, d := n.memberEvents()
 		t.Logf("%s: %d failed probes (a peer suspect), %d suspicions of itself refuted, %d dead verdicts under %s delay and %.0f%% loss", n.id, s, r, d, delay, loss*100)
 	}
-	t.Logf("relay: %d packets relayed, %d dropped at random, %d dropped by a full queue", relay.relayed.Load(), relay.dropped.Load(), relay.overflow.Load())
-	assert.Positive(t, relay.dropped.Load(), "the relay lost nothing")
+	relay.stop()
+	st := relay.stats
+	t.Logf("relay: %d packets relayed, %d dropped at random, %d dropped by a full queue; %d handed over more than 50 ms late, the latest %.0f ms",
+		st.Relayed, st.Dropped, st.Overflow, st.Late, st.MaxLateMs)
+	assert.Positive(t, st.Dropped, "the relay lost nothing")
+	assert.Zero(t, st.Overflow, "the relay fell behind and dropped packets for want of queue room")
+}
+
+// delayedWait bounds the delay test's waits: generous, since on a loaded
+// machine the nodes are slow as well as the network.
+const delayedWait = 8 * time.Minute
+
+// waitForWithin is waitFor with its own bound.
+func waitForWithin(t *testing.T, what string, bound time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", bound, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func indexOf(ids []string, id string) int {

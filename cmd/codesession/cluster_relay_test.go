@@ -1,12 +1,15 @@
 package main
 
 import (
-	"errors"
+	"bufio"
+	"encoding/json"
 	"fmt"
-	"math/rand/v2"
+	"io"
 	"os"
-	"sync"
-	"sync/atomic"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,37 +17,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tunRelay is the lab's cluster network when it needs delay and loss: the
-// kernel here has no qdiscs (tc netem says "qdisc kind unknown"), so each
-// node's cluster interface is a TUN device whose packets this process
-// reads and writes into the destination node's TUN after delay, dropping
-// a loss fraction of them. It works on IP packets, below TCP and UDP, as
-// netem on every node's egress would: gossip (UDP and TCP) and the wire
-// (TCP) meet the same delay, and the kernels' TCP retransmits what is lost.
+// tunRelay is the lab's cluster network when it needs delay and loss: a
+// tunrelay process (internal/tunrelay: the kernel here has no netem)
+// between the nodes' TUN devices. It runs apart from the test's process:
+// inside it, a loaded test process delayed the network itself.
 type tunRelay struct {
-	delay time.Duration
-	loss  float64
-	tuns  []*os.File // node i+1's TUN (10.77.0.i+1)
-	links []chan delayed
-	// readers and writers: the readers end first (their TUNs closed), so
-	// no packet is sent on a closed link
-	readers, writers sync.WaitGroup
-
-	relayed, dropped, overflow atomic.Int64
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	// stats is what the relay reported when it stopped.
+	stats relayStats
 }
 
-type delayed struct {
-	at  time.Time
-	pkt []byte
+// relayStats is tunrelay's Stats.
+type relayStats struct {
+	Relayed   int64   `json:"relayed"`
+	Dropped   int64   `json:"dropped"`
+	Overflow  int64   `json:"overflow"`
+	MaxLateMs float64 `json:"maxLateMs"`
+	Late      int64   `json:"late"`
 }
-
-// relayQueue bounds the packets in flight to one node; an overflow is a
-// drop, counted apart from the random loss.
-const relayQueue = 8192
 
 // openTUN creates a TUN device named name in this process's namespace and
-// returns its file (non-blocking, so reads go through Go's poller and a
-// close ends them).
+// returns its file (non-blocking: the relay reads it through its poller).
 func openTUN(name string) (*os.File, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -63,90 +58,80 @@ func openTUN(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// start relays between the TUNs until stop.
-func (r *tunRelay) start() {
-	for range r.tuns {
-		r.links = append(r.links, make(chan delayed, relayQueue))
-	}
-	for i, f := range r.tuns {
-		r.readers.Go(func() { r.read(f) })
-		r.writers.Go(func() { r.write(f, r.links[i]) })
-	}
+// buildRelay builds the tunrelay helper into dir.
+func buildRelay(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "tunrelay")
+	out, err := exec.Command("go", "build", "-o", bin, "./internal/tunrelay").CombinedOutput()
+	require.NoError(t, err, "go build tunrelay: %s", out)
+	return bin
 }
 
-func (r *tunRelay) read(f *os.File) {
-	buf := make([]byte, 65536)
-	for {
-		n, err := f.Read(buf)
-		if err != nil {
-			if errors.Is(err, os.ErrClosed) {
-				return
-			}
-			continue
-		}
-		pkt := buf[:n]
-		// IPv4 to 10.77.0.j only (the kernel's own IPv6 chatter is dropped)
-		if n < 20 || pkt[0]>>4 != 4 || pkt[16] != 10 || pkt[17] != 77 || pkt[18] != 0 {
-			continue
-		}
-		j := int(pkt[19]) - 1
-		if j < 0 || j >= len(r.links) {
-			continue
-		}
-		if rand.Float64() < r.loss {
-			r.dropped.Add(1)
-			continue
-		}
-		select {
-		case r.links[j] <- delayed{at: time.Now().Add(r.delay), pkt: append([]byte(nil), pkt...)}:
-			r.relayed.Add(1)
-		default:
-			r.overflow.Add(1)
-		}
-	}
-}
-
-// write hands the link's packets over in order, each at its time (the
-// delay is the same for all, so arrival order is send order).
-func (r *tunRelay) write(f *os.File, link <-chan delayed) {
-	for d := range link {
-		time.Sleep(time.Until(d.at))
-		if _, err := f.Write(d.pkt); errors.Is(err, os.ErrClosed) {
-			return
-		}
-	}
-}
-
-// stop closes the TUNs and waits for the relay's goroutines.
-func (r *tunRelay) stop() {
-	for _, f := range r.tuns {
+// startRelay runs the relay over the TUN files (node i+1's is tuns[i]);
+// they are the relay's from then on, and closed here.
+func startRelay(t *testing.T, bin string, tuns []*os.File, delay time.Duration, loss float64) *tunRelay {
+	t.Helper()
+	cmd := exec.Command(bin, "-nodes", strconv.Itoa(len(tuns)), "-delay", delay.String(), "-loss", strconv.FormatFloat(loss, 'f', -1, 64))
+	cmd.ExtraFiles = tuns
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	for _, f := range tuns {
 		_ = f.Close()
 	}
-	r.readers.Wait()
-	for _, l := range r.links {
-		close(l)
+	r := &tunRelay{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	line, err := r.out.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("tunrelay did not start: %q %v", line, err)
 	}
-	r.writers.Wait()
+	return r
 }
 
-// newRelayLab is newNetnsLab whose cluster network is a tunRelay with the
-// given delay and loss instead of a bridge.
+// stop ends the relay (its stdin closes) and reads its counts.
+func (r *tunRelay) stop() {
+	if r.cmd.ProcessState != nil {
+		return
+	}
+	_ = r.stdin.Close()
+	done := make(chan struct{})
+	go func() {
+		if line, err := r.out.ReadString('\n'); err == nil {
+			_ = json.Unmarshal([]byte(line), &r.stats)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // only stops a hang
+		_ = r.cmd.Process.Kill()
+	}
+	_ = r.cmd.Wait()
+}
+
+// newRelayLab is newNetnsLab whose cluster network is a tunrelay process
+// with the given delay and loss instead of a bridge.
 func newRelayLab(t *testing.T, n int, delay time.Duration, loss float64) (*netnsLab, *tunRelay) {
 	l := newLab(t)
-	r := &tunRelay{delay: delay, loss: loss}
-	t.Cleanup(r.stop) // runs before the namespaces go (cleanups run last first)
+	bin := buildRelay(t, t.TempDir())
+	var tuns []*os.File
 	for i := 1; i <= n; i++ {
 		ns := l.addNode(i)
 		name := fmt.Sprintf("t%d%s", i, l.tag)
 		f, err := openTUN(name)
 		require.NoError(t, err)
-		r.tuns = append(r.tuns, f)
+		tuns = append(tuns, f)
 		// the device moves into the node's namespace; the file still
 		// reads and writes it
 		l.ip("link", "set", name, "netns", ns)
 		l.ip("-n", ns, "addr", "add", fmt.Sprintf("10.77.0.%d/24", i), "dev", name)
 		l.ip("-n", ns, "link", "set", name, "up")
 	}
-	r.start()
+	r := startRelay(t, bin, tuns, delay, loss)
+	t.Cleanup(r.stop) // runs before the namespaces go (cleanups run last first)
 	return l, r
 }

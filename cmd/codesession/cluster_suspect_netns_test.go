@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/cluster"
+	"github.com/codesession/codesession/messages"
+)
+
+// cutRoute stops node from (1-based) sending anything to node to on the
+// cluster network, or lets it again: an unreachable route in from's
+// namespace (plain routing: this kernel has neither iptables nor netem).
+// One direction only; the other is to's own route.
+func (l *netnsLab) cutRoute(from, to int, cut bool) {
+	verb := "add"
+	if !cut {
+		verb = "del"
+	}
+	l.ip("-n", l.nodes[from-1], "route", verb, "unreachable", fmt.Sprintf("10.77.0.%d/32", to))
+}
+
+// TestClusterGossipsSuspicion: three nodes in network namespaces; n3
+// holds a session. n1 can no longer send to n3, and n2 can no longer
+// send to n1 (without that cut, n1's indirect probe of n3 through n2
+// would answer for n3 and no one would suspect it: SWIM's indirect probes
+// are there for exactly this). So n1's probes of n3 fail directly,
+// indirectly and over TCP, while n2 reaches n3 as before. n2 lists n3's
+// session suspect, suspected by n1: the suspicion reached n2 by gossip.
+// Before gossiped suspicion a node marked a peer suspect only on its own
+// failed probe, and n2 listed n3's session alive throughout. n3 refutes
+// each suspicion (n2 passes it on to n3), so n2's listing goes back to
+// alive during the cut too; after the heal every node lists it alive.
+func TestClusterGossipsSuspicion(t *testing.T) {
+	skipOrFailWithoutNetns(t)
+	lab := newNetnsLab(t, 3)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "codesession")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	scenario := writeScenario(t, opsScenario)
+	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	local := map[string]any{"cluster": map[string]any{"profile": "local"}}
+	debug := []string{"CODESESSION_LOG_LEVEL=debug"} // memberlist's failed-probe lines are logged at debug
+	n1 := lab.startNodeWith(bin, 1, roots[0], scenario, "", local, debug)
+	n2 := lab.startNodeWith(bin, 2, roots[1], scenario, n1.gossip, local, debug)
+	n3 := lab.startNodeWith(bin, 3, roots[2], scenario, n1.gossip, local, nil)
+	for _, n := range []*clusterProc{n1, n2, n3} {
+		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
+	}
+	var placed cluster.Placed
+	require.Nil(t, n2.api(t, "POST", "/api/code-sessions", map[string]any{"brief": "on the suspect node", "cwd": roots[2]}, &placed))
+	require.Equal(t, "n3", placed.Node)
+	sid := placed.SessionID
+	var tr messages.TurnResult
+	require.Nil(t, n2.api(t, "POST", "/api/code-sessions/"+sid+"/read-turn", map[string]any{"timeoutMs": 120000}, &tr))
+	require.Equal(t, messages.KindTurnComplete, tr.Kind)
+	waitFor(t, "n2 to list n3's session alive", func() bool {
+		r, ok := n2.session(t, sid)
+		return ok && r.Node == "n3" && r.NodeState == "alive"
+	})
+
+	lab.cutRoute(1, 3, true)
+	lab.cutRoute(2, 1, true)
+	// the suspect windows are short (n3 refutes within a gossip round or
+	// two, and n1 suspects again on its next probe of n3), so n2's listing
+	// is read often; the deadline only stops a hang
+	var seen []string // n2's listing of the session at each change
+	last := ""
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		r, ok := n2.session(t, sid)
+		require.True(t, ok, "n2 lost n3's session from its listing")
+		now := r.NodeState
+		if r.SuspectedBy != "" {
+			now += " by " + r.SuspectedBy
+		}
+		if now != last {
+			seen = append(seen, now)
+			last = now
+		}
+		if now == "suspect by n1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 never listed n3's session suspected by n1: %v; n1 logged %d failed probes of n3",
+				seen, strings.Count(n1.stderr.String(), "Suspect n3 has failed"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Contains(t, n1.stderr.String(), "Suspect n3 has failed", "n1's own probe of n3 failed")
+	t.Logf("n2's listing of n3's session during the cut: %v; n2's own probes of n3 failed %d times", seen,
+		strings.Count(n2.stderr.String(), "Suspect n3 has failed"))
+
+	lab.cutRoute(1, 3, false)
+	lab.cutRoute(2, 1, false)
+	for _, n := range []*clusterProc{n1, n2, n3} {
+		waitFor(t, n.id+" to verify both peers after the heal", func() bool { return len(n.verifiedPeers(t)) == 2 })
+	}
+	for _, n := range []*clusterProc{n1, n2} {
+		waitFor(t, n.id+" to list n3's session alive after the heal", func() bool {
+			r, ok := n.session(t, sid)
+			return ok && r.Node == "n3" && r.NodeState == "alive" && r.SuspectedBy == "" && r.Status.Live()
+		})
+	}
+}
