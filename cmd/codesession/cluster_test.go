@@ -137,9 +137,59 @@ func (p *clusterProc) apiAs(t *testing.T, token, method, path string, body, out 
 	return nil
 }
 
+// apiRetrying is a body-less api call that retries a request the
+// connection failed (refused, reset, cut off mid-answer) for up to two
+// minutes: a daemon on a loaded machine can drop a connection while it
+// starts or its peers churn, and a poll's verdict belongs to its own wait,
+// not to one connection. An answer the daemon gave is returned as it is.
+func (p *clusterProc) apiRetrying(t *testing.T, method, path string, out any) *messages.Error {
+	t.Helper()
+	tok, err := os.ReadFile(controlplane.TokenPath(p.home))
+	require.NoError(t, err)
+	client := &http.Client{Timeout: 3 * time.Minute} // only stops a hang
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		req, err := http.NewRequest(method, "http://"+p.addr+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		resp, err := client.Do(req)
+		if err != nil {
+			if time.Now().After(deadline) {
+				require.NoError(t, err, "%s %s on %s kept failing", method, path, p.id)
+			}
+			t.Logf("%s %s on %s: %v (retrying)", method, path, p.id, err)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		var env struct {
+			OK    bool            `json:"ok"`
+			Data  json.RawMessage `json:"data"`
+			Error *messages.Error `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		if err != nil {
+			if time.Now().After(deadline) {
+				require.NoError(t, err, "%s %s on %s: the answer kept being cut off", method, path, p.id)
+			}
+			t.Logf("%s %s on %s: answer cut off: %v (retrying)", method, path, p.id, err)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		if !env.OK {
+			return env.Error
+		}
+		if out != nil {
+			require.NoError(t, json.Unmarshal(env.Data, out))
+		}
+		return nil
+	}
+}
+
 func (p *clusterProc) verifiedPeers(t *testing.T) []string {
+	t.Helper()
 	var ms []cluster.Member
-	if e := p.api(t, "GET", "/api/cluster/nodes", nil, &ms); e != nil {
+	if e := p.apiRetrying(t, "GET", "/api/cluster/nodes", &ms); e != nil {
 		return nil
 	}
 	var ids []string
