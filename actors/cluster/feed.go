@@ -33,6 +33,11 @@ const remoteFeedCheck = 2 * time.Second
 type feedSub struct {
 	sid string
 	ch  chan messages.PersistedEvent
+	// liveAfter is the owner's last seq when the stream began, set once the
+	// owner answered (live false before): feed messages at or below it were
+	// in flight before the follow, however late they arrive (under n.mu).
+	liveAfter uint64
+	live      bool
 }
 
 // subscribeFeed follows sid's live events from its node; cancel ends it.
@@ -83,6 +88,9 @@ func (g *Gateway) serveRemoteEvents(w http.ResponseWriter, r *http.Request, sid 
 	if err != nil {
 		return err
 	}
+	g.n.mu.Lock()
+	sub.liveAfter, sub.live = v.LastSeq, true
+	g.n.mu.Unlock()
 	st := &remoteStream{g: g, w: w, rc: http.NewResponseController(w), sid: sid, last: v.LastSeq}
 	if hasCursor {
 		st.last = cursor

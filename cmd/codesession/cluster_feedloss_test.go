@@ -158,7 +158,7 @@ func (p *clusterProc) lostSeqs(t *testing.T) []uint64 {
 // TestClusterRemoteFeedFillsALostMessage: three `serve` processes in
 // network namespaces. A session runs on n1; n2 follows its feed over SSE
 // and loses one of its live feed messages from n1 (cluster.LoseFeedEnv on
-// n2: the second feed message that arrives while the feed is followed, as
+// n2: the second live feed message that arrives while the feed is followed, as
 // hollywood's at-most-once remote may lose one). The subscriber still gets
 // every event once, in order, seq 1..N: the replay from afterSeq=0, then
 // live events with the lost one filled from n1. Reconnecting with the
