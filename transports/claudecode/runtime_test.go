@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/codesession/codesession/actors/runtimetest"
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/modelmock"
-	"github.com/codesession/codesession/transports/transporttest/runtimetest"
 )
 
 // TestRuntimeDrivesClaudeCode runs a whole session through actors.Runtime

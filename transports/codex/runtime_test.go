@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/actors/runtimetest"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/codex"
 	"github.com/codesession/codesession/transports/modelmock"
-	"github.com/codesession/codesession/transports/transporttest/runtimetest"
 )
 
 // TestRuntimeDrivesCodex runs a whole session through actors.Runtime on

@@ -3,8 +3,9 @@
 // the reference rules and a slow rule, a runtime whose only backend is the
 // one under test, and the steps every backend's runtime test takes (a gated
 // call allowed or denied, acceptEdits, a slow turn interrupted, stop and
-// resume of the record). It is imported by tests only; it lives apart from
-// transporttest because the runtime imports every backend.
+// resume of the record). It is imported by tests only; it lives under
+// actors, not beside transporttest, because it drives the runtime, which
+// imports every backend, and transports never import actors.
 package runtimetest
 
 import (
