@@ -774,26 +774,7 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 		c.persistWarns, c.storeFails, c.storeErr = 0, 0, nil
 	}
 	c.deliver()
-	c.failWaitingReader()
 	c.releasedDurable()
-}
-
-// failWaitingReader answers a reader still waiting once the store keeps
-// failing, as ReadTurn answers one that comes then: typed unavailable, to
-// retry later. A reader registered before the streak began would otherwise
-// wait as long as the store fails, with nothing to tell it (its turn's events
-// cannot become durable, and with the store give-up disabled the session
-// never releases).
-func (c *Core) failWaitingReader() {
-	if c.reader == nil {
-		return
-	}
-	err := c.storeUnavailable(messages.OpReadTurn)
-	if err == nil {
-		return
-	}
-	c.out.Replies = append(c.out.Replies, Reply{Token: c.reader.token, Err: err})
-	c.reader = nil
 }
 
 // ReadTurn registers a reader. It returns an error at once when the read

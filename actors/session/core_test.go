@@ -2301,38 +2301,3 @@ func TestCaptureOffNeedsNoDiffChild(t *testing.T) {
 	assert.Equal(t, messages.DiffNone, r.TurnDiff.Source)
 	assert.Equal(t, PhaseIdle, h.c.Phase())
 }
-
-// TestWaitingReaderGetsUnavailableOnceTheStoreKeepsFailing: a reader that
-// registered while the store was fine, and whose turn's events then keep
-// failing to persist, is answered unavailable when the streak makes ops
-// unavailable; before, it waited for as long as the store failed (the crash
-// suite's child hung so, with the give-up disabled). Once the store is back
-// a new read gets the result.
-func TestWaitingReaderGetsUnavailableOnceTheStoreKeepsFailing(t *testing.T) {
-	h := newHarness(t)
-	h.startTurn1()
-	h.persistAll()
-	h.c.SetStoreGiveUp(1 << 30)
-	require.NoError(t, h.c.ReadTurn(7, false))
-	assert.Empty(t, h.drain().Replies, "the turn is running: the reader waits")
-	h.agent(1, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, Text: "done"})
-	h.c.DiffReady(h.tick(), 1, changedDiff())
-	durable := h.c.DurableSeq()
-	full := messages.Errorf(messages.CodeUnavailable, "store.append", "no space left on device")
-	for i := 1; i < storeFailingAfter; i++ {
-		h.c.Persisted(h.tick(), durable, full)
-		assert.Empty(t, h.drain().Replies, "a passing failure (%d): the retry will most likely land", i)
-	}
-	h.c.Persisted(h.tick(), durable, full)
-	out := h.drain()
-	require.Len(t, out.Replies, 1, "the waiting reader is answered once the store keeps failing")
-	assert.Equal(t, uint64(7), out.Replies[0].Token)
-	requireCode(t, out.Replies[0].Err, messages.CodeUnavailable)
-	assert.Contains(t, out.Replies[0].Err.Error(), "no space left on device")
-
-	requireCode(t, h.c.ReadTurn(8, false), messages.CodeUnavailable) // still failing: at once
-	h.persistAll()
-	r := h.readNow(9, false)
-	require.NoError(t, r.Err)
-	assert.Equal(t, 1, r.Result.Turn, "the turn's result was kept for the next read")
-}
