@@ -77,6 +77,12 @@ func TestCrashChild(t *testing.T) {
 			for {
 				time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond)
 				faulty.NoSpace(2 + rand.IntN(4))
+				// and the disk has room again: a burst no write used up
+				// ends by itself. Re-armed without an end, a lone session's
+				// retries (seconds apart once backed off) each met a fresh
+				// burst, for ever: its writes never landed.
+				time.Sleep(50 * time.Millisecond)
+				faulty.NoSpace(0)
 			}
 		}()
 	}
