@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,10 +95,7 @@ func TestClusterUnderDelayAndLoss(t *testing.T) {
 	}
 	const delay, loss = 300 * time.Millisecond, 0.10
 	lab, relay := newRelayLab(t, 3, delay, loss)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	lan := map[string]any{"cluster": map[string]any{"profile": "lan"}}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -167,19 +165,14 @@ func (p *clusterProc) lostSeqs(t *testing.T) []uint64 {
 func TestClusterRemoteFeedFillsALostMessage(t *testing.T) {
 	skipOrFailWithoutNetns(t)
 	lab := newNetnsLab(t, 3)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	local := map[string]any{"cluster": map[string]any{"profile": "local"}}
 	n1 := lab.startNode(bin, 1, roots[0], scenario, "")
 	n2 := lab.startNodeWith(bin, 2, roots[1], scenario, n1.gossip, local, []string{cluster.LoseFeedEnv + "=2"})
 	n3 := lab.startNode(bin, 3, roots[2], scenario, n1.gossip)
-	for _, n := range []*clusterProc{n1, n2, n3} {
-		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
-	}
+	waitAllVerified(t, n1, n2, n3)
 	require.Contains(t, n2.stderr.String(), "a test hook is on", "n2 did not say its test hook is on")
 
 	var placed cluster.Placed

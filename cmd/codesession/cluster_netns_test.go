@@ -201,19 +201,14 @@ func hasVerified(p *clusterProc, t *testing.T, id string) bool {
 func TestClusterPartitionHeals(t *testing.T) {
 	skipOrFailWithoutNetns(t)
 	lab := newNetnsLab(t, 3)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 
 	n1 := lab.startNode(bin, 1, roots[0], scenario, "")
 	n2 := lab.startNode(bin, 2, roots[1], scenario, n1.gossip)
 	n3 := lab.startNode(bin, 3, roots[2], scenario, n1.gossip)
-	for _, n := range []*clusterProc{n1, n2, n3} {
-		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
-	}
+	waitAllVerified(t, n1, n2, n3)
 	var placed cluster.Placed
 	require.Nil(t, n1.api(t, "POST", "/api/code-sessions", map[string]any{"brief": "across a partition", "cwd": roots[2]}, &placed))
 	require.Equal(t, "n3", placed.Node)
@@ -276,10 +271,7 @@ func TestClusterThreeNodesThreeHundredSessions(t *testing.T) {
 	skipOrFailWithoutNetns(t)
 	const perNode, workers = 100, 6
 	lab := newNetnsLab(t, 3)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	n1 := lab.startNode(bin, 1, roots[0], scenario, "")
@@ -355,10 +347,7 @@ func TestClusterThreeNodesThreeHundredSessions(t *testing.T) {
 func TestClusterConvergesInTheWrongStartOrder(t *testing.T) {
 	skipOrFailWithoutNetns(t)
 	lab := newNetnsLab(t, 3)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	const seed = "10.77.0.1:7946" // n1's gossip address, before n1 runs

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -27,17 +26,15 @@ import (
 func TestClusterScopesAndListingsAcrossProcesses(t *testing.T) {
 	skipOrFailWithoutNetns(t)
 	lab := newNetnsLab(t, 3)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	tokenDir := t.TempDir()
 	tokens := map[string]string{}
 	var scopes []map[string]any
 	for _, name := range []string{"alpha", "beta"} {
 		tokens[name] = name + "-token-0123456789abcdef"
-		f := filepath.Join(dir, name+".token")
+		f := filepath.Join(tokenDir, name+".token")
 		require.NoError(t, os.WriteFile(f, []byte(tokens[name]+"\n"), 0o600))
 		scopes = append(scopes, map[string]any{"name": name, "tokenFile": f})
 	}
@@ -45,9 +42,7 @@ func TestClusterScopesAndListingsAcrossProcesses(t *testing.T) {
 	n1 := lab.startNodeWith(bin, 1, roots[0], scenario, "", cfg, nil)
 	n2 := lab.startNodeWith(bin, 2, roots[1], scenario, n1.gossip, cfg, nil)
 	n3 := lab.startNodeWith(bin, 3, roots[2], scenario, n1.gossip, cfg, nil)
-	for _, n := range []*clusterProc{n1, n2, n3} {
-		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
-	}
+	waitAllVerified(t, n1, n2, n3)
 	sids := map[string]string{}
 	for sc, root := range map[string]string{"alpha": roots[2], "beta": roots[1]} {
 		var placed cluster.Placed

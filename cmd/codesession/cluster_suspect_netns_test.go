@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +39,7 @@ func (l *netnsLab) cutRoute(from, to int, cut bool) {
 func TestClusterGossipsSuspicion(t *testing.T) {
 	skipOrFailWithoutNetns(t)
 	lab := newNetnsLab(t, 3)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	local := map[string]any{"cluster": map[string]any{"profile": "local"}}
@@ -52,9 +47,7 @@ func TestClusterGossipsSuspicion(t *testing.T) {
 	n1 := lab.startNodeWith(bin, 1, roots[0], scenario, "", local, debug)
 	n2 := lab.startNodeWith(bin, 2, roots[1], scenario, n1.gossip, local, debug)
 	n3 := lab.startNodeWith(bin, 3, roots[2], scenario, n1.gossip, local, nil)
-	for _, n := range []*clusterProc{n1, n2, n3} {
-		waitFor(t, n.id+" to verify both peers", func() bool { return len(n.verifiedPeers(t)) == 2 })
-	}
+	waitAllVerified(t, n1, n2, n3)
 	var placed cluster.Placed
 	require.Nil(t, n2.api(t, "POST", "/api/code-sessions", map[string]any{"brief": "on the suspect node", "cwd": roots[2]}, &placed))
 	require.Equal(t, "n3", placed.Node)

@@ -237,10 +237,7 @@ func TestClusterOfThreeServeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs three daemon processes")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	roots := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 
@@ -365,4 +362,22 @@ func TestServeRefusesAnUnroutableClusterAddress(t *testing.T) {
 	assert.Equal(t, exitUsage, code, stderr.String())
 	assert.Contains(t, stderr.String(), "cluster.listen")
 	assert.Contains(t, stderr.String(), "every interface")
+}
+
+// buildServe builds this command into a temporary folder of t's and
+// returns its path: every multi-process cluster test runs that binary.
+func buildServe(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "codesession")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// waitAllVerified waits until each node has verified the others.
+func waitAllVerified(t *testing.T, nodes ...*clusterProc) {
+	t.Helper()
+	for _, n := range nodes {
+		waitFor(t, n.id+" to verify its peers", func() bool { return len(n.verifiedPeers(t)) == len(nodes)-1 })
+	}
 }

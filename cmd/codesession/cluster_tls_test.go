@@ -11,7 +11,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,10 +94,7 @@ func refusedOverWire(t *testing.T, p *clusterProc, member string) {
 func TestClusterMutualTLSRefusesWrongAndMissingCertificates(t *testing.T) {
 	skipOrFailWithoutNetns(t)
 	lab := newNetnsLab(t, 5)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codesession")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildServe(t)
 	scenario := writeScenario(t, opsScenario)
 	ca, other := newPemCA(t, "cluster"), newPemCA(t, "other")
 	roots := make([]string, 5)
