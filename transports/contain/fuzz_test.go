@@ -20,7 +20,9 @@ func FuzzRedact(f *testing.F) {
 	f.Add(`{"command":"echo hunter2-db`, "hunter2-db")
 	f.Add(`{"command": echo hunter2-db}`, "hunter2-db")
 	f.Fuzz(func(t *testing.T, text, secret string) {
-		if len(secret) < 6 {
+		if len(secret) < 6 || strings.Contains(inputHeldASecret, secret) {
+			// a "secret" that is part of the placeholder itself (say
+			// "REDACTED" or "input held") is found in every redaction
 			return
 		}
 		r := newRedactor([]string{secret})

@@ -12,6 +12,10 @@ import (
 // Redacted replaces a secret in events.
 const Redacted = "[REDACTED]"
 
+// inputHeldASecret replaces a tool input that held a secret and could not
+// be redacted in place without breaking it.
+const inputHeldASecret = Redacted + " (the tool input held a secret)"
+
 // keyShapes are the shapes of well-known API keys and tokens, redacted
 // wherever they appear, whether or not the environment held them.
 var keyShapes = regexp.MustCompile(strings.Join([]string{
@@ -79,7 +83,7 @@ func (r *redactor) json(raw json.RawMessage) json.RawMessage {
 		if json.Valid([]byte(red)) {
 			return json.RawMessage(red)
 		}
-		b, _ := json.Marshal(Redacted + " (the tool input held a secret)")
+		b, _ := json.Marshal(inputHeldASecret)
 		return b
 	}
 	out, changed := r.walk(v)
@@ -88,7 +92,7 @@ func (r *redactor) json(raw json.RawMessage) json.RawMessage {
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		b, _ = json.Marshal(Redacted + " (the tool input held a secret)")
+		b, _ = json.Marshal(inputHeldASecret)
 	}
 	return b
 }
