@@ -491,6 +491,10 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	}); ok {
 		checkpoints, checkpointSpent = lc.LoopCheckpoints()
 	}
+	checkpointMax := time.Duration(-1)
+	if lm, ok := brt.store.Store.(interface{ LoopCheckpointMax() time.Duration }); ok {
+		checkpointMax = lm.LoopCheckpointMax()
+	}
 
 	var started []string
 	for _, sid := range sids {
@@ -550,6 +554,9 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	if checkpoints >= 0 {
 		res.row("WAL checkpoints mid-run", float64(checkpoints), UnitCount)
 		res.row("WAL loop time in those checkpoints", ms(checkpointSpent), UnitMs)
+		if checkpointMax >= 0 {
+			res.row("longest WAL commit stall by one checkpoint", ms(checkpointMax), UnitMs)
+		}
 	}
 	if metaFiles >= 0 && len(started) > 0 {
 		res.row("meta.json writes per session", float64(metaFiles)/float64(len(started)), UnitCount)

@@ -108,6 +108,8 @@ type Store struct {
 	// in them (no group commit is made meanwhile)
 	loopCheckpoints     atomic.Int64
 	loopCheckpointNanos atomic.Int64
+	// the longest single hold of the loop by a checkpoint
+	loopCheckpointMax atomic.Int64
 
 	closeMu sync.Mutex // serializes Close
 
@@ -240,8 +242,7 @@ func Open(home string, opts ...Option) (*Store, error) {
 		t0 := time.Now()
 		defer func() {
 			st.carry = false
-			st.loopCheckpoints.Add(1)
-			st.loopCheckpointNanos.Add(int64(time.Since(t0)))
+			st.noteLoopStall(time.Since(t0))
 		}()
 		return st.checkpoint()
 	}
@@ -264,6 +265,25 @@ func (st *Store) WALCommits() int64 { return st.walCommits.Load() }
 // spent in them: time in which no group commit was made.
 func (st *Store) LoopCheckpoints() (n int64, spent time.Duration) {
 	return st.loopCheckpoints.Load(), time.Duration(st.loopCheckpointNanos.Load())
+}
+
+// LoopCheckpointMax reports the longest time one checkpoint held the
+// write-ahead log's loop since Open: the longest commit stall checkpoints
+// caused.
+func (st *Store) LoopCheckpointMax() time.Duration {
+	return time.Duration(st.loopCheckpointMax.Load())
+}
+
+// noteLoopStall counts one checkpoint's hold of the WAL loop.
+func (st *Store) noteLoopStall(d time.Duration) {
+	st.loopCheckpoints.Add(1)
+	st.loopCheckpointNanos.Add(int64(d))
+	for {
+		m := st.loopCheckpointMax.Load()
+		if int64(d) <= m || st.loopCheckpointMax.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
 }
 
 // replay writes what the WAL holds into the session files: a record frame
