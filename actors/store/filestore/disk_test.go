@@ -31,6 +31,12 @@ import (
 //     of the same file then succeeds without them: "fsyncgate"). A fault
 //     can instead land: the fsync's data reaches the disk, and the error is
 //     reported anyway.
+//   - A failed syncfs loses the unsynced bytes of every file the same way,
+//     and the next fsync of a file it lost bytes of fails (Linux reports a
+//     writeback error to each open file once): a WAL commit whose pages it
+//     dropped is refused, never acknowledged without them.
+//   - The rename that ends a checkpoint (SyncWALSwitch, not an fsync) is
+//     durable with its directory's next fsync, as any entry is.
 //
 // Everything present when newDisk runs counts as durable.
 type disk struct {
@@ -39,11 +45,17 @@ type disk struct {
 	// fault decides each fsync: nil lets it succeed; lands says the data
 	// reached the disk although err is returned.
 	fault func(p filestore.SyncPoint) (err error, lands bool)
+	// gate, when set, runs before each fsync is decided, without d.mu:
+	// it may hold one back while the others go on.
+	gate func(p filestore.SyncPoint)
+	// after, when set, runs once each fsync is decided, with d.mu held.
+	after func(p filestore.SyncPoint, err error)
 
-	mu    sync.Mutex
-	files map[uint64][]byte           // inode -> durable content
-	dirs  map[string]map[string]entry // directory -> durable entries
-	calls []filestore.SyncPoint       // every fsync asked for, in order
+	mu       sync.Mutex
+	poisoned map[uint64]bool             // lost bytes to a failed syncfs: the next fsync fails
+	files    map[uint64][]byte           // inode -> durable content
+	dirs     map[string]map[string]entry // directory -> durable entries
+	calls    []filestore.SyncPoint       // every fsync asked for, in order
 }
 
 type entry struct {
@@ -61,6 +73,9 @@ func newDisk(t *testing.T, home string) *disk {
 func (d *disk) option() filestore.Option { return filestore.WithSyncFault(d.sync) }
 
 func (d *disk) sync(p filestore.SyncPoint) error {
+	if d.gate != nil {
+		d.gate(p)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, p)
@@ -68,6 +83,12 @@ func (d *disk) sync(p filestore.SyncPoint) error {
 	lands := false
 	if d.fault != nil {
 		err, lands = d.fault(p)
+	}
+	if err == nil && d.takePoison(p) {
+		err = errIO
+	}
+	if d.after != nil {
+		defer func() { d.after(p, err) }()
 	}
 	switch {
 	case err == nil || lands:
@@ -96,8 +117,25 @@ func (d *disk) countLocked(kind string) int {
 	return n
 }
 
+// takePoison reports (once) that p fsyncs a file a failed syncfs lost
+// bytes of.
+func (d *disk) takePoison(p filestore.SyncPoint) bool {
+	switch p.Kind {
+	case filestore.SyncFS, filestore.SyncDir, filestore.SyncWALDir, filestore.SyncWALSwitch:
+		return false
+	}
+	fi, err := os.Stat(p.Path)
+	if err != nil || !d.poisoned[inode(fi)] {
+		return false
+	}
+	delete(d.poisoned, inode(fi))
+	return true
+}
+
 func (d *disk) record(p filestore.SyncPoint) {
 	switch p.Kind {
+	case filestore.SyncWALSwitch:
+		// a rename: durable with the directory's next fsync
 	case filestore.SyncFS:
 		d.snapshotAll()
 	case filestore.SyncDir, filestore.SyncWALDir:
@@ -109,10 +147,17 @@ func (d *disk) record(p filestore.SyncPoint) {
 
 func (d *disk) lose(p filestore.SyncPoint) {
 	switch p.Kind {
+	case filestore.SyncWALSwitch:
+		// the rename is not made
 	case filestore.SyncFS:
 		d.walk(func(path string, dir bool) {
-			if !dir {
-				d.dropUnsynced(path)
+			if !dir && d.dropUnsynced(path) {
+				fi, err := os.Stat(path)
+				require.NoError(d.t, err)
+				if d.poisoned == nil {
+					d.poisoned = map[uint64]bool{}
+				}
+				d.poisoned[inode(fi)] = true
 			}
 		})
 	case filestore.SyncDir, filestore.SyncWALDir:
@@ -175,11 +220,11 @@ func (d *disk) snapshotDir(path string) {
 }
 
 // dropUnsynced zeroes the bytes of path that differ from its durable
-// content, keeping its size.
-func (d *disk) dropUnsynced(path string) {
+// content, keeping its size; it reports whether there were any.
+func (d *disk) dropUnsynced(path string) (dropped bool) {
 	fi, err := os.Stat(path)
 	if os.IsNotExist(err) {
-		return
+		return false
 	}
 	require.NoError(d.t, err)
 	cur, err := os.ReadFile(path)
@@ -199,8 +244,10 @@ func (d *disk) dropUnsynced(path string) {
 		}
 		_, err := f.WriteAt(make([]byte, j-i), int64(i))
 		require.NoError(d.t, err)
+		dropped = true
 		i = j
 	}
+	return dropped
 }
 
 // crash returns a new home holding only what had reached the disk: the
@@ -208,9 +255,30 @@ func (d *disk) dropUnsynced(path string) {
 func (d *disk) crash() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.crashLocked()
+}
+
+// crashLocked is crash for a fault or after function (d.mu held): the
+// image of the disk at that instant, while the store runs on.
+func (d *disk) crashLocked() string {
 	to := d.t.TempDir()
 	d.materialize(d.home, to)
 	return to
+}
+
+// syncSome makes the files under the home for which keep says so durable,
+// as a syncfs interrupted partway would have (d.mu held).
+func (d *disk) syncSome(keep func(path string) bool) {
+	d.walk(func(path string, dir bool) {
+		if !keep(path) {
+			return
+		}
+		if dir {
+			d.snapshotDir(path)
+		} else {
+			d.snapshotFile(path)
+		}
+	})
 }
 
 func (d *disk) materialize(from, to string) {

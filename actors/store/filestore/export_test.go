@@ -28,6 +28,7 @@ const (
 	SyncWALCut    = atWALCut
 	SyncWALZeros  = atWALZeros
 	SyncWALReset  = atWALReset
+	SyncWALSwitch = atWALSwitch
 	SyncWALDir    = atWALDir
 	SyncFS        = atSyncFS
 	SyncLog       = atLog

@@ -207,9 +207,6 @@ func Open(home string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(st)
 	}
-	// a checkpoint that crashed before its rename left this; the log
-	// itself holds everything it held
-	_ = os.Remove(st.walPath + ".next")
 	w, frames, torn, err := openWAL(st.walPath, st.noSync)
 	if err != nil {
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot open the write-ahead log")
@@ -220,18 +217,18 @@ func Open(home string, opts ...Option) (*Store, error) {
 	// its own: without these a crash can lose the whole log where there is
 	// no syncfs (the checkpoint below covers them where there is)
 	if err := errors.Join(st.syncDirAs(atDir, home), st.syncDirAs(atWALDir, wdir)); err != nil {
-		_ = w.f.Close()
+		_ = w.closeFiles()
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot sync the store's directories")
 	}
 	if torn > 0 {
 		st.log.Warn("store: the write-ahead log ends in a torn frame (a crash mid-write); it was never acknowledged", "bytes", torn)
 	}
 	if err := st.replay(frames); err != nil {
-		_ = w.f.Close()
+		_ = w.closeFiles()
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot replay the write-ahead log")
 	}
 	if err := st.checkpoint(); err != nil {
-		_ = w.f.Close()
+		_ = w.closeFiles()
 		return nil, messages.Wrap(messages.CodeInternal, op, err, "cannot checkpoint after replaying the write-ahead log")
 	}
 	w.fault = st.walFault
@@ -239,13 +236,11 @@ func Open(home string, opts ...Option) (*Store, error) {
 	w.checkpointAt = st.checkpointBytes
 	w.checkpoint = func() error {
 		st.carry = true
-		t0 := time.Now()
-		defer func() {
-			st.carry = false
-			st.noteLoopStall(time.Since(t0))
-		}()
+		defer func() { st.carry = false }()
 		return st.checkpoint()
 	}
+	w.cut = st.cutCheckpoint
+	w.onHold = st.noteLoopStall
 	w.onCommit = func(int, int) { st.walCommits.Add(1) }
 	w.start()
 	return st, nil
@@ -261,22 +256,27 @@ func (st *Store) MetaFileWrites() int64 { return st.metaWrites.Load() }
 func (st *Store) WALCommits() int64 { return st.walCommits.Load() }
 
 // LoopCheckpoints reports how many checkpoints the write-ahead log's loop
-// ran since Open (mid-load, on its size threshold) and how long the loop
-// spent in them: time in which no group commit was made.
+// started since Open (mid-load, on its size threshold) and how long they
+// held the loop: time in which no group commit was made. A checkpoint
+// holds it twice, briefly: at its cut and once its syncfs is done; the
+// syncfs itself runs beside the commits.
 func (st *Store) LoopCheckpoints() (n int64, spent time.Duration) {
 	return st.loopCheckpoints.Load(), time.Duration(st.loopCheckpointNanos.Load())
 }
 
-// LoopCheckpointMax reports the longest time one checkpoint held the
-// write-ahead log's loop since Open: the longest commit stall checkpoints
-// caused.
+// LoopCheckpointMax reports the longest time a checkpoint held the
+// write-ahead log's loop at once since Open: the longest commit stall
+// checkpoints caused.
 func (st *Store) LoopCheckpointMax() time.Duration {
 	return time.Duration(st.loopCheckpointMax.Load())
 }
 
-// noteLoopStall counts one checkpoint's hold of the WAL loop.
-func (st *Store) noteLoopStall(d time.Duration) {
-	st.loopCheckpoints.Add(1)
+// noteLoopStall counts one hold of the WAL loop by a checkpoint; started
+// says the hold began one.
+func (st *Store) noteLoopStall(d time.Duration, started bool) {
+	if started {
+		st.loopCheckpoints.Add(1)
+	}
 	st.loopCheckpointNanos.Add(int64(d))
 	for {
 		m := st.loopCheckpointMax.Load()
@@ -439,6 +439,17 @@ func (st *Store) checkpoint() error {
 			s.mu.Unlock()
 		}
 	}
+	// the log may be two files (a checkpoint beside the load failed, or
+	// a crash left them): every frame of both is durable now, so log.next
+	// replaces the log first, and the emptying below is of one file
+	if err := st.wal.collapse(); err != nil {
+		st.mu.Lock()
+		for s := range dirty {
+			st.dirty[s] = struct{}{}
+		}
+		st.mu.Unlock()
+		return err
+	}
 	emptied, err := st.wal.resetTo(carried)
 	if len(carried) > 0 {
 		// their records live in the WAL until meta.json is written
@@ -484,7 +495,7 @@ func (st *Store) syncDirty(dirty map[*session]struct{}) error {
 // whatever a failed fsync dropped. The lines are the bytes the files
 // already hold (a reader sees no change); sessions it touches join dirty.
 func (st *Store) rewriteFromWAL(dirty map[*session]struct{}) error {
-	frames, _, err := readFrames(io.NewSectionReader(st.wal.f, 0, st.wal.size))
+	frames, err := st.wal.readAll()
 	if err != nil {
 		return err
 	}
@@ -1321,7 +1332,7 @@ func (st *Store) Close() error {
 	if err := st.checkpoint(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, st.wal.f.Close())
+	errs = append(errs, st.wal.closeFiles())
 
 	st.mu.Lock()
 	var hs []*handle

@@ -14,7 +14,8 @@ const (
 	atWALCommit = "wal.commit" // a group commit's fsync: the durability point
 	atWALCut    = "wal.cut"    // after a failed commit, the cut back to the committed end
 	atWALZeros  = "wal.zeros"  // the zeros kept ahead of the committed end
-	atWALReset  = "wal.reset"  // after a checkpoint, the truncate to empty
+	atWALReset  = "wal.reset"  // the log that replaces the old at a checkpoint (log.next, or the truncate to empty)
+	atWALSwitch = "wal.switch" // not an fsync: the rename of log.next over the log that ends a checkpoint
 	atWALDir    = "wal.dir"    // the directory holding the log, at Open
 	atSyncFS    = "checkpoint.syncfs"
 	atLog       = "checkpoint.log"  // one events.jsonl (where there is no syncfs)

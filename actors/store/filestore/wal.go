@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // The write-ahead log is one file, <home>/wal/log, shared by every session
@@ -21,9 +23,18 @@ import (
 // 'M' (record) the record's JSON. A frame whose length or checksum does not
 // hold ends the log: it is the torn tail of a crash mid-write, and nothing
 // after it was acknowledged.
+//
+// While a checkpoint runs beside the load the log is two files: log, frozen
+// at the checkpoint's cut, and log.next, which holds the records carried
+// forward and then every frame committed since the cut. The checkpoint ends
+// by renaming log.next over log. A replay reads log, then log.next when it
+// exists: the two hold every frame since the last completed checkpoint, in
+// commit order, so a crash at any point finds each acknowledged frame once.
 const (
 	walDir  = "wal"
 	walName = "log"
+	// walNext is the log that follows walName (see above)
+	walNext = walName + ".next"
 
 	frameEvents = 'E'
 	frameRecord = 'M'
@@ -125,11 +136,20 @@ type walReq struct {
 // answers them all. A failed write or sync is cut back off the file, so a
 // frame is either committed and acknowledged or not in the log at all.
 type wal struct {
-	path   string // where the log is (f may have been opened under another name and renamed)
+	base string // <home>/wal/log: the log's name once no checkpoint is under way
+	// pathMu guards path against the rename that ends a checkpoint, which
+	// runs off the loop: the loop holds it across each fsync it names.
+	pathMu sync.Mutex
+	path   string // where f is (base, or base's walNext while a checkpoint runs)
 	f      *os.File
-	size   int64 // end of the committed frames
-	zeroed int64 // the file is zeros from size to here (none when <= size)
-	noSync bool
+	// old is the log frozen at a checkpoint's cut (named base) while f,
+	// named walNext, takes the commits; nil when the log is one file.
+	// oldSize is the end of its frames.
+	old     *os.File
+	oldSize int64
+	size    int64 // end of the committed frames
+	zeroed  int64 // the file is zeros from size to here (none when <= size)
+	noSync  bool
 	// fault, when set (tests), is consulted before each group's write.
 	fault func() error
 	// syncFault, when set (tests), is consulted before each fsync of the
@@ -141,13 +161,27 @@ type wal struct {
 	// checkpointEvery once one succeeds.
 	checkpointEvery int64
 	checkpointAt    int64
-	checkpoint      func() error
-	onCommit        func(frames, bytes int)
+	// checkpoint runs a whole checkpoint on the loop (the retry after a
+	// failed one); cut starts one: it runs on the loop, switches the log
+	// to walNext and returns the part that runs beside the load (bg) and
+	// the part the loop runs with bg's outcome (finish).
+	checkpoint func() error
+	cut        func() (bg func() error, finish func(error), err error)
+	// onHold is told how long each checkpoint step held the loop; started
+	// says the step began a checkpoint.
+	onHold   func(d time.Duration, started bool)
+	onCommit func(frames, bytes int)
+	// running is the finish of the checkpoint running beside the load;
+	// the loop alone touches it.
+	running func(error)
 
 	mu      sync.Mutex
 	cond    *sync.Cond
 	queue   []*walReq
 	closing bool
+	// ckDone says the running checkpoint's bg has returned ckErr
+	ckDone  bool
+	ckErr   error
 	broken  error // the file could not be cut back after a failed write
 	stopped chan struct{}
 	// applying counts committed requests whose session files are not yet
@@ -159,6 +193,8 @@ type wal struct {
 	committed chan []*walReq
 }
 
+// openWAL opens the log at path, and the log that follows it (walNext)
+// when a crash left one: frames are both's, in replay order.
 func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -169,16 +205,63 @@ func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
 		_ = f.Close()
 		return nil, nil, 0, err
 	}
-	torn, err := tornBytes(f, good)
-	if err != nil {
+	w := &wal{base: path, path: path, f: f, size: good, noSync: noSync, stopped: make(chan struct{})}
+	w.cond = sync.NewCond(&w.mu)
+	next := filepath.Join(filepath.Dir(path), walNext)
+	if nf, err := os.OpenFile(next, os.O_RDWR, 0); err == nil {
+		// a crash during a checkpoint: log holds what came before its
+		// cut, log.next what came after (or, from a checkpoint of Open
+		// or Close, the records carried forward, which are the latest)
+		more, ngood, err := readFrames(io.NewSectionReader(nf, 0, 1<<62))
+		if err != nil {
+			_ = f.Close()
+			_ = nf.Close()
+			return nil, nil, 0, err
+		}
+		frames = append(frames, more...)
+		w.old, w.oldSize = f, good
+		w.f, w.path, w.size = nf, next, ngood
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		_ = f.Close()
+		return nil, nil, 0, err
+	}
+	torn, err := tornBytes(w.f, w.size)
+	if err != nil {
+		w.closeFiles()
 		return nil, nil, 0, err
 	}
 	// what follows the good frames is not counted as zeroed: a torn frame
 	// may be there (Open's checkpoint empties the file anyway)
-	w := &wal{path: path, f: f, size: good, zeroed: good, noSync: noSync, stopped: make(chan struct{})}
-	w.cond = sync.NewCond(&w.mu)
+	w.zeroed = w.size
 	return w, frames, torn, nil
+}
+
+// closeFiles closes the log's files.
+func (w *wal) closeFiles() error {
+	err := w.f.Close()
+	if w.old != nil {
+		err = errors.Join(err, w.old.Close())
+		w.old = nil
+	}
+	return err
+}
+
+// readAll reads every frame the log holds, both files' while a checkpoint
+// runs. Only the loop (or Open and Close, with the loop stopped) calls it.
+func (w *wal) readAll() ([]frame, error) {
+	var frames []frame
+	if w.old != nil {
+		old, _, err := readFrames(io.NewSectionReader(w.old, 0, w.oldSize))
+		if err != nil {
+			return nil, err
+		}
+		frames = old
+	}
+	cur, _, err := readFrames(io.NewSectionReader(w.f, 0, w.size))
+	if err != nil {
+		return nil, err
+	}
+	return append(frames, cur...), nil
 }
 
 // tornBytes is how much of the file after good holds anything but zeros:
@@ -255,14 +338,20 @@ func (w *wal) loop(applied <-chan struct{}) {
 	var buf []byte
 	for {
 		w.mu.Lock()
-		for len(w.queue) == 0 && !w.closing {
+		for len(w.queue) == 0 && !w.ckDone && (!w.closing || w.running != nil) {
+			// closing waits for a running checkpoint to finish
 			w.cond.Wait()
 		}
 		queued := w.queue
 		w.queue = nil
 		closing := w.closing
+		done, ckErr := w.ckDone, w.ckErr
+		w.ckDone, w.ckErr = false, nil
 		w.mu.Unlock()
-		if len(queued) == 0 && closing {
+		if done {
+			w.finishCheckpoint(ckErr)
+		}
+		if len(queued) == 0 && closing && w.running == nil {
 			return
 		}
 		batch := queued[:0]
@@ -297,19 +386,71 @@ func (w *wal) loop(applied <-chan struct{}) {
 				r.done <- err
 			}
 		}
-		if err == nil && w.checkpoint != nil && w.checkpointAt > 0 && w.size >= w.checkpointAt {
-			w.applying.Wait()
-			if cerr := w.checkpoint(); cerr != nil {
-				// the WAL keeps everything; the next checkpoint tries again
-				w.checkpointAt = w.size + w.checkpointEvery
-			} else {
-				w.checkpointAt = w.checkpointEvery
-			}
+		if err == nil && w.checkpointAt > 0 && w.size >= w.checkpointAt && w.running == nil {
+			w.startCheckpoint()
 		}
 		if err == nil {
 			// between groups, never on a waiting caller's write
 			w.zeroAhead()
 		}
+	}
+}
+
+// startCheckpoint begins a checkpoint at the log's committed end (the
+// cut): on the loop only what must not race the next commits (the files
+// applied up to the cut, the switch to walNext); the syncfs and the
+// rename run beside the load, and finishCheckpoint takes their outcome.
+// After a failed one the log is still two files and the retry runs here
+// whole, as it did before checkpoints left the loop: failures are rare
+// and the retry rewrites the session files from both.
+func (w *wal) startCheckpoint() {
+	if w.checkpoint == nil && w.cut == nil {
+		return
+	}
+	t0 := time.Now()
+	w.applying.Wait() // the session files hold every frame up to the cut
+	var err error
+	if w.old != nil || w.cut == nil {
+		err = w.checkpoint()
+	} else {
+		var bg func() error
+		var finish func(error)
+		if bg, finish, err = w.cut(); err == nil {
+			w.running = finish
+			go func() {
+				err := bg()
+				w.mu.Lock()
+				w.ckDone, w.ckErr = true, err
+				w.cond.Signal()
+				w.mu.Unlock()
+			}()
+		}
+	}
+	if w.onHold != nil {
+		w.onHold(time.Since(t0), true)
+	}
+	if err != nil {
+		// the WAL keeps everything; the next checkpoint tries again
+		w.checkpointAt = w.size + w.checkpointEvery
+	} else if w.running == nil {
+		w.checkpointAt = w.checkpointEvery
+	}
+}
+
+// finishCheckpoint runs on the loop once the checkpoint running beside the
+// load has returned err.
+func (w *wal) finishCheckpoint(err error) {
+	t0 := time.Now()
+	finish := w.running
+	w.running = nil
+	finish(err)
+	if err != nil {
+		w.checkpointAt = w.size + w.checkpointEvery
+	} else {
+		w.checkpointAt = w.checkpointEvery
+	}
+	if w.onHold != nil {
+		w.onHold(time.Since(t0), false)
 	}
 }
 
@@ -387,6 +528,9 @@ func (w *wal) cutBack() error {
 // reset empties the log after a checkpoint made everything in it durable
 // elsewhere. Only the loop (or Open and Close, with the loop stopped) calls it.
 func (w *wal) reset() error {
+	if w.old != nil {
+		return errTwoLogs
+	}
 	if err := w.f.Truncate(0); err != nil {
 		return err
 	}
@@ -407,10 +551,15 @@ func (w *wal) reset() error {
 func (w *wal) resetTo(frames []byte) (emptied bool, err error) {
 	if len(frames) == 0 {
 		err = w.reset()
-		return w.size == 0, err
+		return w.size == 0 && w.old == nil, err
 	}
+	if w.old != nil {
+		return false, errTwoLogs
+	}
+	// named as the log that follows: a crash before the rename finds it
+	// beside the log, and it holds only records newer than the log's
 	path := w.path
-	next := path + ".next"
+	next := filepath.Join(filepath.Dir(path), walNext)
 	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return false, err
@@ -430,6 +579,101 @@ func (w *wal) resetTo(frames []byte) (emptied bool, err error) {
 	_ = w.f.Close()
 	w.f, w.size, w.zeroed, w.broken = f, int64(len(frames)), int64(len(frames)), nil
 	return true, w.syncDir(filepath.Dir(path))
+}
+
+var errTwoLogs = errors.New("the write-ahead log is two files (a checkpoint is under way): it cannot be emptied")
+
+// beginNext is a checkpoint's cut: it makes walNext, holding frames (the
+// records carried forward), durable with its directory entry, and moves
+// the commits to it; the log so far stays as w.old. Only the loop calls
+// it, between groups. On failure nothing changed.
+func (w *wal) beginNext(frames []byte) error {
+	if w.old != nil {
+		return errTwoLogs
+	}
+	next := filepath.Join(filepath.Dir(w.base), walNext)
+	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	nw := &wal{path: next, f: f, noSync: w.noSync, syncFault: w.syncFault}
+	if len(frames) > 0 {
+		_, err = f.WriteAt(frames, 0)
+	}
+	if err == nil {
+		err = nw.sync(atWALReset, false)
+	}
+	if err == nil {
+		// before any frame in it is acknowledged: a crash must never
+		// find log without the log.next that follows it
+		err = w.syncDir(filepath.Dir(next))
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(next)
+		return err
+	}
+	w.pathMu.Lock()
+	w.old, w.oldSize = w.f, w.size
+	w.f, w.path = f, next
+	w.pathMu.Unlock()
+	w.size, w.zeroed, w.broken = int64(len(frames)), int64(len(frames)), nil
+	return nil
+}
+
+// switchNext ends a checkpoint once the session files hold durably every
+// frame of w.old: it renames walNext over the log, which drops w.old in one
+// step. It runs beside the loop (the rename waits for a commit's fsync in
+// progress, which names the file by its path). The directory's fsync after
+// it may fail without harm: a crash then finds both files, and replays
+// both.
+func (w *wal) switchNext() error {
+	w.pathMu.Lock()
+	next := w.path
+	var err error
+	if w.syncFault != nil {
+		err = w.syncFault(syncPoint{Kind: atWALSwitch, Path: next})
+	}
+	if err == nil {
+		err = os.Rename(next, w.base)
+	}
+	if err == nil {
+		w.path = w.base
+	}
+	w.pathMu.Unlock()
+	if err != nil {
+		return err
+	}
+	_ = w.syncDir(filepath.Dir(w.base))
+	return nil
+}
+
+// dropOld closes the log a completed checkpoint dropped (switchNext).
+// Only the loop calls it.
+func (w *wal) dropOld() {
+	if w.old != nil {
+		_ = w.old.Close()
+		w.old, w.oldSize = nil, 0
+	}
+}
+
+// collapse makes the log one file again after a checkpoint made every
+// frame of both durable in the session files, as switchNext does, but on
+// the loop (or in Open and Close): the retry of a failed checkpoint, and
+// the checkpoints of Open and Close after a crash or a failure left two.
+func (w *wal) collapse() error {
+	if w.old == nil {
+		return nil
+	}
+	if w.path == w.base {
+		w.dropOld() // renamed already
+		return nil
+	}
+	if err := w.switchNext(); err != nil {
+		return err
+	}
+	w.dropOld()
+	return nil
 }
 
 func (w *wal) syncDir(dir string) error {
@@ -455,6 +699,8 @@ func (w *wal) syncDir(dir string) error {
 // sync makes the log durable: its data alone (fdatasync) when data is
 // set, else with its metadata. The tests' fault seam comes first.
 func (w *wal) sync(kind string, data bool) error {
+	w.pathMu.Lock()
+	defer w.pathMu.Unlock()
 	if w.syncFault != nil {
 		if err := w.syncFault(syncPoint{Kind: kind, Path: w.path}); err != nil {
 			return err
