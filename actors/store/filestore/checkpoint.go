@@ -1,5 +1,7 @@
 package filestore
 
+import "os"
+
 // The checkpoints the WAL runs mid-load, beside the commits.
 //
 // The loop stops only for the cut: it waits for the applier to write every
@@ -64,6 +66,8 @@ func (st *Store) cutCheckpoint() (bg func() error, finish func(error), err error
 		}
 		st.mu.Unlock()
 	}
+	var spare *os.File
+	spareSize := st.wal.spareSize(int64(len(carried)))
 	bg = func() error {
 		if err := st.syncCut(dirty); err != nil {
 			return err
@@ -78,11 +82,15 @@ func (st *Store) cutCheckpoint() (bg func() error, finish func(error), err error
 			s.walBase, s.based = base, true
 			s.mu.Unlock()
 		}
+		// the next cut's walNext, while the name is free; without it
+		// (no space) that cut makes its own
+		spare, _ = st.wal.makeNext(spareSize)
 		return nil
 	}
 	finish = func(err error) {
 		if err == nil {
 			st.wal.dropOld()
+			st.wal.spare, st.wal.spareZeroed = spare, spareSize
 			return
 		}
 		// the log stays two files; the retry rewrites the session files

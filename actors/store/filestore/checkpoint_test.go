@@ -148,6 +148,8 @@ type crashCase struct {
 	// until this many commits landed in log.next, so the window holds
 	// acknowledged frames in both files
 	hold int
+	// holdCut is the checkpoint whose syncfs hold keeps back (1 unless set)
+	holdCut int32
 	// fault fails a point (the nth of its kind, counted from the first
 	// checkpoint on)
 	fault func(p filestore.SyncPoint, n map[string]int) error
@@ -169,7 +171,7 @@ func checkpointCrashCases() []crashCase {
 		}
 	}
 	return []crashCase{
-		{name: "at the cut, before log.next is synced",
+		{name: "at the cut, before the carried records in log.next are synced",
 			crash: func(p filestore.SyncPoint, err error, n map[string]int) bool {
 				return p.Kind == filestore.SyncWALReset && isNext(p)
 			}, fault: func(p filestore.SyncPoint, n map[string]int) error {
@@ -177,16 +179,20 @@ func checkpointCrashCases() []crashCase {
 					return errIO // the image is taken with it unsynced; the cut then fails
 				}
 				return nil
-			}, files: []string{"log"}},
-		{name: "at the cut, before log.next's entry is synced", hold: 1 << 30,
+			}, files: []string{"log", "log.next"}}, // the one made ahead: zeros
+		{name: "while the next log.next is made, before its entry is synced",
 			crash: func(p filestore.SyncPoint, err error, n map[string]int) bool {
-				return p.Kind == filestore.SyncWALDir && n[filestore.SyncWALReset] == 1 && n[filestore.SyncWALDir] == 1
+				return p.Kind == filestore.SyncWALDir && n[filestore.SyncWALSwitch] == 1 && n[filestore.SyncWALDir] == 2
 			}, fault: func(p filestore.SyncPoint, n map[string]int) error {
-				if p.Kind == filestore.SyncWALDir && n[filestore.SyncWALDir] == 1 {
+				if p.Kind == filestore.SyncWALDir && n[filestore.SyncWALSwitch] == 1 && n[filestore.SyncWALDir] == 2 {
 					return errIO
 				}
 				return nil
 			}, files: []string{"log"}},
+		{name: "commits into the log.next made ahead, while the second syncfs waits", hold: 1 << 30, holdCut: 2,
+			crash: func(p filestore.SyncPoint, err error, n map[string]int) bool {
+				return p.Kind == filestore.SyncWALCommit && isNext(p) && n[filestore.SyncWALReset] == 2 && n["commit-after-reset"] == 20
+			}, files: []string{"log", "log.next"}},
 		{name: "commits into log.next while the syncfs waits", hold: 1 << 30,
 			crash: commitsInNext(20), files: []string{"log", "log.next"}},
 		{name: "before the syncfs", syncfsOnly: true, hold: 20,
@@ -216,7 +222,7 @@ func checkpointCrashCases() []crashCase {
 			crash: func(p filestore.SyncPoint, err error, n map[string]int) bool {
 				return p.Kind == filestore.SyncWALDir && n[filestore.SyncWALSwitch] == 1
 			}, fault: func(p filestore.SyncPoint, n map[string]int) error {
-				if p.Kind == filestore.SyncWALDir && n[filestore.SyncWALSwitch] == 1 && n[filestore.SyncWALDir] == 2 {
+				if p.Kind == filestore.SyncWALDir && n[filestore.SyncWALSwitch] == 1 && n[filestore.SyncWALDir] == 1 {
 					return errIO // the rename is not durable
 				}
 				return nil
@@ -228,7 +234,7 @@ func checkpointCrashCases() []crashCase {
 		{name: "commits after the checkpoint", hold: 20,
 			crash: func(p filestore.SyncPoint, err error, n map[string]int) bool {
 				return p.Kind == filestore.SyncWALCommit && n[filestore.SyncWALSwitch] == 1 && n["commit-after-switch"] == 20
-			}, files: []string{"log"}},
+			}, files: []string{"log", "log.next"}}, // the next one, made ahead
 		{name: "syncfs fails, commits go on", syncfsOnly: true, hold: 20,
 			fault: func(p filestore.SyncPoint, n map[string]int) error {
 				if p.Kind == filestore.SyncFS && n[filestore.SyncFS] == 1 {
@@ -258,7 +264,7 @@ func checkpointCrashCases() []crashCase {
 			},
 			crash: func(p filestore.SyncPoint, err error, n map[string]int) bool {
 				return p.Kind == filestore.SyncWALCommit && n[filestore.SyncWALReset] == 1 && n["commit-after-reset"] == 20
-			}, files: []string{"log"}},
+			}, files: []string{"log", "log.next"}}, // its removal not yet durable
 		{name: "the rename fails", hold: 20,
 			fault: func(p filestore.SyncPoint, n map[string]int) error {
 				if p.Kind == filestore.SyncWALSwitch && n[filestore.SyncWALSwitch] == 1 {
@@ -302,7 +308,9 @@ func runCrashCase(t *testing.T, c crashCase, opts []filestore.Option) {
 		acked   []uint64
 		release = make(chan struct{})
 		once    sync.Once
+		cuts    atomic.Int32
 	)
+	holdCut := max(c.holdCut, 1)
 	load := newLoad(t)
 	crashed := make(chan struct{})
 	held := func(p filestore.SyncPoint) bool {
@@ -313,13 +321,14 @@ func runCrashCase(t *testing.T, c crashCase, opts []filestore.Option) {
 		return false
 	}
 	d.gate = func(p filestore.SyncPoint) {
-		if c.hold > 0 && armed.Load() && held(p) {
+		if c.hold > 0 && cuts.Load() >= holdCut && held(p) {
 			<-release // the syncfs waits; the commits go on
 		}
 	}
 	d.fault = func(p filestore.SyncPoint) (error, bool) {
-		if !armed.Load() && p.Kind == filestore.SyncWALReset && isNext(p) {
+		if p.Kind == filestore.SyncWALReset && isNext(p) {
 			armed.Store(true)
+			cuts.Add(1)
 		}
 		if !armed.Load() {
 			return nil, false
@@ -355,7 +364,7 @@ func runCrashCase(t *testing.T, c crashCase, opts []filestore.Option) {
 			for _, k := range []string{"switch", "syncfs", "reset"} {
 				n["commit-after-"+k]++
 			}
-			if c.hold > 0 && n["next-commit"] >= c.hold {
+			if c.hold > 0 && cuts.Load() >= holdCut && n["commit-after-reset"] >= c.hold {
 				once.Do(func() { close(release) })
 			}
 		}

@@ -242,6 +242,13 @@ func Open(home string, opts ...Option) (*Store, error) {
 	w.cut = st.cutCheckpoint
 	w.onHold = st.noteLoopStall
 	w.onCommit = func(int, int) { st.walCommits.Add(1) }
+	if st.checkpointBytes > 0 {
+		// the first checkpoint's walNext (see wal.spare); without it
+		// that checkpoint makes its own
+		if f, err := w.makeNext(w.spareSize(0)); err == nil {
+			w.spare, w.spareZeroed = f, w.spareSize(0)
+		}
+	}
 	w.start()
 	return st, nil
 }
@@ -1332,6 +1339,7 @@ func (st *Store) Close() error {
 	if err := st.checkpoint(); err != nil {
 		errs = append(errs, err)
 	}
+	st.wal.dropSpare()
 	errs = append(errs, st.wal.closeFiles())
 
 	st.mu.Lock()

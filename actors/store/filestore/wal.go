@@ -147,9 +147,17 @@ type wal struct {
 	// oldSize is the end of its frames.
 	old     *os.File
 	oldSize int64
-	size    int64 // end of the committed frames
-	zeroed  int64 // the file is zeros from size to here (none when <= size)
-	noSync  bool
+	// spare is the next checkpoint's walNext, made ahead off the loop:
+	// zeros up to spareZeroed, fsynced, its directory entry durable. The
+	// cut then writes the carried records over its zeros with an
+	// fdatasync, and the commits after it land on zeros too: no metadata
+	// changes on the loop, so no journal commit, which waits behind the
+	// session files' writeback. Only the loop touches it.
+	spare       *os.File
+	spareZeroed int64
+	size        int64 // end of the committed frames
+	zeroed      int64 // the file is zeros from size to here (none when <= size)
+	noSync      bool
 	// fault, when set (tests), is consulted before each group's write.
 	fault func() error
 	// syncFault, when set (tests), is consulted before each fsync of the
@@ -213,14 +221,21 @@ func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
 		// cut, log.next what came after (or, from a checkpoint of Open
 		// or Close, the records carried forward, which are the latest)
 		more, ngood, err := readFrames(io.NewSectionReader(nf, 0, 1<<62))
-		if err != nil {
+		switch {
+		case err != nil:
 			_ = f.Close()
 			_ = nf.Close()
 			return nil, nil, 0, err
+		case ngood == 0:
+			// no frame: the one made ahead for the next checkpoint (or
+			// a cut whose carried records never became durable, so
+			// nothing after them was acknowledged): log is the log
+			_ = nf.Close()
+		default:
+			frames = append(frames, more...)
+			w.old, w.oldSize = f, good
+			w.f, w.path, w.size = nf, next, ngood
 		}
-		frames = append(frames, more...)
-		w.old, w.oldSize = f, good
-		w.f, w.path, w.size = nf, next, ngood
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		_ = f.Close()
 		return nil, nil, 0, err
@@ -239,6 +254,10 @@ func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
 // closeFiles closes the log's files.
 func (w *wal) closeFiles() error {
 	err := w.f.Close()
+	if w.spare != nil {
+		_ = w.spare.Close()
+		w.spare = nil
+	}
 	if w.old != nil {
 		err = errors.Join(err, w.old.Close())
 		w.old = nil
@@ -556,6 +575,7 @@ func (w *wal) resetTo(frames []byte) (emptied bool, err error) {
 	if w.old != nil {
 		return false, errTwoLogs
 	}
+	w.dropSpare() // its name is taken below
 	// named as the log that follows: a crash before the rename finds it
 	// beside the log, and it holds only records newer than the log's
 	path := w.path
@@ -592,21 +612,22 @@ func (w *wal) beginNext(frames []byte) error {
 		return errTwoLogs
 	}
 	next := filepath.Join(filepath.Dir(w.base), walNext)
-	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
+	f, zeroed := w.spare, w.spareZeroed
+	w.spare, w.spareZeroed = nil, 0
+	var err error
+	if f == nil {
+		// none made ahead (the first after a failure): made here
+		if f, err = w.makeNext(0); err != nil {
+			return err
+		}
 	}
 	nw := &wal{path: next, f: f, noSync: w.noSync, syncFault: w.syncFault}
 	if len(frames) > 0 {
 		_, err = f.WriteAt(frames, 0)
 	}
 	if err == nil {
-		err = nw.sync(atWALReset, false)
-	}
-	if err == nil {
-		// before any frame in it is acknowledged: a crash must never
-		// find log without the log.next that follows it
-		err = w.syncDir(filepath.Dir(next))
+		// over zeros already on disk: its data alone
+		err = nw.sync(atWALReset, int64(len(frames)) <= zeroed)
 	}
 	if err != nil {
 		_ = f.Close()
@@ -617,8 +638,48 @@ func (w *wal) beginNext(frames []byte) error {
 	w.old, w.oldSize = w.f, w.size
 	w.f, w.path = f, next
 	w.pathMu.Unlock()
-	w.size, w.zeroed, w.broken = int64(len(frames)), int64(len(frames)), nil
+	w.size, w.zeroed, w.broken = int64(len(frames)), max(zeroed, int64(len(frames))), nil
 	return nil
+}
+
+// makeNext creates walNext holding size zeros, durable with its directory
+// entry: a crash must never find log without the log.next that follows it
+// once a frame in it is acknowledged. A leftover one holds nothing a
+// replay reads. It runs off the loop (after a checkpoint's rename, which
+// frees the name) or in Open.
+func (w *wal) makeNext(size int64) (*os.File, error) {
+	next := filepath.Join(filepath.Dir(w.base), walNext)
+	f, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if size > 0 {
+		_, err = f.WriteAt(make([]byte, size), 0)
+	}
+	if err == nil {
+		nw := &wal{path: next, f: f, noSync: w.noSync, syncFault: w.syncFault}
+		err = nw.sync(atWALZeros, false)
+	}
+	if err == nil {
+		err = w.syncDir(filepath.Dir(next))
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(next)
+		return nil, err
+	}
+	return f, nil
+}
+
+// spareSize is how many zeros a spare walNext is made with: room for the
+// records the last cut carried forward, twice, and the zeros a log keeps
+// ahead (never past the checkpoint size, unless the records need it).
+func (w *wal) spareSize(carried int64) int64 {
+	ahead := int64(walAhead)
+	if w.checkpointEvery > 0 {
+		ahead = min(ahead, w.checkpointEvery)
+	}
+	return 2*carried + ahead
 }
 
 // switchNext ends a checkpoint once the session files hold durably every
@@ -646,6 +707,16 @@ func (w *wal) switchNext() error {
 	}
 	_ = w.syncDir(filepath.Dir(w.base))
 	return nil
+}
+
+// dropSpare closes the spare walNext and removes it (Close, or before
+// its name is used otherwise).
+func (w *wal) dropSpare() {
+	if w.spare != nil {
+		_ = w.spare.Close()
+		_ = os.Remove(filepath.Join(filepath.Dir(w.base), walNext))
+		w.spare, w.spareZeroed = nil, 0
+	}
 }
 
 // dropOld closes the log a completed checkpoint dropped (switchNext).
