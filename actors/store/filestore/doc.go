@@ -8,6 +8,8 @@
 // and one write-ahead log shared by every session of the home:
 //
 //	<home>/wal/log                      group-committed frames (CRC-32C each)
+//	<home>/wal/log.next                 the frames after a running checkpoint's
+//	                                    cut, or the next one's log, made ahead
 //
 // # Durability
 //
@@ -37,14 +39,25 @@
 // committed record from memory. A checkpoint (when the WAL passes
 // WithCheckpointBytes, at Open and at Close) makes the session files
 // touched since the last one durable (one syncfs on Linux, else an fsync
-// per file), then truncates the WAL. The checkpoints the WAL runs mid-load
-// (not those of Open and Close) write no meta.json: the records newer than
-// their meta.json are carried forward into the emptied WAL instead (a new
-// log file, synced, renamed over the old one), so a record file is written
-// at create, release and close, not once per checkpoint per session. A
-// failed checkpoint keeps the WAL
-// and is retried once the log has grown by the checkpoint size again; the
-// retry first writes the session files again from the WAL, since a failed
+// per file), then drops the WAL's frames before it. The checkpoints the WAL
+// runs mid-load (not those of Open and Close) write no meta.json: the
+// records newer than their meta.json are carried forward into the next log
+// instead, so a record file is written at create, release and close, not
+// once per checkpoint per session.
+//
+// Those mid-load checkpoints run beside the commits (checkpoint.go). The
+// loop stops only for the cut: the applier drains, the dirty set is taken,
+// and the commits move to <home>/wal/log.next, made ahead (zeros, fsynced,
+// its directory entry durable) so the cut is one fdatasync of the carried
+// records. The syncfs then runs on its own goroutine while the loop
+// commits into log.next; once it succeeds log.next is renamed over log,
+// which drops every frame before the cut at once, and the next log.next is
+// made. A replay reads log, then log.next (when it holds frames): every
+// frame since the last completed checkpoint, once, in commit order.
+//
+// A failed checkpoint keeps the WAL (both files) and is retried on the
+// loop once the log has grown by the checkpoint size again; the retry
+// first writes the session files again from the WAL, since a failed
 // fsync can drop the pages it was to write and a second fsync then
 // succeeds without them. Open replays the WAL:
 // each session's events.jsonl is rewritten from the first seq the WAL holds
@@ -88,6 +101,11 @@
 // (WithSyncFault: every fsync the store makes is named by a syncPoint),
 // lets it land or lose its pages, then rebuilds the home from what had
 // reached the disk (disk_test.go models it) and reopens it.
+// checkpoint_test.go crashes the store in every window of a checkpoint
+// running beside four writers (at the cut, with commits in log.next while
+// the syncfs waits, before, during and after the syncfs, around the
+// rename, after a failed syncfs, no space or a failed rename) and checks
+// that every acknowledged event and record is back, each event once.
 // BenchmarkAppend compares Append with a plain file written with the same
 // batching and fsyncs.
 package filestore
