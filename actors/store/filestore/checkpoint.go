@@ -4,14 +4,17 @@ import "os"
 
 // The checkpoints the WAL runs mid-load, beside the commits.
 //
-// The loop stops only for the cut: it waits for the applier to write every
-// committed frame to the session files, takes the set of sessions touched
-// since the last checkpoint, and moves the commits to a new log file
-// (walNext) that starts with the records carried forward. The expensive
-// part, the syncfs (or an fsync per file) that makes those sessions' files
-// durable, then runs on its own goroutine while the loop commits into the
-// new file and the applier writes on. When it succeeds the new file is
-// renamed over the old log, which drops every frame before the cut at once.
+// The loop stops only for the cut: it moves the commits to log.next (made
+// ahead by the previous checkpoint, so this is one fdatasync of nothing
+// new) and puts a marker in the applier's stream. When the applier reaches
+// it, every frame before the cut is in the session files: there it takes
+// the sessions touched since the last checkpoint, where each one's file
+// ends, and the records newer than their meta.json. The rest runs on its
+// own goroutine while the loop commits into log.next and the applier
+// writes on: the records are committed into log.next as carried frames
+// (frameCarried), the syncfs (or an fsync per file) makes those sessions'
+// files durable, and log.next is renamed over the log, which drops every
+// frame before the cut at once.
 //
 // A crash at any point loses nothing acknowledged and replays no frame
 // twice into a session log:
@@ -32,43 +35,65 @@ import "os"
 // again from both files (a failed fsync can drop the pages it was to
 // write), syncs them, renames walNext over the log and empties it.
 
-// cutCheckpoint is the loop's part of starting a checkpoint (the cut); bg
-// runs beside the load, and finish on the loop with bg's outcome.
-func (st *Store) cutCheckpoint() (bg func() error, finish func(error), err error) {
-	st.mu.Lock()
-	dirty := st.dirty
-	st.dirty = map[*session]struct{}{}
-	st.mu.Unlock()
-	// where each session's file ends at the cut: the frames after it go
-	// to walNext, so once the log is walNext alone that is its walBase
-	bases := make(map[*session]int64, len(dirty))
-	var carried []byte
-	var carriedBy []*session
-	for s := range dirty {
-		s.mu.Lock()
-		bases[s] = s.size + int64(len(s.behind))
-		if s.metaDirty && s.recJSON != nil {
-			carried = append(carried, encodeFrame(frameRecord, s.id, s.recJSON)...)
-			carriedBy = append(carriedBy, s)
-		}
-		s.mu.Unlock()
-	}
-	if err := st.wal.beginNext(carried); err != nil {
-		st.redirty(dirty)
+// cutCheckpoint is the loop's part of starting a checkpoint (the cut): it
+// moves the commits to walNext and returns atCut, which the applier runs
+// once every frame before the cut is in the session files; bg, which runs
+// beside the load; and finish, which the loop runs with bg's outcome.
+func (st *Store) cutCheckpoint() (atCut func(), bg func() error, finish func(error), err error) {
+	if err := st.wal.beginNext(nil); err != nil {
 		st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if len(carriedBy) > 0 {
+	old := st.wal.old
+	var (
+		applied = make(chan struct{})
+		dirty   map[*session]struct{}
+		// where each session's file ends at the cut: the frames after it
+		// are in walNext, so once the log is walNext alone that is its
+		// walBase
+		bases   map[*session]int64
+		carried []byte
+	)
+	atCut = func() {
+		// on the applier, between the groups before the cut and after
+		st.mu.Lock()
+		dirty = st.dirty
+		st.dirty = map[*session]struct{}{}
+		st.mu.Unlock()
+		bases = make(map[*session]int64, len(dirty))
+		var carriedBy []*session
+		for s := range dirty {
+			s.mu.Lock()
+			bases[s] = s.size + int64(len(s.behind))
+			if s.metaDirty && s.recJSON != nil {
+				carried = append(carried, encodeFrame(frameCarried, s.id, s.recJSON)...)
+				carriedBy = append(carriedBy, s)
+			}
+			s.mu.Unlock()
+		}
 		// their records live in the WAL until meta.json is written
 		st.mu.Lock()
 		for _, s := range carriedBy {
 			st.dirty[s] = struct{}{}
 		}
 		st.mu.Unlock()
+		close(applied)
 	}
 	var spare *os.File
-	spareSize := st.wal.spareSize(int64(len(carried)))
+	var spareSize int64
 	bg = func() error {
+		<-applied
+		if len(carried) > 0 {
+			// the records as of the cut, into walNext like any commit:
+			// they must be durable there before the old log goes
+			req := &walReq{frame: carried, done: make(chan error, 1)}
+			if err := st.wal.enqueue(req); err != nil {
+				return err
+			}
+			if err := <-req.done; err != nil {
+				return err
+			}
+		}
 		if err := st.syncCut(dirty); err != nil {
 			return err
 		}
@@ -82,24 +107,30 @@ func (st *Store) cutCheckpoint() (bg func() error, finish func(error), err error
 			s.walBase, s.based = base, true
 			s.mu.Unlock()
 		}
+		_ = old.Close() // unlinked: closing it frees its blocks, off the loop
 		// the next cut's walNext, while the name is free; without it
 		// (no space) that cut makes its own
+		spareSize = st.wal.spareSize(int64(len(carried)))
 		spare, _ = st.wal.makeNext(spareSize)
 		return nil
 	}
 	finish = func(err error) {
 		if err == nil {
-			st.wal.dropOld()
-			st.wal.spare, st.wal.spareZeroed = spare, spareSize
+			st.wal.old, st.wal.oldSize = nil, 0 // closed by bg
+			if spare != nil {
+				st.wal.spare, st.wal.spareZeroed = spare, spareSize
+			}
 			return
 		}
 		// the log stays two files; the retry rewrites the session files
 		// from both before it syncs them
-		st.redirty(dirty)
+		if dirty != nil {
+			st.redirty(dirty)
+		}
 		st.resync = true
 		st.log.Warn("store: checkpoint failed; the write-ahead log keeps everything", "err", err)
 	}
-	return bg, finish, nil
+	return atCut, bg, finish, nil
 }
 
 // redirty puts sessions back in the dirty set after a failed checkpoint.

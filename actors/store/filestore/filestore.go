@@ -303,6 +303,8 @@ func (st *Store) replay(frames []frame) error {
 	type pending struct {
 		rec    []byte
 		events [][]byte
+		// where rec came from: log.next, and a carried frame
+		recNext, recCarried bool
 	}
 	order := []string{}
 	bySid := map[string]*pending{}
@@ -316,9 +318,16 @@ func (st *Store) replay(frames []frame) error {
 			bySid[f.sid] = p
 			order = append(order, f.sid)
 		}
-		if f.kind == frameRecord {
-			p.rec = f.body
-		} else {
+		switch f.kind {
+		case frameRecord:
+			p.rec, p.recNext, p.recCarried = f.body, f.next, false
+		case frameCarried:
+			// the record as of a cut: newer than every record of an
+			// earlier file, older than every record frame of its own
+			if p.rec == nil || p.recCarried || (f.next && !p.recNext) {
+				p.rec, p.recNext, p.recCarried = f.body, f.next, true
+			}
+		default:
 			p.events = append(p.events, f.body)
 		}
 	}
@@ -519,7 +528,7 @@ func (st *Store) rewriteFromWAL(dirty map[*session]struct{}) error {
 			bySid[f.sid] = p
 			order = append(order, f.sid)
 		}
-		if f.kind == frameRecord {
+		if f.kind == frameRecord || f.kind == frameCarried {
 			p.rec = true
 		} else {
 			p.lines = append(p.lines, f.body...)

@@ -38,6 +38,12 @@ const (
 
 	frameEvents = 'E'
 	frameRecord = 'M'
+	// frameCarried is a record a checkpoint carried forward: the
+	// session's record as of the cut, committed into log.next after the
+	// cut, so some of the session's newer record frames may precede it
+	// there. A replay takes it over the records of earlier files, never
+	// over a record frame of its own file.
+	frameCarried = 'C'
 
 	frameHeader = 8
 	// maxFrame bounds one frame: a batch of events is split by the store
@@ -65,6 +71,16 @@ type frame struct {
 	kind byte
 	sid  string
 	body []byte
+	// next says the frame is from log.next, which follows log
+	next bool
+}
+
+// markNext marks frames as log.next's.
+func markNext(frames []frame) []frame {
+	for i := range frames {
+		frames[i].next = true
+	}
+	return frames
 }
 
 func encodeFrame(kind byte, sid string, body []byte) []byte {
@@ -106,7 +122,7 @@ func readFrames(r io.Reader) (frames []frame, good int64, err error) {
 			return frames, good, nil
 		}
 		sl := int(p[1])
-		if 2+sl > len(p) || (p[0] != frameEvents && p[0] != frameRecord) {
+		if 2+sl > len(p) || (p[0] != frameEvents && p[0] != frameRecord && p[0] != frameCarried) {
 			return frames, good, nil
 		}
 		frames = append(frames, frame{kind: p[0], sid: string(p[2 : 2+sl]), body: p[2+sl:]})
@@ -171,10 +187,11 @@ type wal struct {
 	checkpointAt    int64
 	// checkpoint runs a whole checkpoint on the loop (the retry after a
 	// failed one); cut starts one: it runs on the loop, switches the log
-	// to walNext and returns the part that runs beside the load (bg) and
-	// the part the loop runs with bg's outcome (finish).
+	// to walNext and returns what the applier runs once it has applied
+	// every frame before the cut (atCut), the part that runs beside the
+	// load (bg) and the part the loop runs with bg's outcome (finish).
 	checkpoint func() error
-	cut        func() (bg func() error, finish func(error), err error)
+	cut        func() (atCut func(), bg func() error, finish func(error), err error)
 	// onHold is told how long each checkpoint step held the loop; started
 	// says the step began a checkpoint.
 	onHold   func(d time.Duration, started bool)
@@ -232,7 +249,7 @@ func openWAL(path string, noSync bool) (*wal, []frame, int64, error) {
 			// nothing after them was acknowledged): log is the log
 			_ = nf.Close()
 		default:
-			frames = append(frames, more...)
+			frames = append(frames, markNext(more)...)
 			w.old, w.oldSize = f, good
 			w.f, w.path, w.size = nf, next, ngood
 		}
@@ -279,6 +296,9 @@ func (w *wal) readAll() ([]frame, error) {
 	cur, _, err := readFrames(io.NewSectionReader(w.f, 0, w.size))
 	if err != nil {
 		return nil, err
+	}
+	if w.old != nil {
+		cur = markNext(cur)
 	}
 	return append(frames, cur...), nil
 }
@@ -427,14 +447,19 @@ func (w *wal) startCheckpoint() {
 		return
 	}
 	t0 := time.Now()
-	w.applying.Wait() // the session files hold every frame up to the cut
 	var err error
 	if w.old != nil || w.cut == nil {
+		w.applying.Wait() // the session files hold every frame
 		err = w.checkpoint()
 	} else {
+		var atCut func()
 		var bg func() error
 		var finish func(error)
-		if bg, finish, err = w.cut(); err == nil {
+		if atCut, bg, finish, err = w.cut(); err == nil {
+			// the applier runs atCut between the last group before the
+			// cut and the first after it; the loop does not wait for it
+			w.applying.Add(1)
+			w.committed <- []*walReq{{apply: atCut, done: make(chan error, 1)}}
 			w.running = finish
 			go func() {
 				err := bg()
@@ -608,6 +633,8 @@ var errTwoLogs = errors.New("the write-ahead log is two files (a checkpoint is u
 // the commits to it; the log so far stays as w.old. Only the loop calls
 // it, between groups. On failure nothing changed.
 func (w *wal) beginNext(frames []byte) error {
+	// frames is empty for the cuts beside the load: their records are
+	// carried by a commit after the cut
 	if w.old != nil {
 		return errTwoLogs
 	}
