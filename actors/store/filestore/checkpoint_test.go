@@ -4,6 +4,7 @@ package filestore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -399,4 +400,51 @@ func runCrashCase(t *testing.T, c crashCase, opts []filestore.Option) {
 	}
 	load.requireBack(image, acked)
 	require.Equal(t, c.files, have, "the crash came in the window: the log files on disk")
+}
+
+// TestReplayCarriedRecords: a checkpoint commits the records it carries
+// into log.next after the cut, so a session's newer record frames can
+// precede its carried one there. A replay takes the carried record over
+// the records of log (an earlier file), never over a record frame of its
+// own file, whatever the order.
+func TestReplayCarriedRecords(t *testing.T) {
+	ctx := context.Background()
+	recAt := func(sid, model string) []byte {
+		rec := storetest.NewRecord(time.Now())
+		rec.SessionID, rec.Model = sid, model
+		b, err := json.Marshal(rec)
+		require.NoError(t, err)
+		return append(b, '\n')
+	}
+	for _, c := range []struct {
+		name      string
+		log, next []string // frames: "M:<model>" or "C:<model>"
+		want      string
+	}{
+		{"carried over an earlier file", []string{"M:0"}, []string{"C:1"}, "1"},
+		{"a newer frame before the carried one", []string{"M:0"}, []string{"M:2", "C:1"}, "2"},
+		{"a newer frame after the carried one", []string{"M:0"}, []string{"C:1", "M:2"}, "2"},
+		{"the carried of the later file", []string{"C:0", "M:1"}, []string{"C:2"}, "2"},
+		{"one file, a newer frame first", []string{"M:2", "C:1"}, nil, "2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home := t.TempDir()
+			sid := seed(t, home, 0)
+			write := func(name string, frames []string) {
+				var b []byte
+				for _, f := range frames {
+					b = append(b, filestore.EncodeRecordFrame(sid, recAt(sid, f[2:]), f[0] == 'C')...)
+				}
+				require.NoError(t, os.WriteFile(filepath.Join(home, "wal", name), b, 0o600))
+			}
+			write("log", c.log)
+			if c.next != nil {
+				write("log.next", c.next)
+			}
+			st := open(t, home)
+			rec, err := st.GetMeta(ctx, sid)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, rec.Model)
+		})
+	}
 }

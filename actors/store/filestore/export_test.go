@@ -63,3 +63,12 @@ func (st *Store) MaxOpen() int { return st.maxOpen }
 
 // NOFILE is the soft RLIMIT_NOFILE DefaultMaxOpen reads.
 func NOFILE() (uint64, bool) { return nofile() }
+
+// EncodeRecordFrame is one WAL frame holding a record (carried: as a
+// checkpoint carries it forward), for tests that write a log by hand.
+func EncodeRecordFrame(sid string, body []byte, carried bool) []byte {
+	if carried {
+		return encodeFrame(frameCarried, sid, body)
+	}
+	return encodeFrame(frameRecord, sid, body)
+}
