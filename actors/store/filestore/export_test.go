@@ -39,8 +39,10 @@ const (
 
 // WithSyncFault consults fn before every fsync the store makes (the
 // write-ahead log's commits, cuts, zeros and resets; checkpoints' syncfs or
-// per-file fsyncs; meta.json replacements; torn-tail cuts). A non-nil
-// result fails that fsync as the disk would, and the fsync is not made.
+// per-file fsyncs; meta.json replacements; torn-tail cuts), and before the
+// rename of log.next over the log that ends a checkpoint (SyncWALSwitch). A
+// non-nil result fails that fsync (or rename) as the disk would, and it is
+// not made.
 func WithSyncFault(fn func(SyncPoint) error) Option { return func(s *Store) { s.syncFault = fn } }
 
 // WithWALResetFault consults fn in place of the sync that follows a
