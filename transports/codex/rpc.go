@@ -43,10 +43,6 @@ type rpcError struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-func (e *rpcError) Error() string {
-	return fmt.Sprintf("codex app-server error %d: %s", e.Code, e.Message)
-}
-
 // message is one parsed line. ID is kept raw so a server request's id is
 // echoed exactly (the server numbers its own requests from 0).
 type message struct {
