@@ -45,5 +45,8 @@
 // test binary speaking the protocol: restarts, exits mid-turn,
 // escalation, refused and unanswered requests) and their live tests
 // against the pinned CLIs. Its own tests cover Effects and the turn
-// bookkeeping; clitest holds the event recorder the backends' tests share.
+// bookkeeping, and on a fake line CLI (the test binary) a Followup's
+// writes waiting for its reply, an InterruptAsker that cannot be asked
+// and a refused interrupt that raced the turn's end; clitest holds the
+// event recorder the backends' tests share.
 package cli
