@@ -147,7 +147,9 @@
 // every line parses; the replay through the core matches its golden
 // .events transcript, regenerated with -rewrite; FuzzReadLine, seeded from
 // the capture, runs parser and core on any line). The gate, acceptEdits
-// and answer errors have table tests. Live tests run the real CLI against
+// and answer errors have table tests; so have the kit's side of codex: the
+// wire decoder (replies by id, refusals), the interrupt request the core
+// builds, and a deny's reason steered before the decline. Live tests run the real CLI against
 // modelmock: text with a reasoning summary and usage, a command allowed and
 // denied (the reason reaching the model), cancel, each posture row against
 // what the app-server reports and the sandbox the model request names,
