@@ -211,11 +211,14 @@ func (h *host) open(c *actor.Context) {
 		h.group = h.procs()
 		spec.Procs = h.group
 	}
+	queue := &eventQueue{}
 	sink := func(turn int, ev messages.Event) {
 		if gate != nil {
 			gate.wait() // backpressure: the store is behind
 		}
-		engine.Send(parent, agentEvent{turn: turn, ev: ev})
+		if queue.push(agentEvent{turn: turn, ev: ev}) {
+			engine.Send(parent, agentEvents{q: queue})
+		}
 		if ev.Type == messages.EvError && ev.Fatal {
 			engine.Send(self, hostBackendDied{reason: ev.Text})
 		}
@@ -240,6 +243,64 @@ func (h *host) open(c *actor.Context) {
 		engine.Send(self, hostOpened{owner: own, sess: s, err: err})
 	}()
 }
+
+// eventQueue carries a backend's events to its session in batches: the
+// sink appends each event, and only the one that finds the queue empty
+// sends a message (agentEvents); the session takes everything queued by
+// the time it handles that message. A burst of output (a model streaming,
+// a tool's result) then costs the session one message, one wake-up and
+// one flush instead of one per event. Order is kept: one queue per Open,
+// appended by the backend's reader in emission order and taken whole.
+// An event is handled no later than as its own message would have been
+// (the message that takes it was sent no later than it would have been),
+// possibly earlier: never before anything it was caused by, since what
+// the session does reaches the backend only after the session did it.
+type eventQueue struct {
+	mu  sync.Mutex
+	evs []agentEvent
+	// spare is a batch the session handled and gave back (recycle): the
+	// next pushes fill it instead of growing a new array event by event
+	spare []agentEvent
+}
+
+// maxSpare bounds the batch kept for reuse: a long burst's array goes.
+const maxSpare = 256
+
+// push appends e and reports whether the queue was empty: the caller
+// then owes the session the agentEvents message that will take it.
+func (q *eventQueue) push(e agentEvent) (first bool) {
+	q.mu.Lock()
+	first = len(q.evs) == 0
+	q.evs = append(q.evs, e)
+	q.mu.Unlock()
+	return first
+}
+
+// take empties the queue and returns what it held, oldest first.
+func (q *eventQueue) take() []agentEvent {
+	q.mu.Lock()
+	evs := q.evs
+	q.evs, q.spare = q.spare, nil
+	q.mu.Unlock()
+	return evs
+}
+
+// recycle gives back a batch take returned, once its events are handled
+// (the core keeps copies, never the batch).
+func (q *eventQueue) recycle(evs []agentEvent) {
+	if cap(evs) == 0 || cap(evs) > maxSpare {
+		return
+	}
+	clear(evs) // keeps no event's text alive
+	q.mu.Lock()
+	if q.spare == nil {
+		q.spare = evs[:0]
+	}
+	q.mu.Unlock()
+}
+
+// agentEvents tells the session that q holds events: it takes them all.
+type agentEvents struct{ q *eventQueue }
 
 // hostAbandoned tells the session that its backend session did not close
 // in time and was abandoned, its process groups killed.

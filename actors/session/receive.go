@@ -28,6 +28,7 @@ type (
 )
 
 func (agentEvent) transportNote()         {}
+func (agentEvents) transportNote()        {}
 func (hostAbandoned) transportNote()      {}
 func (transportCmdFailed) transportNote() {}
 func (stallCheck) transportNote()         {}
@@ -161,6 +162,15 @@ func (a *Actor) receiveTransport(c *actor.Context, now time.Time, n transportNot
 	case agentEvent:
 		a.core.AgentEvent(now, m.turn, m.ev)
 		a.armStall(c)
+	case agentEvents:
+		evs := m.q.take()
+		for _, e := range evs {
+			a.core.AgentEvent(now, e.turn, e.ev)
+		}
+		if len(evs) > 0 {
+			a.armStall(c)
+		}
+		m.q.recycle(evs)
 	case hostAbandoned:
 		a.abandonedChild(now, ChildTransport, fmt.Sprintf("the backend session did not close within %s: abandoned, %d process groups killed", m.wait, m.killed))
 	case transportCmdFailed:
