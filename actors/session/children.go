@@ -271,6 +271,9 @@ const maxSpare = 256
 func (q *eventQueue) push(e agentEvent) (first bool) {
 	q.mu.Lock()
 	first = len(q.evs) == 0
+	if q.evs == nil {
+		q.evs, q.spare = q.spare, nil
+	}
 	q.evs = append(q.evs, e)
 	q.mu.Unlock()
 	return first
@@ -280,7 +283,7 @@ func (q *eventQueue) push(e agentEvent) (first bool) {
 func (q *eventQueue) take() []agentEvent {
 	q.mu.Lock()
 	evs := q.evs
-	q.evs, q.spare = q.spare, nil
+	q.evs = nil
 	q.mu.Unlock()
 	return evs
 }
