@@ -17,7 +17,9 @@ import (
 // refilled in place.
 func TestEventQueueOneMessagePerBatch(t *testing.T) {
 	q := &eventQueue{}
-	ev := func(i int) agentEvent { return agentEvent{turn: 1, ev: messages.Event{Type: messages.EvText, Text: strconv.Itoa(i)}} }
+	ev := func(i int) agentEvent {
+		return agentEvent{turn: 1, ev: messages.Event{Type: messages.EvText, Text: strconv.Itoa(i)}}
+	}
 	assert.True(t, q.push(ev(1)), "the first push sends the message")
 	assert.False(t, q.push(ev(2)), "a push behind it does not")
 	assert.False(t, q.push(ev(3)))
