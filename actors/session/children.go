@@ -263,8 +263,13 @@ type eventQueue struct {
 	spare []agentEvent
 }
 
-// maxSpare bounds the batch kept for reuse: a long burst's array goes.
-const maxSpare = 256
+// firstBatch is the room a queue starts with (a turn's burst is about
+// this many events); maxSpare bounds the batch kept for reuse: a long
+// burst's array goes.
+const (
+	firstBatch = 16
+	maxSpare   = 256
+)
 
 // push appends e and reports whether the queue was empty: the caller
 // then owes the session the agentEvents message that will take it.
@@ -273,6 +278,9 @@ func (q *eventQueue) push(e agentEvent) (first bool) {
 	first = len(q.evs) == 0
 	if q.evs == nil {
 		q.evs, q.spare = q.spare, nil
+		if q.evs == nil {
+			q.evs = make([]agentEvent, 0, firstBatch) // not grown from one
+		}
 	}
 	q.evs = append(q.evs, e)
 	q.mu.Unlock()
@@ -283,7 +291,7 @@ func (q *eventQueue) push(e agentEvent) (first bool) {
 func (q *eventQueue) take() []agentEvent {
 	q.mu.Lock()
 	evs := q.evs
-	q.evs = nil
+	q.evs, q.spare = q.spare, nil // the batch given back last takes the pushes
 	q.mu.Unlock()
 	return evs
 }

@@ -1535,6 +1535,10 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []byte) (*bytes.Buffer, error) {
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
+	// one allocation at about the size the frames take, where a buffer
+	// grown from empty would take several (the pool is emptied by GCs)
+	frame := frameHeader + 2 + len(sid)
+	buf.Grow(frame + len(events)*eventBytesGuess + len(rec) + frame)
 	var head [frameHeader + 2]byte
 	head[frameHeader], head[frameHeader+1] = frameEvents, byte(len(sid))
 	buf.Write(head[:])
@@ -1552,13 +1556,21 @@ func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []b
 			return nil, err
 		}
 	}
-	b := buf.Bytes()
-	sealFrame(b)
+	sealFrame(buf.Bytes())
 	if rec != nil {
-		buf.Write(encodeFrame(frameRecord, sid, rec))
+		at := buf.Len()
+		head[frameHeader] = frameRecord
+		buf.Write(head[:])
+		buf.WriteString(sid)
+		buf.Write(rec)
+		sealFrame(buf.Bytes()[at:])
 	}
 	return buf, nil
 }
+
+// eventBytesGuess is about the size of an event's line (a text or tool
+// event of an agent turn), for sizing an append's buffer.
+const eventBytesGuess = 384
 
 func putBuffer(buf *bytes.Buffer) {
 	if buf.Cap() <= 1<<20 {
