@@ -18,6 +18,7 @@ import (
 
 // Messages between the session and its children.
 type (
+	// agentEvent is one event of the backend's, as its eventQueue holds it
 	agentEvent struct {
 		turn int
 		ev   messages.Event

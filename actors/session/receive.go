@@ -27,7 +27,6 @@ type (
 	releaseNote interface{ releaseNote() }
 )
 
-func (agentEvent) transportNote()         {}
 func (agentEvents) transportNote()        {}
 func (hostAbandoned) transportNote()      {}
 func (transportCmdFailed) transportNote() {}
@@ -159,9 +158,6 @@ func (a *Actor) receiveOp(c *actor.Context, now time.Time, op Op) {
 // receiveTransport takes what the backend said or could not do.
 func (a *Actor) receiveTransport(c *actor.Context, now time.Time, n transportNote) {
 	switch m := n.(type) {
-	case agentEvent:
-		a.core.AgentEvent(now, m.turn, m.ev)
-		a.armStall(c)
 	case agentEvents:
 		evs := m.q.take()
 		for _, e := range evs {
