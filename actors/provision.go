@@ -59,15 +59,17 @@ func (r *Runtime) curateResume(ctx context.Context, sid, cwd, backend string) cu
 }
 
 // unprovision removes what a start provisioned, when the start was
-// refused: the plan's files, and the session directory when no record was
-// ever written into it.
-func unprovision(res curation.Result) {
+// refused: the plan's files, and the session directory when the store has
+// no record of the session (asked of the store, not of meta.json: the
+// file store writes meta.json at checkpoints, its write-ahead log holds a
+// new record until then).
+func (r *Runtime) unprovision(ctx context.Context, sid string, res curation.Result) {
 	if res.Dir == "" {
 		return
 	}
 	_ = os.RemoveAll(res.Dir)
 	sdir := filepath.Dir(res.Dir)
-	if _, err := os.Stat(filepath.Join(sdir, "meta.json")); os.IsNotExist(err) {
+	if _, err := r.store.GetMeta(ctx, sid); messages.IsCode(err, messages.CodeNotFound) {
 		_ = os.Remove(sdir) // only when empty
 	}
 }

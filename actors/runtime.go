@@ -398,7 +398,7 @@ func (r *Runtime) Start(ctx context.Context, scope string, op messages.Start) (r
 	res, err = await(ctx, messages.OpStart, ch)
 	if err != nil && !messages.IsCode(err, messages.CodeTimeout) {
 		iso.undo() // refused: no session will use it
-		unprovision(prov)
+		r.unprovision(context.WithoutCancel(ctx), sid, prov)
 	}
 	if err == nil {
 		res.Worktree, res.Warnings = iso.worktree, iso.warnings

@@ -493,11 +493,14 @@ func (a *Actor) sendHostSpec(c *actor.Context, force bool) {
 	if a.sup == nil || a.core.Life().Releasing() {
 		return
 	}
-	spec := a.hostSpec()
-	if last := a.sentSpec; !force && last != nil && last.Model == spec.Model && last.Effort == spec.Effort &&
-		last.Posture == spec.Posture && last.ResumeExternalID == spec.ResumeExternalID {
+	// compared before the spec is built: flush runs once per message, and
+	// building one clones the tools and the environment
+	rec := &a.core.rec
+	if last := a.sentSpec; !force && last != nil && last.Model == rec.Model && last.Effort == rec.Effort &&
+		last.Posture == rec.Posture && last.ResumeExternalID == a.core.ExternalID() {
 		return
 	}
+	spec := a.hostSpec()
 	a.sentSpec = &spec
 	a.send(c, ChildTransport, hostSpec{spec: spec})
 }

@@ -18,6 +18,7 @@ import (
 
 // Messages between the session and its children.
 type (
+	// agentEvent is one event of the backend's, as its eventQueue holds it
 	agentEvent struct {
 		turn int
 		ev   messages.Event
@@ -211,11 +212,14 @@ func (h *host) open(c *actor.Context) {
 		h.group = h.procs()
 		spec.Procs = h.group
 	}
+	queue := &eventQueue{}
 	sink := func(turn int, ev messages.Event) {
 		if gate != nil {
 			gate.wait() // backpressure: the store is behind
 		}
-		engine.Send(parent, agentEvent{turn: turn, ev: ev})
+		if queue.push(agentEvent{turn: turn, ev: ev}) {
+			engine.Send(parent, agentEvents{q: queue})
+		}
 		if ev.Type == messages.EvError && ev.Fatal {
 			engine.Send(self, hostBackendDied{reason: ev.Text})
 		}
@@ -240,6 +244,75 @@ func (h *host) open(c *actor.Context) {
 		engine.Send(self, hostOpened{owner: own, sess: s, err: err})
 	}()
 }
+
+// eventQueue carries a backend's events to its session in batches: the
+// sink appends each event, and only the one that finds the queue empty
+// sends a message (agentEvents); the session takes everything queued by
+// the time it handles that message. A burst of output (a model streaming,
+// a tool's result) then costs the session one message, one wake-up and
+// one flush instead of one per event. Order is kept: one queue per Open,
+// appended by the backend's reader in emission order and taken whole.
+// An event is handled no later than as its own message would have been
+// (the message that takes it was sent no later than it would have been),
+// possibly earlier: never before anything it was caused by, since what
+// the session does reaches the backend only after the session did it.
+type eventQueue struct {
+	mu  sync.Mutex
+	evs []agentEvent
+	// spare is a batch the session handled and gave back (recycle): the
+	// next pushes fill it instead of growing a new array event by event
+	spare []agentEvent
+}
+
+// firstBatch is the room a queue starts with (a turn's burst is about
+// this many events); maxSpare bounds the batch kept for reuse: a long
+// burst's array goes.
+const (
+	firstBatch = 16
+	maxSpare   = 256
+)
+
+// push appends e and reports whether the queue was empty: the caller
+// then owes the session the agentEvents message that will take it.
+func (q *eventQueue) push(e agentEvent) (first bool) {
+	q.mu.Lock()
+	first = len(q.evs) == 0
+	if q.evs == nil {
+		q.evs, q.spare = q.spare, nil
+		if q.evs == nil {
+			q.evs = make([]agentEvent, 0, firstBatch) // not grown from one
+		}
+	}
+	q.evs = append(q.evs, e)
+	q.mu.Unlock()
+	return first
+}
+
+// take empties the queue and returns what it held, oldest first.
+func (q *eventQueue) take() []agentEvent {
+	q.mu.Lock()
+	evs := q.evs
+	q.evs, q.spare = q.spare, nil // the batch given back last takes the pushes
+	q.mu.Unlock()
+	return evs
+}
+
+// recycle gives back a batch take returned, once its events are handled
+// (the core keeps copies, never the batch).
+func (q *eventQueue) recycle(evs []agentEvent) {
+	if cap(evs) == 0 || cap(evs) > maxSpare {
+		return
+	}
+	clear(evs) // keeps no event's text alive
+	q.mu.Lock()
+	if q.spare == nil {
+		q.spare = evs[:0]
+	}
+	q.mu.Unlock()
+}
+
+// agentEvents tells the session that q holds events: it takes them all.
+type agentEvents struct{ q *eventQueue }
 
 // hostAbandoned tells the session that its backend session did not close
 // in time and was abandoned, its process groups killed.

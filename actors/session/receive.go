@@ -27,7 +27,7 @@ type (
 	releaseNote interface{ releaseNote() }
 )
 
-func (agentEvent) transportNote()         {}
+func (agentEvents) transportNote()        {}
 func (hostAbandoned) transportNote()      {}
 func (transportCmdFailed) transportNote() {}
 func (stallCheck) transportNote()         {}
@@ -158,9 +158,15 @@ func (a *Actor) receiveOp(c *actor.Context, now time.Time, op Op) {
 // receiveTransport takes what the backend said or could not do.
 func (a *Actor) receiveTransport(c *actor.Context, now time.Time, n transportNote) {
 	switch m := n.(type) {
-	case agentEvent:
-		a.core.AgentEvent(now, m.turn, m.ev)
-		a.armStall(c)
+	case agentEvents:
+		evs := m.q.take()
+		for _, e := range evs {
+			a.core.AgentEvent(now, e.turn, e.ev)
+		}
+		if len(evs) > 0 {
+			a.armStall(c)
+		}
+		m.q.recycle(evs)
 	case hostAbandoned:
 		a.abandonedChild(now, ChildTransport, fmt.Sprintf("the backend session did not close within %s: abandoned, %d process groups killed", m.wait, m.killed))
 	case transportCmdFailed:

@@ -3,6 +3,7 @@ package web_test
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
@@ -34,13 +35,19 @@ func TestSessionPageFollowsTheFeedAndNamesTheModel(t *testing.T) {
 	run(t, ctx, "open the session", chromedp.Navigate(dm.url("/#/s/"+st.SessionID)))
 	until(t, ctx, "the session view settles", `window.codesession.view === 'session' && window.codesession.ready`)
 
-	// the concrete model, as the backend's started event reported it
+	// the concrete model, as the backend's started event reported it; the
+	// start's answer does not wait for that event, so on a loaded machine
+	// it may not be in the log yet (the deadline only stops a hang)
 	var model string
-	for _, pe := range dm.events(st.SessionID) {
-		if pe.Event.Type == messages.EvStarted {
-			model = pe.Event.Model
+	require.Eventually(t, func() bool {
+		for _, pe := range dm.events(st.SessionID) {
+			if pe.Event.Type == messages.EvStarted {
+				model = pe.Event.Model
+				return true
+			}
 		}
-	}
+		return false
+	}, 2*time.Minute, 50*time.Millisecond, "no started event in the log")
 	require.NotEmpty(t, model, "the scripted backend reports its model at start")
 	until(t, ctx, "the page names the concrete model", `document.querySelector('#session-model')?.innerText.startsWith(`+strconv.Quote(model)+`)`)
 

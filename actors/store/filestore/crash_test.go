@@ -67,6 +67,16 @@ func (w *writer) next() error {
 	return nil
 }
 
+// release ends the writer's record (the store takes appends all the same):
+// a liveness change, so the store writes its meta.json.
+func (w *writer) release() {
+	ctx := context.Background()
+	rec, err := w.st.GetMeta(ctx, w.sid)
+	require.NoError(w.t, err)
+	rec.Status = messages.StatusEnded
+	require.NoError(w.t, w.st.PutMeta(ctx, rec))
+}
+
 // requireAll checks that st, opened on the crashed home, holds every
 // acknowledged event of each writer, gapless, and each record.
 func requireAll(t *testing.T, st *filestore.Store, ws ...*writer) {
@@ -113,6 +123,12 @@ func TestCrashAfterFailedCheckpoint(t *testing.T) {
 				return nil, false
 			}
 			a, b := newWriter(t, st), newWriter(t, st)
+			if mode.kind == filestore.SyncMeta {
+				// a meta.json for the checkpoint to sync: a release
+				// writes one (a create does not)
+				a.release()
+				b.release()
+			}
 			resetsAtFailure := -1
 			for i := 0; ; i++ {
 				nextRetried(t, a)
@@ -354,4 +370,42 @@ func TestCheckpointCarriesRecordsForward(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rec.Status, got.Status, "the latest record survives the crash")
 	requireAll(t, st2, w)
+}
+
+// TestCrashAfterCreateKeepsTheRecord: Create writes no meta.json (the WAL
+// is the record's only durable copy until a checkpoint or the release), so
+// a crash right after it, and after a live status change, must bring the
+// record back from the WAL: GetMeta, List and meta.json itself.
+func TestCrashAfterCreateKeepsTheRecord(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	d := newDisk(t, home)
+	st := crashStore(t, home, d)
+	w := newWriter(t, st)
+	fresh := storetest.NewRecord(time.Now()) // created, never changed
+	require.NoError(t, st.Create(ctx, fresh))
+	require.NoError(t, w.next())
+	rec, err := st.GetMeta(ctx, w.sid)
+	require.NoError(t, err)
+	rec.Status = messages.StatusIdle
+	require.NoError(t, st.PutMeta(ctx, rec))
+	require.NoError(t, w.next())
+	assert.Zero(t, st.MetaFileWrites(), "no meta.json written for records that are only live")
+	_, err = os.Stat(filestore.MetaPath(home, fresh.SessionID))
+	require.ErrorIs(t, err, os.ErrNotExist, "Create wrote no meta.json")
+
+	after := d.crash()
+	st2 := open(t, after)
+	got, err := st2.GetMeta(ctx, w.sid)
+	require.NoError(t, err)
+	assert.Equal(t, messages.StatusIdle, got.Status, "the latest record survives the crash")
+	got, err = st2.GetMeta(ctx, fresh.SessionID)
+	require.NoError(t, err, "a record only ever created survives the crash")
+	assert.Equal(t, fresh.Status, got.Status)
+	all, err := st2.List(ctx)
+	require.NoError(t, err)
+	assert.Len(t, all, 2, "List finds both records")
+	requireAll(t, st2, w)
+	_, err = os.Stat(filestore.MetaPath(after, fresh.SessionID))
+	require.NoError(t, err, "the replay wrote meta.json")
 }

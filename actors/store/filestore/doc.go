@@ -33,9 +33,9 @@
 // system (the agent beside the session) can wait for. Zeros end the log
 // as a torn frame does; they are not reported as one.
 //
-// meta.json is a checkpoint of the record, written when its liveness
-// changes (create, release, resume) and at checkpoints, never once per
-// status change: status changes are WAL frames and GetMeta reads the latest
+// meta.json is a checkpoint of the record, written when the liveness of
+// an existing record changes (release, resume) and at checkpoints, never
+// at create nor once per status change: status changes are WAL frames and GetMeta reads the latest
 // committed record from memory. A checkpoint (when the WAL passes
 // WithCheckpointBytes, at Open and at Close) makes the session files
 // touched since the last one durable (one syncfs on Linux, else an fsync

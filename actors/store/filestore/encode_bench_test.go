@@ -21,13 +21,13 @@ func encodeBenchEvents(n int) []messages.PersistedEvent {
 }
 
 // BenchmarkEncodeBatch is the CPU side of an append: a batch encoded as
-// events.jsonl lines (about 300 bytes each) into a pooled buffer, with
-// the size check. ns/event compares across batch sizes.
+// events.jsonl lines (about 300 bytes each) into its WAL frame in a pooled
+// buffer, with the size check. ns/event compares across batch sizes.
 func BenchmarkEncodeBatch(b *testing.B) {
 	for _, n := range []int{1, 16} {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
 			evs := encodeBenchEvents(n)
-			buf, err := encodeBatch(store.OpAppend, evs)
+			buf, err := encodeEventsFrame(store.OpAppend, "cs_bench", evs, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -36,7 +36,7 @@ func BenchmarkEncodeBatch(b *testing.B) {
 			iters := 0
 			b.ReportAllocs()
 			for b.Loop() {
-				buf, err := encodeBatch(store.OpAppend, evs)
+				buf, err := encodeEventsFrame(store.OpAppend, "cs_bench", evs, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

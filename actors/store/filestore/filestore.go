@@ -779,15 +779,21 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 }
 
 // applyRecord caches a committed record and writes meta.json when its
-// liveness changes (create, release, resume); other changes wait for the
-// next checkpoint. The record is durable in the WAL either way.
+// liveness changes on an existing record (release, resume); other changes,
+// a create included, wait for the next checkpoint. The record is durable
+// in the WAL either way: GetMeta and List read it from memory, a crash
+// replays it into meta.json, and the checkpoints mid-load carry it forward
+// into the emptied WAL. So a create does not write the file: nothing reads
+// it before the next checkpoint, and it would be written on the applier's
+// goroutine, which every commit's answer waits behind (the create and
+// release writes were a third of that goroutine's CPU in bench sessions).
 func (st *Store) applyRecord(s *session, rec messages.SessionRecord, data []byte, create bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev := s.rec
 	r := rec.Clone()
 	s.rec, s.recJSON = &r, data
-	if create || prev == nil || prev.Status.Live() != rec.Status.Live() {
+	if !create && (prev == nil || prev.Status.Live() != rec.Status.Live()) {
 		if err := st.writeMetaFile(s, data, false); err != nil {
 			st.log.Warn("store: cannot write meta.json (the record is safe in the write-ahead log)", "session", s.id, "err", err)
 			s.metaDirty = true
@@ -1054,7 +1060,9 @@ func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEv
 			return fail(err)
 		}
 	}
-	buf, err := encodeBatch(op, events)
+	// the events are encoded once, straight into their WAL frame, whose
+	// body is also the lines the applier writes to events.jsonl
+	buf, err := encodeEventsFrame(op, sessionID, events, data)
 	if err != nil {
 		return fail(err)
 	}
@@ -1082,11 +1090,7 @@ func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEv
 			return fail(ioError(op, err, "cannot stat the record of session %s", s.id))
 		}
 	}
-	frames := encodeFrame(frameEvents, s.id, buf.Bytes())
-	if rec != nil {
-		// the events frame first: a torn tail can only cut the record
-		frames = append(frames, encodeFrame(frameRecord, s.id, data)...)
-	}
+	frames, lines := buf.Bytes(), frameBody(buf.Bytes())
 	last := events[len(events)-1].Seq
 	// check and reserve in one step: a failure of an earlier batch (which
 	// moves the tail back and the epoch on) is either seen here or makes
@@ -1109,7 +1113,6 @@ func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEv
 		putBuffer(buf)
 		return fail(err)
 	}
-	lines := buf.Bytes()
 	req := &walReq{frame: frames, done: make(chan error, 1),
 		stale: func() bool {
 			s.mu.Lock()
@@ -1572,10 +1575,22 @@ func ioError(op string, err error, format string, args ...any) error {
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// encodeBatch encodes events as events.jsonl lines into a pooled buffer.
-func encodeBatch(op string, events []messages.PersistedEvent) (*bytes.Buffer, error) {
+// encodeEventsFrame encodes events as one WAL events frame of session sid
+// into a pooled buffer, the frame of rec (its JSON, when not nil) after it:
+// the events frame first, so a torn tail can only cut the record. The
+// frame's body is the events.jsonl lines (frameBody finds them), so an
+// event is encoded once and not copied into its frame afterwards.
+func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []byte) (*bytes.Buffer, error) {
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
+	// one allocation at about the size the frames take, where a buffer
+	// grown from empty would take several (the pool is emptied by GCs)
+	frame := frameHeader + 2 + len(sid)
+	buf.Grow(frame + len(events)*eventBytesGuess + len(rec) + frame)
+	var head [frameHeader + 2]byte
+	head[frameHeader], head[frameHeader+1] = frameEvents, byte(len(sid))
+	buf.Write(head[:])
+	buf.WriteString(sid)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	for _, ev := range events {
@@ -1589,8 +1604,21 @@ func encodeBatch(op string, events []messages.PersistedEvent) (*bytes.Buffer, er
 			return nil, err
 		}
 	}
+	sealFrame(buf.Bytes())
+	if rec != nil {
+		at := buf.Len()
+		head[frameHeader] = frameRecord
+		buf.Write(head[:])
+		buf.WriteString(sid)
+		buf.Write(rec)
+		sealFrame(buf.Bytes()[at:])
+	}
 	return buf, nil
 }
+
+// eventBytesGuess is about the size of an event's line (a text or tool
+// event of an agent turn), for sizing an append's buffer.
+const eventBytesGuess = 384
 
 func putBuffer(buf *bytes.Buffer) {
 	if buf.Cap() <= 1<<20 {

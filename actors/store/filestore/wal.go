@@ -90,9 +90,22 @@ func encodeFrame(kind byte, sid string, body []byte) []byte {
 	p[0], p[1] = kind, byte(len(sid))
 	copy(p[2:], sid)
 	copy(p[2+len(sid):], body)
-	binary.LittleEndian.PutUint32(b[0:4], uint32(n))
-	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(p, crcTable))
+	sealFrame(b)
 	return b
+}
+
+// sealFrame writes the length and checksum of the one frame b holds, its
+// kind, session id and body already in place after the header.
+func sealFrame(b []byte) {
+	p := b[frameHeader:]
+	binary.LittleEndian.PutUint32(b[0:4], uint32(len(p)))
+	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(p, crcTable))
+}
+
+// frameBody returns the body of the first frame in b (a sealed frame).
+func frameBody(b []byte) []byte {
+	p := b[frameHeader : frameHeader+int(binary.LittleEndian.Uint32(b[0:4]))]
+	return p[2+int(p[1]):]
 }
 
 // readFrames decodes the WAL's frames up to the first one that does not
@@ -171,8 +184,9 @@ type wal struct {
 	// session files' writeback. Only the loop touches it.
 	spare       *os.File
 	spareZeroed int64
-	size        int64 // end of the committed frames
-	zeroed      int64 // the file is zeros from size to here (none when <= size)
+	size        int64  // end of the committed frames
+	zeroed      int64  // the file is zeros from size to here (none when <= size)
+	zeros       []byte // zeroAhead's source, kept: it is only ever read
 	noSync      bool
 	// fault, when set (tests), is consulted before each group's write.
 	fault func() error
@@ -515,7 +529,10 @@ func (w *wal) zeroAhead() {
 		return
 	}
 	to := w.size + ahead
-	if _, err := w.f.WriteAt(make([]byte, to-from), from); err != nil {
+	if int64(len(w.zeros)) < to-from {
+		w.zeros = make([]byte, to-from)
+	}
+	if _, err := w.f.WriteAt(w.zeros[:to-from], from); err != nil {
 		_ = w.f.Truncate(from)
 		return
 	}

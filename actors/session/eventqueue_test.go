@@ -1,0 +1,69 @@
+package session
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// TestEventQueueOneMessagePerBatch: only the push that finds the queue
+// empty owes the session a message; take returns every event in order and
+// empties the queue, so the next push owes one again; a recycled batch is
+// refilled in place.
+func TestEventQueueOneMessagePerBatch(t *testing.T) {
+	q := &eventQueue{}
+	ev := func(i int) agentEvent {
+		return agentEvent{turn: 1, ev: messages.Event{Type: messages.EvText, Text: strconv.Itoa(i)}}
+	}
+	assert.True(t, q.push(ev(1)), "the first push sends the message")
+	assert.False(t, q.push(ev(2)), "a push behind it does not")
+	assert.False(t, q.push(ev(3)))
+	got := q.take()
+	require.Equal(t, []agentEvent{ev(1), ev(2), ev(3)}, got)
+	assert.Empty(t, q.take(), "take emptied it")
+	q.recycle(got)
+	assert.Equal(t, agentEvent{}, got[0], "a recycled batch keeps no event")
+	assert.True(t, q.push(ev(4)), "the push after a take sends a message again")
+	again := q.take()
+	require.Equal(t, []agentEvent{ev(4)}, again)
+	assert.Same(t, &got[:1][0], &again[0], "the recycled array is refilled")
+}
+
+// TestEventQueueKeepsOrderUnderConcurrency: a reader pushing while the
+// session takes loses nothing and reorders nothing, and every batch was
+// announced by exactly one message.
+func TestEventQueueKeepsOrderUnderConcurrency(t *testing.T) {
+	q := &eventQueue{}
+	const n = 20000
+	notes := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			if q.push(agentEvent{turn: i}) {
+				notes <- struct{}{}
+			}
+		}
+	}()
+	next, messagesSeen := 0, 0
+	for next < n {
+		<-notes
+		messagesSeen++
+		evs := q.take()
+		require.NotEmpty(t, evs, "a message always finds its batch")
+		for _, e := range evs {
+			require.Equal(t, next, e.turn, "in order, each once")
+			next++
+		}
+		q.recycle(evs)
+	}
+	wg.Wait()
+	assert.Empty(t, notes, "no message without a batch")
+	assert.LessOrEqual(t, messagesSeen, n)
+}
