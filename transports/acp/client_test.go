@@ -50,13 +50,13 @@ func replaySession(t *testing.T, ws string, sid string, p messages.Posture, rec 
 	}
 	tr := New(Agent{Descriptor: messages.Descriptor{ID: "replay"}})
 	return &session{t: tr, sink: rec.sink, ws: w, posture: p, sid: acpsdk.SessionId(sid), turn: 1, running: true,
-		asks: transports.NewAsks("replay-"), tools: map[string]*toolState{}}
+		asks: transports.NewAsks("replay-"), dec: newDecoder(tr.outputCap, "")}
 }
 
 // captured reads the agent's messages of a capture (one JSON object a
 // line: {"dir":"<<","msg":{...}}) with the workspace path rewritten.
 func captured(t *testing.T, name, capturedWS, ws string) []map[string]json.RawMessage {
-	f, err := os.Open("testdata/" + name)
+	f, err := os.Open("testdata/decode/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
