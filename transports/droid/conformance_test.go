@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/droid/droidtest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/transporttest"
 )
@@ -34,9 +35,7 @@ func TestConformance(t *testing.T) {
 			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(conformanceLineCap))
 		},
 		Spec: func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
-			home := t.TempDir()
-			writeFactorySettings(t, home, mock.URL())
-			return transports.SessionSpec{Home: home, Model: mockModelID}
+			return transports.SessionSpec{Home: droidtest.Home(t, mock.URL()), Model: mockModelID}
 		},
 		Acts: transporttest.Acts{
 			Write: func(s *transporttest.Steps, path string, a transporttest.Action) {

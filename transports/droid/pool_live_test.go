@@ -17,30 +17,17 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/contain"
+	"github.com/codesession/codesession/transports/droid/droidtest"
 	"github.com/codesession/codesession/transports/modelmock"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/proc/confinetest"
 	"github.com/codesession/codesession/transports/proc/proctest"
 )
 
-// secondModelID is the second custom model writePoolSettings configures:
-// same mock, another model name, so a turn's text tells which one ran.
-const secondModelID = "custom:Loopback-Mock-(two)-1"
-
-// writePoolSettings points droid in home at the mock with two
-// bring-your-own-key Chat Completions models (mock-model and mock-model-two).
-func writePoolSettings(t testing.TB, home, mockURL string) {
-	t.Helper()
-	model := func(name, display string) map[string]any {
-		return map[string]any{"model": name, "displayName": display, "baseUrl": mockURL + "/v1",
-			"apiKey": "sk-mock", "provider": "generic-chat-completion-api", "maxOutputTokens": 8192}
-	}
-	b, err := json.Marshal(map[string]any{"customModels": []map[string]any{
-		model("mock-model", "Loopback Mock (chat)"), model("mock-model-two", "Loopback Mock (two)")}})
-	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Join(home, ".factory"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".factory", "settings.json"), b, 0o600))
-}
+// secondModelID is the second custom model the pool rig's settings
+// configure: same mock, another model name, so a turn's text tells which
+// one ran.
+const secondModelID = droidtest.SecondModelID
 
 // poolRig is a droid transport with a warm pool of size n, one modelmock
 // and one HOME and workspace, so every start shares a key.
@@ -63,7 +50,7 @@ func newPoolRig(t testing.TB, sc *modelmock.Scenario, n int) *poolRig {
 	require.NoError(t, err)
 	t.Cleanup(kit.Close) // last: after the sessions and the pool
 	r := &poolRig{t: t, tr: New(WithBinary(bin), WithWarmPool(n)), kit: kit, mock: mock, cwd: t.TempDir(), home: t.TempDir()}
-	writePoolSettings(t, r.home, mock.URL())
+	droidtest.WriteSettings(t, r.home, mock.URL(), true)
 	t.Cleanup(func() { r.tr.DrainWarm(nil) })
 	return r
 }
