@@ -15,7 +15,6 @@ import (
 
 const (
 	conformanceOutputCap = 16 << 10
-	conformanceLineCap   = 256 << 10
 	bigOutputCap         = 1 << 10
 )
 
@@ -32,7 +31,7 @@ func TestConformance(t *testing.T) {
 		Name: "droid",
 		Bin:  droidBinary(t),
 		New: func(bin string, outputCap int) transports.Transport {
-			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(conformanceLineCap))
+			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(transporttest.LineCap))
 		},
 		Spec: func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
 			return transports.SessionSpec{Home: droidtest.Home(t, mock.URL()), Model: mockModelID}
