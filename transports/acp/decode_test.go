@@ -1,7 +1,6 @@
 package acp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 // update rewrites the decoder golden files: go test -run GoldenDecode -update.
@@ -30,17 +30,18 @@ const goldenCap = 200
 // agent's session/update and session/request_permission through it.
 type replayer struct{ d *decoder }
 
-// line decodes one captured line ({"dir":...,"msg":{...}}) into rendered
-// lines: the events, and for a permission request what the gate decides on.
-func (r *replayer) line(raw []byte) ([]string, error) {
+// line decodes one captured line into rendered lines: the events, and
+// for a permission request what the gate decides on.
+func (r *replayer) line(l transporttest.CaptureLine) ([]string, error) {
 	var rec struct {
-		Dir string `json:"dir"`
+		Dir string
 		Msg struct {
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
-		} `json:"msg"`
+		}
 	}
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	rec.Dir = l.Dir
+	if err := json.Unmarshal(l.Msg, &rec.Msg); err != nil {
 		return nil, err
 	}
 	if rec.Dir == ">>" && rec.Msg.Method == "session/prompt" {
@@ -102,20 +103,15 @@ func TestGoldenDecode(t *testing.T) {
 	require.NotEmpty(t, files)
 	for _, in := range files {
 		t.Run(filepath.Base(in), func(t *testing.T) {
-			b, err := os.ReadFile(in)
-			require.NoError(t, err)
 			var out strings.Builder
 			r := &replayer{}
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			sc.Buffer(nil, 16<<20)
-			for i := 1; sc.Scan(); i++ {
-				lines, err := r.line(sc.Bytes())
-				require.NoError(t, err, "line %d", i)
-				for _, l := range lines {
-					fmt.Fprintf(&out, "%d: %s\n", i, l)
+			for i, l := range transporttest.ReadCapture(t, in) {
+				lines, err := r.line(l)
+				require.NoError(t, err, "line %d", i+1)
+				for _, s := range lines {
+					fmt.Fprintf(&out, "%d: %s\n", i+1, s)
 				}
 			}
-			require.NoError(t, sc.Err())
 			golden := strings.TrimSuffix(in, ".jsonl") + ".golden"
 			if *update {
 				require.NoError(t, os.WriteFile(golden, []byte(out.String()), 0o644))

@@ -17,27 +17,17 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/cli"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts in testdata/claude")
 
 // captureLine is one line of a host-driven capture.
-type captureLine struct {
-	Dir string          `json:"dir"`
-	Msg json.RawMessage `json:"msg"`
-}
+type captureLine = transporttest.CaptureLine
 
 func readCapture(t testing.TB, name string) []captureLine {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "claude", name))
-	require.NoError(t, err)
-	var out []captureLine
-	for i, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		var cl captureLine
-		require.NoError(t, json.Unmarshal(l, &cl), "%s line %d", name, i+1)
-		out = append(out, cl)
-	}
-	return out
+	return transporttest.ReadCapture(t, filepath.Join("testdata", "claude", name))
 }
 
 // hostDriven are the host-driven captures.

@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -11,34 +10,17 @@ import (
 	"testing"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts under testdata")
 
 // captureLine is one line of a reference capture.
-type captureLine struct {
-	Dir string          `json:"dir"`
-	Msg json.RawMessage `json:"msg"`
-}
+type captureLine = transporttest.CaptureLine
 
 func readCapture(t testing.TB, name string) []captureLine {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "codex", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []captureLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var l captureLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		out = append(out, l)
-	}
-	return out
+	return transporttest.ReadCapture(t, filepath.Join("testdata", "codex", name))
 }
 
 // TestParseCapture: every line the app-server wrote parses, with the kind
