@@ -22,14 +22,6 @@ import (
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts in testdata/claude")
 
-// captureLine is one line of a host-driven capture.
-type captureLine = transporttest.CaptureLine
-
-func readCapture(t testing.TB, name string) []captureLine {
-	t.Helper()
-	return transporttest.ReadCapture(t, filepath.Join("testdata", "claude", name))
-}
-
 // hostDriven are the host-driven captures.
 var hostDriven = []string{"claude_full.jsonl", "claude_deny_interrupt.jsonl", "claude_maxturns.jsonl",
 	"claude_resume.jsonl", "claude_pm_dontAsk.jsonl", "claude_pm_bypassPermissions.jsonl"}
@@ -48,7 +40,7 @@ func stdoutLines(t testing.TB, name string) [][]byte {
 		}
 	}
 	var out [][]byte
-	for _, cl := range readCapture(t, name) {
+	for _, cl := range transporttest.ReadCapture(t, "testdata/claude/"+name) {
 		if cl.Dir == "<<" {
 			out = append(out, cl.Msg)
 		}
@@ -225,7 +217,7 @@ func replay(t *testing.T, name string) string {
 		}
 	}
 	turn := 0
-	for _, cl := range readCapture(t, name) {
+	for _, cl := range transporttest.ReadCapture(t, "testdata/claude/"+name) {
 		switch cl.Dir {
 		case ">>":
 			var m struct {

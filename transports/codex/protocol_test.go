@@ -15,19 +15,11 @@ import (
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts under testdata")
 
-// captureLine is one line of a reference capture.
-type captureLine = transporttest.CaptureLine
-
-func readCapture(t testing.TB, name string) []captureLine {
-	t.Helper()
-	return transporttest.ReadCapture(t, filepath.Join("testdata", "codex", name))
-}
-
 // TestParseCapture: every line the app-server wrote parses, with the kind
 // its shape says.
 func TestParseCapture(t *testing.T) {
 	kinds := map[msgKind]int{}
-	for _, l := range readCapture(t, "codex_appserver.jsonl") {
+	for _, l := range transporttest.ReadCapture(t, "testdata/codex/codex_appserver.jsonl") {
 		if l.Dir != "<<" {
 			continue
 		}
@@ -75,7 +67,7 @@ func TestParseMessageShapes(t *testing.T) {
 // replay feeds the capture's server lines through a core the way the shell
 // does: turn/start's request opens our turn, responses to it name Codex's
 // turn, everything else is a core step. It returns the transcript.
-func replay(t testing.TB, lines []captureLine) string {
+func replay(t testing.TB, lines []transporttest.CaptureLine) string {
 	c := newCore(coreConfig{outputCap: 1 << 10, posture: messages.PostureDefault})
 	var b strings.Builder
 	turn := 0
@@ -150,7 +142,7 @@ func replay(t testing.TB, lines []captureLine) string {
 // to the golden transcript (regenerate with -rewrite), then checks the
 // facts the transcript must show whatever its text.
 func TestReplay(t *testing.T) {
-	got := replay(t, readCapture(t, "codex_appserver.jsonl"))
+	got := replay(t, transporttest.ReadCapture(t, "testdata/codex/codex_appserver.jsonl"))
 	golden := filepath.Join("testdata", "codex", "codex_appserver.events")
 	if *rewrite {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
