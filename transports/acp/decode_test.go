@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/messages"
@@ -112,14 +111,7 @@ func TestGoldenDecode(t *testing.T) {
 					fmt.Fprintf(&out, "%d: %s\n", i+1, s)
 				}
 			}
-			golden := strings.TrimSuffix(in, ".jsonl") + ".golden"
-			if *update {
-				require.NoError(t, os.WriteFile(golden, []byte(out.String()), 0o644))
-				return
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run with -update to write it")
-			assert.Equal(t, string(want), out.String(), "%s decodes otherwise than %s says (-update rewrites it)", in, golden)
+			transporttest.Golden(t, strings.TrimSuffix(in, ".jsonl")+".golden", out.String(), *update)
 		})
 	}
 }
