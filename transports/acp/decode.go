@@ -13,7 +13,7 @@ import (
 // so the decoder keeps what it has seen of each call; apart from that
 // state it is a pure function of what it is given (the one look outside is
 // agentTruncation's at the sizes of files an agent saved under home), so
-// it is replayed against captures (TestGoldenDecode) and fuzzed
+// it is replayed against captures (TestDecodeGolden) and fuzzed
 // (FuzzDecode) without a session. The session holds it under its lock
 // and starts a fresh one each turn.
 type decoder struct {

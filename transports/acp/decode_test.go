@@ -17,7 +17,7 @@ import (
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
-// update rewrites the decoder golden files: go test -run GoldenDecode -update.
+// update rewrites the decoder golden files: go test -run TestDecodeGolden -update.
 var update = flag.Bool("update", false, "rewrite the decoder golden files (testdata/decode/*.golden)")
 
 // goldenCap is the output cap of the golden replay: small, so a capture's
@@ -93,10 +93,10 @@ func render(evs []messages.Event) []string {
 	return out
 }
 
-// TestGoldenDecode replays the ACP captures in testdata/decode through
+// TestDecodeGolden replays the ACP captures in testdata/decode through
 // the decoder and compares what it reads with the golden files (-update
 // rewrites them).
-func TestGoldenDecode(t *testing.T) {
+func TestDecodeGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/decode/*.jsonl")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
