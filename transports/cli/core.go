@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/codesession/codesession/messages"
 )
@@ -23,6 +24,19 @@ type Effects struct {
 	Settle bool
 	// Closed says the running turn was closed by one of Events.
 	Closed bool
+	// Followups are requests of the host the shell sends after the step.
+	Followups []Followup
+}
+
+// Followup is a request of the host a core asks for in a step: the shell
+// sends it with a fresh id outside its mutex, waits for the reply (bounded
+// by the control timeout), then writes Then to the same process whatever
+// the reply was. Codex steers a deny's reason into the turn this way
+// before it writes the decline, which carries no message.
+type Followup struct {
+	What   string // names it in errors
+	Encode func(id string) []byte
+	Then   [][]byte
 }
 
 // Emit queues ev for turn.
@@ -158,6 +172,16 @@ func (a *Asked[Q]) Withdraw(id string) (Q, bool) {
 	q, ok := a.pending[id]
 	delete(a.pending, id)
 	return q, ok
+}
+
+// Pending lists the ids of the pending questions, sorted.
+func (a *Asked[Q]) Pending() []string {
+	ids := make([]string, 0, len(a.pending))
+	for id := range a.pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // Clear drops every pending question (the turn ended).

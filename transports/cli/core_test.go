@@ -79,3 +79,16 @@ func TestExitKindString(t *testing.T) {
 	assert.Equal(t, "own", ExitOwn.String())
 	assert.Equal(t, "interrupt", ExitInterrupt.String())
 }
+
+func TestAskedPending(t *testing.T) {
+	var a Asked[int]
+	assert.Empty(t, a.Pending())
+	a.Ask("b", 2)
+	a.Ask("a", 1)
+	assert.Equal(t, []string{"a", "b"}, a.Pending(), "sorted")
+	_, err := a.Take("a", messages.DecisionAllowOnce, "answered")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, a.Pending())
+	a.Clear()
+	assert.Empty(t, a.Pending())
+}

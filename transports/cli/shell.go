@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,6 +60,14 @@ type Settler interface {
 	SettleTimeout(turn int) Effects
 }
 
+// InterruptAsker is a core whose interrupt request depends on its state
+// (codex names its thread and its turn); it replaces Backend.Interrupt.
+// ok false says the CLI cannot be asked now (codex before it named the
+// turn): the escalation then signals at once, without the grace.
+type InterruptAsker interface {
+	InterruptRequest() (encode func(id string) []byte, ok bool)
+}
+
 // Backend is what a stream-JSON CLI supplies to the kit besides its core.
 type Backend[M comparable] struct {
 	// Name is the CLI in messages: "claude".
@@ -109,6 +118,12 @@ type Shell[M comparable, C Core[M]] struct {
 	Bin  string
 	// Ext is the external (the CLI's) session id.
 	Ext string
+	// Model is the model EvStarted names ("": Spec.Model), for a CLI that
+	// reports the one it chose.
+	Model string
+	// HostEnv are entries of this session's processes above the backend's
+	// HostDefaults and below Config.Env (codex: its CODEX_HOME).
+	HostEnv []string
 	// Core is the session core; a warm adoption replaces it.
 	Core C
 	// Proc is the current process (nil before the first spawn).
@@ -159,7 +174,11 @@ func (s *Shell[M, C]) Closed() bool { return s.closed.Load() }
 func (s *Shell[M, C]) Started() bool { return s.started }
 
 // Env is the environment of the session's processes.
-func (s *Shell[M, C]) Env() []string { return s.cfg.Environ(os.Environ(), s.Spec) }
+func (s *Shell[M, C]) Env() []string {
+	c := *s.cfg
+	c.HostDefaults = append(slices.Clip(c.HostDefaults), s.HostEnv...)
+	return c.Environ(os.Environ(), s.Spec)
+}
 
 // Spawn starts a process with args (mutex held). Its lines and its exit
 // come back under the mutex, so they wait until it is s.Proc.
@@ -255,6 +274,12 @@ func (s *Shell[M, C]) Apply(eff Effects, readAt time.Time) {
 		for _, w := range eff.Writes {
 			p.Write(w)
 		}
+		if !s.closed.Load() {
+			for _, f := range eff.Followups {
+				s.wg.Add(1)
+				go s.followup(p, f)
+			}
+		}
 	}
 	for _, te := range eff.Events {
 		s.push(queued{turn: te.Turn, ev: te.Ev, readAt: readAt})
@@ -279,6 +304,19 @@ func (s *Shell[M, C]) Apply(eff Effects, readAt time.Time) {
 		for turn, ch := range s.turnDone {
 			close(ch)
 			delete(s.turnDone, turn)
+		}
+	}
+}
+
+// followup sends f's request and then writes f.Then to p (see Followup).
+func (s *Shell[M, C]) followup(p *Proc, f Followup) {
+	defer s.wg.Done()
+	_, _ = s.Request(context.Background(), messages.OpAnswer, f.What, s.cfg.ControlTimeout, f.Encode)
+	s.Lock()
+	defer s.Unlock()
+	if p == s.Proc && !s.closed.Load() {
+		for _, w := range f.Then {
+			p.Write(w)
 		}
 	}
 }
@@ -314,7 +352,11 @@ func (s *Shell[M, C]) Begin(notes ...string) {
 	s.Lock()
 	defer s.Unlock()
 	s.started = true
-	s.events.Push(queued{ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.Ext, Model: s.Spec.Model}})
+	model := s.Model
+	if model == "" {
+		model = s.Spec.Model
+	}
+	s.events.Push(queued{ev: messages.Event{Type: messages.EvStarted, ExternalSessionID: s.Ext, Model: model}})
 	for _, q := range s.early {
 		s.events.Push(q)
 	}
@@ -387,32 +429,44 @@ func (s *Shell[M, C]) Answer(ctx context.Context, clarificationID string, decisi
 	return nil
 }
 
-// Interrupt sends the backend's interrupt request and starts the
-// escalation: when the turn has not ended within the deadlines, SIGINT,
-// SIGTERM and SIGKILL go to the process group. With no turn running it
-// does nothing; a process that exits meanwhile closes the turn itself.
+// Interrupt sends the backend's interrupt request (the core's, for an
+// InterruptAsker) and starts the escalation: when the turn has not ended
+// within the deadlines, SIGINT, SIGTERM and SIGKILL go to the process
+// group. With no turn running it does nothing; a process that exits
+// meanwhile closes the turn itself, and a refusal that raced the turn's
+// end is no error.
 func (s *Shell[M, C]) Interrupt(ctx context.Context) error {
 	s.Lock()
 	if s.closed.Load() || !s.Core.State().Interrupt() {
 		s.Unlock()
 		return nil
 	}
+	encode, ask := s.b.Interrupt, true
+	if ia, ok := any(s.Core).(InterruptAsker); ok {
+		encode, ask = ia.InterruptRequest()
+	}
 	p, done := s.Proc, s.turnDone[s.Core.State().Number]
 	s.Unlock()
 	if done != nil {
 		s.wg.Add(1)
-		go s.escalate(p, done)
+		go s.escalate(p, done, ask)
 	}
-	if s.b.Interrupt == nil {
+	if !ask || encode == nil {
 		return nil
 	}
-	_, err := s.Request(ctx, messages.OpInterrupt, "the interrupt", s.cfg.ControlTimeout, s.b.Interrupt)
+	_, err := s.Request(ctx, messages.OpInterrupt, "the interrupt", s.cfg.ControlTimeout, encode)
 	switch {
 	case messages.IsCode(err, messages.CodeTimeout):
 		s.Warn(s.b.Name + " did not acknowledge the interrupt in time; escalating with signals if the turn does not end")
 		return nil
 	case errors.Is(err, ErrExited):
 		return nil // the waiter closes the turn
+	case err != nil && done != nil:
+		select {
+		case <-done:
+			return nil // the turn ended before the CLI read the interrupt
+		default:
+		}
 	}
 	return err
 }
@@ -420,9 +474,12 @@ func (s *Shell[M, C]) Interrupt(ctx context.Context) error {
 // escalate signals the process group until the interrupted turn ends;
 // each step's warning is queued before its signal goes, so it is in the
 // turn before the turn can end of that signal.
-func (s *Shell[M, C]) escalate(p *Proc, done chan struct{}) {
+func (s *Shell[M, C]) escalate(p *Proc, done chan struct{}, grace bool) {
 	defer s.wg.Done()
 	d := s.cfg.Deadlines
+	if !grace {
+		d.Grace = 0
+	}
 	steps := []subprocess.Step{{Wait: d.Grace, Signal: syscall.SIGINT}, {Wait: d.AfterINT, Signal: syscall.SIGTERM}, {Wait: d.AfterTERM, Signal: syscall.SIGKILL}}
 	p.Escalate(steps, func(st subprocess.Step, waited time.Duration) {
 		s.Warn(fmt.Sprintf("the interrupted turn had not ended after %s: sent %s to %s's process group", waited, subprocess.SignalName(st.Signal), s.b.Name))

@@ -3,12 +3,12 @@ package codex
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
 )
 
@@ -21,29 +21,10 @@ import (
 // turn/diff/updated), kept on EvTurnEnd beside the runtime's own git diff.
 const DiffSourceBackend messages.DiffSource = "backend"
 
-type turnEvent struct {
-	turn int
-	ev   messages.Event
-}
-
-type effects struct {
-	events []turnEvent
-	writes [][]byte
-	// steer asks the shell to send text into the running turn (a deny's
-	// reason, which Codex's decline cannot carry), and only then to write
-	// afterSteer: so the reason is waiting in the turn before Codex goes on.
-	steer      string
-	afterSteer []byte
-}
-
-func (e *effects) emit(turn int, ev messages.Event) { e.events = append(e.events, turnEvent{turn, ev}) }
-func (e *effects) write(b []byte)                   { e.writes = append(e.writes, b) }
-
 // approval is a server request waiting for an answer.
 type approval struct {
-	rpcID  json.RawMessage
-	method string
-	turn   int
+	rpcID json.RawMessage
+	turn  int
 }
 
 // change is one file of a fileChange item.
@@ -60,15 +41,14 @@ type coreConfig struct {
 	ws *gate.Workspace
 }
 
-// core is the pure session state machine.
+// core is the pure session state machine; its turn bookkeeping is the
+// kit's (Number, Running, Interrupting, Dead, Fatal).
 type core struct {
+	cli.Turn
 	cfg coreConfig
 
-	turn         int    // the running turn, or the last one
-	running      bool   // a turn is open
-	codexTurn    string // Codex's id of the running turn, once known
-	interrupting bool
-	dead         bool
+	thread    string // Codex's thread, once thread/start or thread/resume named it
+	codexTurn string // Codex's id of the running turn, once known
 
 	turnOf map[string]int // Codex turn id -> our turn number
 
@@ -81,21 +61,20 @@ type core struct {
 	lastTotal *messages.Usage
 	baseTotal *messages.Usage // thread total when the running turn began
 
-	seq       int
-	approvals map[string]*approval
-	issued    map[string]bool
+	seq   int
+	asked cli.Asked[approval]
 }
 
 func newCore(cfg coreConfig) *core {
 	if cfg.posture == "" {
 		cfg.posture = messages.PostureDefault
 	}
-	return &core{cfg: cfg, turnOf: map[string]int{}, approvals: map[string]*approval{}, issued: map[string]bool{}}
+	return &core{cfg: cfg, turnOf: map[string]int{}}
 }
 
 // beginTurn opens turn n; the shell then sends turn/start.
 func (c *core) beginTurn(n int) {
-	c.turn, c.running, c.codexTurn, c.interrupting = n, true, "", false
+	c.Number, c.Running, c.codexTurn, c.Interrupting = n, true, "", false
 	c.deltaSeen, c.cmdOut, c.changes = map[string]bool{}, map[string]*strings.Builder{}, map[string][]change{}
 	c.diff, c.usage = "", messages.Usage{}
 	c.baseTotal = c.lastTotal
@@ -104,11 +83,11 @@ func (c *core) beginTurn(n int) {
 // turnStarted records Codex's id for the running turn (from turn/start's
 // response or turn/started, whichever comes first).
 func (c *core) turnStarted(id string) {
-	if !c.running || id == "" || c.codexTurn != "" {
+	if !c.Running || id == "" || c.codexTurn != "" {
 		return
 	}
 	c.codexTurn = id
-	c.turnOf[id] = c.turn
+	c.turnOf[id] = c.Number
 }
 
 // evTurn is the turn a message about Codex turn id belongs to: a known
@@ -120,15 +99,15 @@ func (c *core) evTurn(id string) int {
 	if n, ok := c.turnOf[id]; ok {
 		return n
 	}
-	if c.running && (id == "" || c.codexTurn == "") {
-		return c.turn
+	if c.Running && (id == "" || c.codexTurn == "") {
+		return c.Number
 	}
 	return 0
 }
 
 // handle steps the core with one server message that is not a response.
-func (c *core) handle(m message) effects {
-	var fx effects
+func (c *core) handle(m message) cli.Effects {
+	var fx cli.Effects
 	switch m.Kind {
 	case kindRequest:
 		c.request(&fx, m)
@@ -174,11 +153,11 @@ type item struct {
 	Query            string          `json:"query"`
 }
 
-func (c *core) notification(fx *effects, m message) {
+func (c *core) notification(fx *cli.Effects, m message) {
 	var p common
 	if len(m.Params) > 0 {
 		if err := json.Unmarshal(m.Params, &p); err != nil {
-			fx.emit(c.evTurn(""), messages.Event{Type: messages.EvError, Text: fmt.Sprintf("codex %s: params do not parse: %v", m.Method, err)})
+			fx.Emit(c.evTurn(""), messages.Event{Type: messages.EvError, Text: fmt.Sprintf("codex %s: params do not parse: %v", m.Method, err)})
 			return
 		}
 	}
@@ -192,10 +171,10 @@ func (c *core) notification(fx *effects, m message) {
 		c.turnCompleted(fx, p)
 	case "item/agentMessage/delta":
 		c.deltaSeen[p.ItemID] = true
-		fx.emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvText, Text: p.Delta, Delta: true})
+		fx.Emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvText, Text: p.Delta, Delta: true})
 	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta":
 		c.deltaSeen[p.ItemID] = true
-		fx.emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvThinking, Text: p.Delta, Delta: true})
+		fx.Emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvThinking, Text: p.Delta, Delta: true})
 	case "item/commandExecution/outputDelta":
 		if c.cmdOut[p.ItemID] == nil {
 			c.cmdOut[p.ItemID] = &strings.Builder{}
@@ -212,7 +191,7 @@ func (c *core) notification(fx *effects, m message) {
 			Diff string `json:"diff"`
 		}
 		_ = json.Unmarshal(m.Params, &d)
-		if n := c.evTurn(p.TurnID); n == c.turn && c.running {
+		if n := c.evTurn(p.TurnID); n == c.Number && c.Running {
 			c.diff = d.Diff
 		}
 	case "thread/tokenUsage/updated":
@@ -229,7 +208,7 @@ func (c *core) notification(fx *effects, m message) {
 		if e.WillRetry {
 			typ = messages.EvWarning
 		}
-		fx.emit(c.evTurn(p.TurnID), messages.Event{Type: typ, Text: "codex: " + e.Error.Message})
+		fx.Emit(c.evTurn(p.TurnID), messages.Event{Type: typ, Text: "codex: " + e.Error.Message})
 	case "warning", "configWarning", "deprecationNotice", "guardianWarning":
 		var w struct {
 			Summary string `json:"summary"`
@@ -240,7 +219,7 @@ func (c *core) notification(fx *effects, m message) {
 		if m.Method == "configWarning" && strings.Contains(text, bubblewrapWarning) {
 			break // the same at every start on a host without bwrap: `backends` says it once (descriptor)
 		}
-		fx.emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvWarning, Text: "codex " + m.Method + ": " + text})
+		fx.Emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvWarning, Text: "codex " + m.Method + ": " + text})
 	case "thread/started", "thread/status/changed", "serverRequest/resolved", "account/rateLimits/updated",
 		"remoteControl/status/changed", "item/fileChange/outputDelta", "item/fileChange/patchUpdated",
 		"item/reasoning/summaryPartAdded", "turn/plan/updated", "thread/settings/updated", "mcpServer/startupStatus/updated",
@@ -250,7 +229,7 @@ func (c *core) notification(fx *effects, m message) {
 	default:
 		// kept, never dropped silently: a newer Codex may say something we
 		// should learn to read
-		fx.emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvWarning, Text: "codex notification " + m.Method + " (not interpreted)", Input: rawParams(m.Params)})
+		fx.Emit(c.evTurn(p.TurnID), messages.Event{Type: messages.EvWarning, Text: "codex notification " + m.Method + " (not interpreted)", Input: rawParams(m.Params)})
 	}
 }
 
@@ -261,7 +240,7 @@ func rawParams(p json.RawMessage) json.RawMessage {
 	return append(json.RawMessage(nil), p...)
 }
 
-func (c *core) itemStarted(fx *effects, p common) {
+func (c *core) itemStarted(fx *cli.Effects, p common) {
 	var it item
 	if json.Unmarshal(p.Item, &it) != nil {
 		return
@@ -270,22 +249,22 @@ func (c *core) itemStarted(fx *effects, p common) {
 	switch it.Type {
 	case "commandExecution":
 		in, _ := json.Marshal(map[string]string{"command": it.Command, "cwd": it.Cwd})
-		fx.emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: ToolShell, Input: in})
+		fx.Emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: ToolShell, Input: in})
 	case "fileChange":
 		ch := parseChanges(it.Changes)
 		c.changes[it.ID] = ch
-		fx.emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: ToolApplyPatch, Input: changesInput(ch)})
+		fx.Emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: ToolApplyPatch, Input: changesInput(ch)})
 	case "mcpToolCall":
-		fx.emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: "mcp__" + it.Server + "__" + it.Tool, Input: rawParams(it.Arguments)})
+		fx.Emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: "mcp__" + it.Server + "__" + it.Tool, Input: rawParams(it.Arguments)})
 	case "webSearch":
 		in, _ := json.Marshal(map[string]string{"query": it.Query})
-		fx.emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: "web_search", Input: in})
+		fx.Emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: "web_search", Input: in})
 	case "dynamicToolCall":
-		fx.emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: it.Tool, Input: rawParams(it.Arguments)})
+		fx.Emit(n, messages.Event{Type: messages.EvToolUse, ToolUseID: it.ID, ToolName: it.Tool, Input: rawParams(it.Arguments)})
 	}
 }
 
-func (c *core) itemCompleted(fx *effects, p common) {
+func (c *core) itemCompleted(fx *cli.Effects, p common) {
 	var it item
 	if json.Unmarshal(p.Item, &it) != nil {
 		return
@@ -294,11 +273,11 @@ func (c *core) itemCompleted(fx *effects, p common) {
 	switch it.Type {
 	case "agentMessage":
 		if !c.deltaSeen[it.ID] && it.Text != "" {
-			fx.emit(n, messages.Event{Type: messages.EvText, Text: it.Text, Delta: true})
+			fx.Emit(n, messages.Event{Type: messages.EvText, Text: it.Text, Delta: true})
 		}
 	case "reasoning":
 		if !c.deltaSeen[it.ID] && len(it.Summary) > 0 {
-			fx.emit(n, messages.Event{Type: messages.EvThinking, Text: strings.Join(it.Summary, "\n"), Delta: true})
+			fx.Emit(n, messages.Event{Type: messages.EvThinking, Text: strings.Join(it.Summary, "\n"), Delta: true})
 		}
 	case "commandExecution":
 		out := ""
@@ -330,9 +309,9 @@ func (c *core) itemCompleted(fx *effects, p common) {
 	}
 }
 
-func (c *core) result(fx *effects, n int, id, out string, isErr bool) {
+func (c *core) result(fx *cli.Effects, n int, id, out string, isErr bool) {
 	out, cut, orig := transports.CapOutput(out, c.cfg.outputCap)
-	fx.emit(n, messages.Event{Type: messages.EvToolResult, ToolUseID: id, Output: out, IsError: isErr, Truncated: cut, OriginalBytes: orig})
+	fx.Emit(n, messages.Event{Type: messages.EvToolResult, ToolUseID: id, Output: out, IsError: isErr, Truncated: cut, OriginalBytes: orig})
 }
 
 // parseChanges reads a fileChange's changes; kind is {"type": "add"} in
@@ -390,10 +369,10 @@ func (c *core) tokenUsage(raw json.RawMessage, turnID string) {
 	t := u.TokenUsage.Total
 	total := messages.Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CacheReadTokens: t.CachedInputTokens, CacheWriteTokens: t.CacheWriteInputTokens}
 	c.lastTotal = &total
-	if !c.running || turnID == "" || turnID != c.codexTurn {
+	if !c.Running || turnID == "" || turnID != c.codexTurn {
 		// the thread's total before this turn's requests (a resumed thread
 		// restates its last turn's), or a stale turn's
-		if c.running && c.codexTurn == "" {
+		if c.Running && c.codexTurn == "" {
 			c.baseTotal = &total
 		}
 		return
@@ -406,9 +385,9 @@ func (c *core) tokenUsage(raw json.RawMessage, turnID string) {
 		CacheReadTokens: total.CacheReadTokens - b.CacheReadTokens, CacheWriteTokens: total.CacheWriteTokens - b.CacheWriteTokens}
 }
 
-func (c *core) turnCompleted(fx *effects, p common) {
+func (c *core) turnCompleted(fx *cli.Effects, p common) {
 	n := c.evTurn(p.TurnID)
-	if !c.running || n != c.turn {
+	if !c.Running || n != c.Number {
 		return // an earlier turn's close: already closed here
 	}
 	ev := messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, NumTurns: 1}
@@ -425,7 +404,7 @@ func (c *core) turnCompleted(fx *effects, p common) {
 			ev.Text = "codex: " + p.Turn.Error.Message
 		}
 	}
-	if c.interrupting && ev.State == messages.TurnCompleted {
+	if c.Interrupting && ev.State == messages.TurnCompleted {
 		ev.State = messages.TurnInterrupted
 	}
 	if u := c.usage; u != (messages.Usage{}) {
@@ -436,14 +415,10 @@ func (c *core) turnCompleted(fx *effects, p common) {
 }
 
 // closeTurn emits the running turn's end and forgets its open questions.
-func (c *core) closeTurn(fx *effects, ev messages.Event) {
-	fx.emit(c.turn, ev)
-	c.running, c.interrupting = false, false
-	for id, a := range c.approvals {
-		if a.turn == c.turn {
-			delete(c.approvals, id)
-		}
-	}
+func (c *core) closeTurn(fx *cli.Effects, ev messages.Event) {
+	c.End(fx)
+	fx.Emit(c.Number, ev)
+	c.asked.Clear()
 }
 
 // backendDiff is Codex's own unified diff of the turn as a TurnDiff.
@@ -491,7 +466,7 @@ func backendDiff(d string) *messages.TurnDiff {
 
 // request handles a server request: approvals become clarifications (file
 // changes through the gate first); anything else is refused loudly.
-func (c *core) request(fx *effects, m message) {
+func (c *core) request(fx *cli.Effects, m message) {
 	var p struct {
 		TurnID  string `json:"turnId"`
 		ItemID  string `json:"itemId"`
@@ -511,14 +486,14 @@ func (c *core) request(fx *effects, m message) {
 			for _, x := range ch {
 				if _, err := c.cfg.ws.Resolve(x.Path); err != nil {
 					// refused before anyone is asked: the path escapes the workspace
-					fx.write(encodeResult(m.ID, map[string]any{"decision": "decline"}))
-					fx.emit(n, messages.Event{Type: messages.EvWarning, Text: "codex file change declined by the workspace gate: " + err.Error()})
+					fx.Write(encodeResult(m.ID, map[string]any{"decision": "decline"}))
+					fx.Emit(n, messages.Event{Type: messages.EvWarning, Text: "codex file change declined by the workspace gate: " + err.Error()})
 					return
 				}
 			}
 		}
 		if c.cfg.posture == messages.PostureAcceptEdits || c.cfg.posture == messages.PostureFull {
-			fx.write(encodeResult(m.ID, map[string]any{"decision": "accept"}))
+			fx.Write(encodeResult(m.ID, map[string]any{"decision": "accept"}))
 			return
 		}
 		in := changesInput(ch)
@@ -530,17 +505,16 @@ func (c *core) request(fx *effects, m message) {
 		}
 		c.raise(fx, m, n, ToolApplyPatch, in)
 	default:
-		fx.write(encodeError(m.ID, -32601, "codesession does not answer "+m.Method))
-		fx.emit(n, messages.Event{Type: messages.EvWarning, Text: "codex asked " + m.Method + "; codesession cannot answer it and refused", Input: rawParams(m.Params)})
+		fx.Write(encodeError(m.ID, -32601, "codesession does not answer "+m.Method))
+		fx.Emit(n, messages.Event{Type: messages.EvWarning, Text: "codex asked " + m.Method + "; codesession cannot answer it and refused", Input: rawParams(m.Params)})
 	}
 }
 
-func (c *core) raise(fx *effects, m message, n int, tool string, in json.RawMessage) {
+func (c *core) raise(fx *cli.Effects, m message, n int, tool string, in json.RawMessage) {
 	c.seq++
 	id := "codex-" + strconv.Itoa(c.seq)
-	c.approvals[id] = &approval{rpcID: m.ID, method: m.Method, turn: n}
-	c.issued[id] = true
-	fx.emit(n, messages.Event{Type: messages.EvClarification, ClarificationID: id, ToolName: tool, Input: in})
+	c.asked.Ask(id, approval{rpcID: m.ID, turn: n})
+	fx.Emit(n, messages.Event{Type: messages.EvClarification, ClarificationID: id, ToolName: tool, Input: in})
 }
 
 // DenyPrefix starts the steering that carries a deny's reason to the model.
@@ -549,64 +523,51 @@ const DenyPrefix = "The user denied that request: "
 // answer answers a clarification: allow_once is accept, allow_session
 // acceptForSession, deny decline (its reason then steered into the turn),
 // cancel cancel (Codex ends the turn).
-func (c *core) answer(id string, d messages.Decision, reason string) (effects, error) {
-	var fx effects
-	if !d.Valid() {
-		return fx, messages.FieldError(messages.OpAnswer, "decision", "unknown decision %q", d)
+func (c *core) answer(id string, d messages.Decision, reason string) (cli.Effects, error) {
+	var fx cli.Effects
+	a, err := c.asked.Take(id, d, "its turn ended or it was answered")
+	if err != nil {
+		return fx, err
 	}
-	a, ok := c.approvals[id]
-	if !ok {
-		if c.issued[id] {
-			return fx, messages.Errorf(messages.CodeConflict, messages.OpAnswer, "clarification %q is not pending", id)
-		}
-		return fx, messages.Errorf(messages.CodeNotFound, messages.OpAnswer, "no clarification %q was raised in this session", id)
-	}
-	delete(c.approvals, id)
 	decision := map[messages.Decision]string{messages.DecisionAllowOnce: "accept", messages.DecisionAllowSession: "acceptForSession",
 		messages.DecisionDeny: "decline", messages.DecisionCancel: "cancel"}[d]
 	reply := encodeResult(a.rpcID, map[string]any{"decision": decision})
 	switch {
-	case d == messages.DecisionDeny && reason != "" && c.running && a.turn == c.turn && c.codexTurn != "":
-		fx.steer, fx.afterSteer = DenyPrefix+reason, reply
+	case d == messages.DecisionDeny && reason != "" && c.Running && a.turn == c.Number && c.codexTurn != "":
+		// the reason waits in the turn before Codex reads the decline
+		fx.Followups = append(fx.Followups, cli.Followup{What: "turn/steer", Encode: c.steerRequest(DenyPrefix + reason), Then: [][]byte{reply}})
 	default:
-		fx.write(reply)
+		fx.Write(reply)
 	}
 	if d == messages.DecisionCancel {
-		c.interrupting = true
+		c.Interrupting = true
 	}
 	return fx, nil
 }
 
 // pendingIDs lists the open clarifications, for tests and diagnostics.
-func (c *core) pendingIDs() []string {
-	ids := make([]string, 0, len(c.approvals))
-	for id := range c.approvals {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func (c *core) pendingIDs() []string { return c.asked.Pending() }
 
 // exited is the process ending. interrupt says the shell killed it to
 // end an interrupt; then the turn ends interrupted and the session lives
 // on (the next turn starts a new process resuming the thread).
-func (c *core) exited(interrupt bool, why string) effects {
-	var fx effects
-	c.approvals = map[string]*approval{}
-	if !c.running {
+func (c *core) exited(interrupt bool, why string) cli.Effects {
+	var fx cli.Effects
+	c.Dead = true
+	c.asked.Clear()
+	if !c.Running {
 		if !interrupt {
-			fx.emit(0, messages.Event{Type: messages.EvWarning, Text: "codex app-server exited between turns (" + why + "); the next turn starts it again"})
+			fx.Emit(0, messages.Event{Type: messages.EvWarning, Text: "codex app-server exited between turns (" + why + "); the next turn starts it again"})
 		}
 		return fx
 	}
-	if interrupt || c.interrupting {
+	if interrupt || c.Interrupting {
 		c.closeTurn(&fx, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted, Text: "interrupted (codex app-server stopped: " + why + ")"})
 		return fx
 	}
-	c.dead = true
-	n := c.turn
-	c.running = false
-	fx.emit(n, messages.Event{Type: messages.EvError, Fatal: true, Text: "codex app-server exited mid-turn: " + why})
+	c.Fatal = true
+	c.End(&fx)
+	fx.Emit(c.Number, messages.Event{Type: messages.EvError, Fatal: true, Text: "codex app-server exited mid-turn: " + why})
 	return fx
 }
 
@@ -623,3 +584,57 @@ func firstNonEmpty(ss ...string) string {
 // begins on a host without bubblewrap on PATH (it then uses its bundled
 // copy): the descriptor says it once instead of each session's log.
 const bubblewrapWarning = "could not find bubblewrap on PATH"
+
+// The core as the kit drives it (cli.Core, cli.InterruptAsker).
+var (
+	_ cli.Core[*message] = (*core)(nil)
+	_ cli.InterruptAsker = (*core)(nil)
+)
+
+// Line steps the core with a server message that is not a response.
+func (c *core) Line(m *message) cli.Effects { return c.step(*m) }
+
+// Exited takes the end of the process: an exit the interrupt's escalation
+// caused ends the running turn interrupted.
+func (c *core) Exited(how cli.ExitKind, status, tail string) cli.Effects {
+	why := "exit"
+	if status != cleanExit {
+		why = status
+	}
+	if tail != "" {
+		why += "; stderr: " + tail
+	}
+	return c.exited(how == cli.ExitInterrupt, why)
+}
+
+// cleanExit is how the kit reports an exit with status 0.
+const cleanExit = "exit status 0"
+
+// Answer answers a clarification (see answer).
+func (c *core) Answer(id string, d messages.Decision, reason string) (cli.Effects, error) {
+	return c.answer(id, d, reason)
+}
+
+// State is the kit's turn bookkeeping.
+func (c *core) State() *cli.Turn { return &c.Turn }
+
+// InterruptRequest is turn/interrupt of the running turn; before Codex
+// named the turn there is nothing to ask, and the escalation signals at
+// once.
+func (c *core) InterruptRequest() (func(id string) []byte, bool) {
+	if c.codexTurn == "" {
+		return nil, false
+	}
+	params := map[string]any{"threadId": c.thread, "turnId": c.codexTurn}
+	return func(id string) []byte { return encodeRequest(id, "turn/interrupt", params) }, true
+}
+
+// steerRequest is turn/steer of text into the running turn.
+func (c *core) steerRequest(text string) func(id string) []byte {
+	params := map[string]any{"threadId": c.thread, "expectedTurnId": c.codexTurn, "input": textInput(text)}
+	return func(id string) []byte { return encodeRequest(id, "turn/steer", params) }
+}
+
+func textInput(text string) []any {
+	return []any{map[string]any{"type": "text", "text": text, "text_elements": []any{}}}
+}

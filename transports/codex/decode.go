@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
 )
 
 // TurnEvent is one event a server message yields and the turn it belongs
@@ -46,9 +47,9 @@ func (d *Decoder) Decode(line []byte) ([]TurnEvent, error) {
 		return nil, err
 	}
 	fx := d.c.step(m)
-	out := make([]TurnEvent, 0, len(fx.events))
-	for _, e := range fx.events {
-		out = append(out, TurnEvent{Turn: e.turn, Event: e.ev})
+	out := make([]TurnEvent, 0, len(fx.Events))
+	for _, e := range fx.Events {
+		out = append(out, TurnEvent{Turn: e.Turn, Event: e.Ev})
 	}
 	return out, nil
 }
@@ -60,7 +61,7 @@ func Decode(line []byte) ([]TurnEvent, error) { return NewDecoder(0).Decode(line
 // turn/started and turn/completed name their turn first (a turn/completed
 // racing turn/start's response must still find its turn), then the
 // message is handled.
-func (c *core) step(m message) effects {
+func (c *core) step(m message) cli.Effects {
 	if m.Method == "turn/started" || m.Method == "turn/completed" {
 		var x common
 		_ = json.Unmarshal(m.Params, &x)

@@ -9,12 +9,17 @@
 //	>> turn/steer, turn/interrupt
 //	<< notifications, and approval requests answered with {decision}
 //
-// It owns the wire (rpc.go: parseMessage and the encoders), the session
-// core (core.go: server messages and answers in, events and stdin writes
-// out, no I/O), the shell that runs the process (session.go), the
-// capability descriptor with the posture map (descriptor.go) and the
-// Transport with its Probe (`codex --version`), and the warm pool
-// (pool.go).
+// It is built on the CLI kit (transports/cli), which owns the process,
+// its restarts, the host's requests waiting for their replies (JSON-RPC
+// responses, correlated by id), the one emitter, Answer, the interrupt's
+// escalation, Close and the warm-pool glue. Codex supplies what is its
+// own: the wire (rpc.go: parseMessage, the pure decoder decodeWire and the
+// encoders), the session core (core.go: server messages and answers in,
+// events, stdin writes and follow-up requests out, no I/O; its interrupt
+// request names the thread and the turn), the handshake, thread and
+// per-turn settings (session.go), the capability descriptor with the
+// posture map (descriptor.go), the Transport with its CODEX_HOME
+// (transport.go) and the warm pool's homes and adoption (pool.go).
 //
 // # CODEX_HOME and credentials
 //
@@ -69,9 +74,11 @@
 //     approvals never. SetPosture applies to the next turn/start
 //     (approvalPolicy, sandboxPolicy); auto-acceptance changes at once.
 //   - SetModel sets model and effort of the next turn/start (max = xhigh).
-//     Steer is turn/steer. Interrupt is turn/interrupt; a turn still open
-//     after WithInterruptGrace has its process group killed and ends
-//     interrupted, and the next turn starts a new app-server on the thread.
+//     Steer is turn/steer. Interrupt is turn/interrupt (before Codex named
+//     the turn there is nothing to ask, and the signals start at once); a
+//     turn still open after WithInterruptDeadlines' grace has its process
+//     group signalled (SIGINT, SIGTERM, SIGKILL) and ends interrupted, and
+//     the next turn starts a new app-server on the thread.
 //   - A notification the core does not know is an EvWarning carrying its
 //     params (Input), never dropped; a line that does not parse, or one over
 //     WithLineCap, is an EvError; neither stops the stream.
@@ -118,14 +125,16 @@
 //
 // # Concurrency
 //
-// A session's state is one core under one mutex. Per process a stdout
-// reader, a stdin writer and a waiter run; per session one emitter is the
-// only caller of the Sink, in the order the core produced the events. The
-// methods never wait on the Sink; requests (turn/start, turn/steer,
-// turn/interrupt) wait for their response, bounded by WithRequestTimeout
-// and the caller's context. From the moment Close is called no new event
-// is queued; Close closes stdin, signals the group (SIGTERM, then SIGKILL)
-// when the process lingers, and returns once the emitter drained. A
+// A session's state is one core under the kit shell's mutex. Per process
+// a stdout reader, a stderr reader, a stdin writer and a waiter run; per
+// session one emitter is the only caller of the Sink, in the order the
+// core produced the events. The methods never wait on the Sink; requests
+// (turn/start, turn/steer, turn/interrupt) wait for their response,
+// bounded by WithControlTimeout and the caller's context, and the steer
+// that carries a deny's reason runs on a goroutine of its own before the
+// decline is written. From the moment Close is called no sink call
+// starts; Close closes stdin, signals the group (SIGTERM, then SIGKILL)
+// when the process lingers, and returns once every goroutine is done. A
 // pooled process is a session without a sink until a start adopts it (its
 // events wait, as a cold start's do until EvStarted); boots and refills
 // run on the warm pool's goroutines (transports/warmpool), one goroutine
@@ -138,7 +147,9 @@
 // every line parses; the replay through the core matches its golden
 // .events transcript, regenerated with -rewrite; FuzzReadLine, seeded from
 // the capture, runs parser and core on any line). The gate, acceptEdits
-// and answer errors have table tests. Live tests run the real CLI against
+// and answer errors have table tests; so have the kit's side of codex: the
+// wire decoder (replies by id, refusals), the interrupt request the core
+// builds, and a deny's reason steered before the decline. Live tests run the real CLI against
 // modelmock: text with a reasoning summary and usage, a command allowed and
 // denied (the reason reaching the model), cancel, each posture row against
 // what the app-server reports and the sandbox the model request names,
@@ -154,5 +165,5 @@
 // except under CI=true, where they fail. BenchmarkLineOverhead measures the
 // cost per app-server line against a generic JSON decode;
 // BenchmarkFirstTurn a start to its first turn's end with and without the
-// warm pool; WithTrace shows the wire.
+// warm pool.
 package codex

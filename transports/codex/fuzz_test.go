@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
 )
 
 // FuzzReadLine holds the reader's promise on any line the app-server could
@@ -19,7 +20,7 @@ func FuzzReadLine(f *testing.F) {
 	for _, s := range decodeSeeds {
 		f.Add([]byte(s))
 	}
-	ws := New().workspace(f.TempDir()) // once: a directory per input made the workers too slow to answer
+	ws := workspaceOf(f, f.TempDir()) // once: a directory per input made the workers too slow to answer
 	f.Fuzz(func(t *testing.T, line []byte) {
 		m, err := parseMessage(line)
 		if err != nil {
@@ -43,16 +44,16 @@ func FuzzReadLine(f *testing.F) {
 		}
 		c := newCore(coreConfig{outputCap: 64, posture: messages.PostureDefault, ws: ws})
 		c.beginTurn(1)
-		for _, fx := range []effects{c.handle(m), c.handle(m)} {
-			for _, e := range fx.events {
-				if !e.ev.Type.Valid() {
-					t.Fatalf("event of invalid type %q", e.ev.Type)
+		for _, fx := range []cli.Effects{c.handle(m), c.handle(m)} {
+			for _, e := range fx.Events {
+				if !e.Ev.Type.Valid() {
+					t.Fatalf("event of invalid type %q", e.Ev.Type)
 				}
-				if e.ev.Type == messages.EvToolResult && len(e.ev.Output) > 64+100 {
-					t.Fatalf("tool result over the cap: %d bytes", len(e.ev.Output))
+				if e.Ev.Type == messages.EvToolResult && len(e.Ev.Output) > 64+100 {
+					t.Fatalf("tool result over the cap: %d bytes", len(e.Ev.Output))
 				}
 			}
-			for _, w := range fx.writes {
+			for _, w := range fx.Writes {
 				if !json.Valid(w) {
 					t.Fatalf("wrote invalid JSON %q", w)
 				}

@@ -45,6 +45,12 @@ func mockEnv(m *modelmock.Server) []string {
 	return []string{EnvBaseURL + "=" + m.URL() + "/v1", EnvAPIKey + "=sk-mock"}
 }
 
+// turnEvent is one recorded event and its turn.
+type turnEvent struct {
+	turn int
+	ev   messages.Event
+}
+
 // recorder collects a session's events for a test.
 type recorder struct {
 	mu   sync.Mutex

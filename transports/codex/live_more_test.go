@@ -167,13 +167,13 @@ func TestLiveKilledBetweenTurnsResumesThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.turnEnd(t, 1)
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err != nil {
+	s.Lock()
+	p := s.Proc
+	s.Unlock()
+	if err := syscall.Kill(-p.Pgid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
+	<-p.Exited()
 	rec.wait(t, 0, "warning about the exit", func(ev messages.Event) bool {
 		return ev.Type == messages.EvWarning && strings.Contains(ev.Text, "exited between turns")
 	})
@@ -203,10 +203,10 @@ func TestLiveKilledMidTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.wait(t, 1, "text", func(ev messages.Event) bool { return ev.Type == messages.EvText })
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	s.Lock()
+	p := s.Proc
+	s.Unlock()
+	_ = syscall.Kill(-p.Pgid, syscall.SIGKILL)
 	end := rec.turnEnd(t, 1)
 	if end.Type != messages.EvError || !end.Fatal {
 		t.Fatalf("turn 1 closed with %+v: want a fatal EvError", end)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/cli"
+	"github.com/codesession/codesession/transports/gate"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 	"github.com/codesession/codesession/transports/warmpool"
@@ -70,11 +72,6 @@ type warmProc struct {
 	home string // its own CODEX_HOME ("" when it is the user's)
 }
 
-// WithWarmPool keeps n initialized app-servers per key ready for the next
-// start (0, the default of New, disables the pool). The runtime sets it
-// from its config (warmPool).
-func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
-
 func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
 	return warmpool.NewSlot((*warmProc).alive, (*warmProc).discard, func(k warmKey) *prockit.Kit { return k.kit })
 }
@@ -82,16 +79,9 @@ func newWarmSlot() *warmpool.Slot[warmKey, *warmProc] {
 // WarmIdle is how many pooled processes are ready for a start like spec
 // (for tests and the benchmark).
 func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
-	pool := t.Current()
-	if pool == nil {
-		return 0
-	}
 	bin, err := t.Binary(spec.Env)
-	if err != nil {
-		return 0
-	}
 	key, _, _ := t.warmKey(spec, bin)
-	return pool.Idle(key)
+	return cli.Idle(t.Slot, key, err)
 }
 
 // warmKey is spec's key and the CODEX_HOME its session gets ("" for the
@@ -99,9 +89,9 @@ func (t *Transport) WarmIdle(spec transports.SessionSpec) int {
 // there already, or it resumes a thread).
 func (t *Transport) warmKey(spec transports.SessionSpec, bin string) (key warmKey, target string, ok bool) {
 	home, own := t.codexHome(spec)
-	env := buildEnv(os.Environ(), spec, t.env, "")
+	env := t.environ(spec, "")
 	if own {
-		env = buildEnv(os.Environ(), spec, t.env, home)
+		env = t.environ(spec, home)
 	}
 	key = warmKey{kit: spec.Procs.Kit(), bin: bin, cwd: spec.Cwd, env: warmpool.EnvKey(env), homes: home, own: own}
 	if own {
@@ -112,86 +102,58 @@ func (t *Transport) warmKey(spec transports.SessionSpec, bin string) (key warmKe
 	return key, home, spec.ResumeExternalID == "" && errors.Is(err, fs.ErrNotExist)
 }
 
-// adoptWarm hands the start a pooled process when one fits. refill boots
-// the key's replacement (the caller runs it once the session's first turn
-// is over, so the boot competes with neither the start nor that turn); it
-// is nil when the start could never adopt. ok is false when the start
-// must boot its own.
-func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (s *Session, refill func(), ok bool) {
-	pool := t.Current()                                             // a pool replaced by SetWarmPool meanwhile is closed: it refuses the refill
-	if pool == nil || pool.Size() == 0 || !spec.Provision.Empty() { // a provisioned session boots its own
-		return nil, nil, false
-	}
-	key, target, can := t.warmKey(spec, bin)
+// adoptWarm hands the start a pooled process when one fits (cli.Adopt);
+// ok is false when the start must boot its own. The refill waits for the
+// session's first turn (Shell.RefillAfterFirstTurn): on two cores a boot
+// beside that turn slows it down, which is what the pool is there to
+// avoid. A start whose CODEX_HOME is there already never adopts nor
+// refills.
+func (t *Transport) adoptWarm(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, pr cli.Prepared) (*Session, func(), bool) {
+	key, target, can := t.warmKey(spec, pr.Bin)
 	if !can {
-		return nil, nil, false
+		return nil, func() {}, false
 	}
-	refill = func() {
-		tmpl := spec
-		tmpl.SessionID, tmpl.Procs = "", nil
-		pool.Refill(key, func(ctx context.Context) (*warmProc, error) { return t.bootWarm(ctx, key, tmpl, bin) })
+	w, refill, ok := cli.Adopt(t.Slot, key, spec,
+		func(ctx context.Context, kit *prockit.Kit, tmpl transports.SessionSpec) (*warmProc, error) {
+			return t.bootWarm(ctx, key, kit, tmpl, pr.Bin)
+		},
+		func(w *warmProc) error { return w.adopt(ctx, spec, sink, target, pr.Workspace) }, (*warmProc).discard)
+	if !ok {
+		return nil, refill, false
 	}
-	for {
-		w, found := pool.Take(key)
-		if !found {
-			return nil, refill, false
-		}
-		s, err := w.adopt(ctx, spec, sink, target)
-		if err == nil {
-			return s, refill, true
-		}
-		w.discard() // a process that could not take the session: try the next, else boot
-		if ctx.Err() != nil {
-			return nil, refill, false
-		}
-	}
-}
-
-// RefillDelay bounds how long the pool waits for a session's first turn to
-// end before it boots the session's replacement anyway.
-const RefillDelay = warmpool.RefillDelay
-
-// refillAfterFirstTurn refills the pool once s's first turn has ended (or
-// s closed, or RefillDelay passed): on two cores a boot beside the first
-// turn slows that turn down, which is what the pool is there to avoid.
-func refillAfterFirstTurn(s *Session, refill func()) {
-	warmpool.RefillAfter(s.firstEnd, s.stopEm, refill)
+	return w.s, refill, true
 }
 
 // bootWarm starts and initializes an app-server for the pool, under a
-// group of its own in the key's kit and with a CODEX_HOME of its own
-// (unless the user named one).
-func (t *Transport) bootWarm(ctx context.Context, key warmKey, spec transports.SessionSpec, bin string) (*warmProc, error) {
-	name := "warm-" + transports.RandomHex(6)
-	var g *prockit.Group
-	if key.kit != nil {
-		g = key.kit.Group(name)
-	}
+// group of its own in kit and with a CODEX_HOME of its own (unless the
+// user named one). Its session emits nothing until a start adopts it.
+func (t *Transport) bootWarm(ctx context.Context, key warmKey, kit *prockit.Kit, spec transports.SessionSpec, bin string) (*warmProc, error) {
+	g := cli.WarmGroup(kit)
 	spec.Procs = g
 	w := &warmProc{}
 	codexHome := key.homes
 	if _, done := t.swept.LoadOrStore(key.homes, true); !done && !key.own {
-		sweepWarmHomes(key.homes, 2*t.startTimeout, time.Now())
+		sweepWarmHomes(key.homes, 2*t.Cfg.StartTimeout, time.Now())
 	}
 	if !key.own {
-		w.home = filepath.Join(key.homes, "."+name)
+		w.home = filepath.Join(key.homes, ".warm-"+transports.RandomHex(6))
 		codexHome = w.home
-		if err := writeConfig(w.home, spec, t.env); err != nil {
+		if err := writeConfig(w.home, spec, t.Cfg.Env); err != nil {
 			g.Close()
 			_ = os.RemoveAll(w.home)
 			return nil, err
 		}
 	}
-	w.s = newSession(t, spec, func(int, messages.Event) {}, bin, buildEnv(os.Environ(), spec, t.env, codexHome))
-	w.s.freshHome, w.s.ownGroup, w.s.pooled = w.home, g, true
-	ctx, cancel := context.WithTimeout(ctx, t.startTimeout)
+	w.s = newSession(t, spec, func(int, messages.Event) {}, bin, codexHome, nil)
+	w.s.freshHome, w.s.OwnGroup = w.home, g
+	ctx, cancel := context.WithTimeout(ctx, t.Cfg.StartTimeout)
 	defer cancel()
 	p, err := w.s.boot(ctx)
 	if err == nil && w.home != "" {
-		err = os.WriteFile(filepath.Join(w.home, ownerFile), []byte(strconv.Itoa(p.pgid)+"\n"), 0o600)
+		err = os.WriteFile(filepath.Join(w.home, ownerFile), []byte(strconv.Itoa(p.Pgid)+"\n"), 0o600)
 	}
 	if err != nil {
-		_ = w.s.Close(context.Background())
+		w.s.Discard()
 		return nil, err
 	}
 	return w, nil
@@ -277,68 +239,55 @@ func writeConfig(home string, spec transports.SessionSpec, env []string) error {
 }
 
 // alive: the process has not exited and nobody closed it.
-func (w *warmProc) alive() bool {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	return w.s.pooled && !w.s.closed && w.s.proc != nil && !w.s.proc.isGone()
-}
+func (w *warmProc) alive() bool { return w.s.Alive() }
 
 // discard kills the process and its group and removes its CODEX_HOME.
-func (w *warmProc) discard() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = w.s.Close(ctx)
-}
+func (w *warmProc) discard() { w.s.Discard() }
 
 // adopt makes the pooled process the session of spec: its CODEX_HOME
 // becomes target (renamed, with the old path left as a link for the
 // running process) with spec's config.toml, the core is spec's, and
 // thread/start opens spec's thread; then EvStarted goes to sink. On error
 // the process is left for the caller to discard.
-func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, target string) (*Session, error) {
+func (w *warmProc) adopt(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, target string, ws *gate.Workspace) error {
 	s := w.s
-	s.mu.Lock()
-	p := s.proc
-	if !s.pooled || s.closed || p == nil || p.isGone() {
-		s.mu.Unlock()
-		return nil, errors.New("the warm codex app-server ended")
+	s.Lock()
+	p := s.Proc
+	if s.Closed() || p == nil || p.Status != "" || s.Core.Dead {
+		s.Unlock()
+		return errors.New("the warm codex app-server ended")
 	}
-	s.pooled = false
 	if w.home != "" {
 		if err := os.Rename(w.home, target); err != nil {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("cannot move the warm CODEX_HOME: %w", err)
+			s.Unlock()
+			return fmt.Errorf("cannot move the warm CODEX_HOME: %w", err)
 		}
 		s.freshHome = target // until the thread exists: a failed adoption leaves nothing
 		if err := os.Symlink(target, w.home); err != nil {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("cannot link the warm CODEX_HOME: %w", err)
+			s.Unlock()
+			return fmt.Errorf("cannot link the warm CODEX_HOME: %w", err)
 		}
 		s.oldHome = w.home
-		s.env = buildEnv(os.Environ(), spec, s.t.env, target) // for the processes after this one
+		s.HostEnv = []string{"CODEX_HOME=" + target} // for the processes after this one
 	}
 	// the session's record says what the adopted process may write (its
 	// rules were built in the pool's group). No path needs renaming: the
 	// rules name the folder the CODEX_HOMEs are made in (confineHome),
 	// which holds the pooled one and target alike, never the pooled one
-	spec.Procs.NoteWritable(s.spec.Procs.Writable())
-	s.spec = spec
+	spec.Procs.NoteWritable(s.Spec.Procs.Writable())
 	s.posture, s.model, s.effort, s.sendPost = spec.Posture, "", effortMap[spec.Effort], false
-	s.core = newCore(coreConfig{outputCap: s.t.outputCap, posture: spec.Posture, ws: s.t.workspace(spec.Cwd)})
-	s.mu.Unlock()
+	s.Adopted(spec, sink, newSessionCore(s.t, spec, ws))
+	s.Unlock()
 	if w.home != "" {
-		if err := writeConfig(target, spec, s.t.env); err != nil {
-			return nil, err
+		if err := writeConfig(target, spec, s.t.Cfg.Env); err != nil {
+			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.t.startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.t.Cfg.StartTimeout)
 	defer cancel()
 	if err := s.openThread(ctx, p); err != nil {
-		return nil, err
+		return err
 	}
-	s.emitMu.Lock()
-	s.sink = sink
-	s.emitMu.Unlock()
-	s.begin()
-	return s, nil
+	s.Begin()
+	return nil
 }

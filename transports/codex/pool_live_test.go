@@ -36,12 +36,12 @@ func entries(t testing.TB, dir string) []string {
 }
 
 func pgidOf(s *Session) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
+	s.Lock()
+	defer s.Unlock()
+	if s.Proc == nil {
 		return 0
 	}
-	return s.proc.pgid
+	return s.Proc.Pgid
 }
 
 // poolRig is a transport with a warm pool, a process kit and a home root

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
+	"github.com/codesession/codesession/transports/gate"
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
@@ -72,16 +74,16 @@ func replay(t testing.TB, lines []transporttest.CaptureLine) string {
 	var b strings.Builder
 	turn := 0
 	startIDs := map[string]bool{}
-	out := func(fx effects) {
-		for _, e := range fx.events {
-			j, _ := json.Marshal(e.ev)
-			b.WriteString("turn " + itoa(e.turn) + " " + string(j) + "\n")
+	out := func(fx cli.Effects) {
+		for _, e := range fx.Events {
+			j, _ := json.Marshal(e.Ev)
+			b.WriteString("turn " + itoa(e.Turn) + " " + string(j) + "\n")
 		}
-		for _, w := range fx.writes {
+		for _, w := range fx.Writes {
 			b.WriteString("write " + string(bytes.TrimSpace(w)) + "\n")
 		}
-		if fx.steer != "" {
-			b.WriteString("steer " + fx.steer + "\n")
+		for _, f := range fx.Followups {
+			b.WriteString(f.What + " " + string(bytes.TrimSpace(f.Encode("0"))) + "\n")
 		}
 	}
 	for _, l := range lines {
@@ -101,7 +103,7 @@ func replay(t testing.TB, lines []transporttest.CaptureLine) string {
 				c.beginTurn(turn)
 				startIDs[idKey(m.ID)] = true
 			case m.Method == "turn/interrupt":
-				c.interrupting = true
+				c.Interrupting = true
 			case m.Method == "" && m.Result.Decision != "":
 				// the host's answer: replay it through answer()
 				d := map[string]messages.Decision{"accept": messages.DecisionAllowOnce, "decline": messages.DecisionDeny}[m.Result.Decision]
@@ -181,16 +183,16 @@ func TestUnknownNotificationKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx := c.handle(m)
-	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvWarning || !strings.Contains(string(fx.events[0].ev.Input), `"x":1`) ||
-		fx.events[0].turn != 1 {
-		t.Fatalf("events %+v: want one warning of turn 1 carrying the params", fx.events)
+	if len(fx.Events) != 1 || fx.Events[0].Ev.Type != messages.EvWarning || !strings.Contains(string(fx.Events[0].Ev.Input), `"x":1`) ||
+		fx.Events[0].Turn != 1 {
+		t.Fatalf("events %+v: want one warning of turn 1 carrying the params", fx.Events)
 	}
 }
 
 // TestGateDeclinesEscapingPatch: a file change outside the workspace is
 // declined before anyone is asked, whatever the posture.
 func TestGateDeclinesEscapingPatch(t *testing.T) {
-	ws := New().workspace(t.TempDir())
+	ws := workspaceOf(t, t.TempDir())
 	if ws == nil {
 		t.Fatal("no workspace gate")
 	}
@@ -201,12 +203,12 @@ func TestGateDeclinesEscapingPatch(t *testing.T) {
 		c.handle(started)
 		req, _ := parseMessage([]byte(`{"id":7,"method":"item/fileChange/requestApproval","params":{"turnId":"t","itemId":"i1"}}`))
 		fx := c.handle(req)
-		if len(fx.writes) != 1 || !strings.Contains(string(fx.writes[0]), `"decline"`) {
-			t.Errorf("%s: writes %q: want a decline", p, fx.writes)
+		if len(fx.Writes) != 1 || !strings.Contains(string(fx.Writes[0]), `"decline"`) {
+			t.Errorf("%s: writes %q: want a decline", p, fx.Writes)
 		}
-		for _, e := range fx.events {
-			if e.ev.Type == messages.EvClarification {
-				t.Errorf("%s: the escaping patch was put to a human: %+v", p, e.ev)
+		for _, e := range fx.Events {
+			if e.Ev.Type == messages.EvClarification {
+				t.Errorf("%s: the escaping patch was put to a human: %+v", p, e.Ev)
 			}
 		}
 	}
@@ -217,7 +219,7 @@ func TestGateDeclinesEscapingPatch(t *testing.T) {
 // asked.
 func TestAcceptEditsAcceptsInsidePatch(t *testing.T) {
 	dir := t.TempDir()
-	ws := New().workspace(dir)
+	ws := workspaceOf(t, dir)
 	for _, c := range []struct {
 		p   messages.Posture
 		ask bool
@@ -229,14 +231,14 @@ func TestAcceptEditsAcceptsInsidePatch(t *testing.T) {
 		req, _ := parseMessage([]byte(`{"id":7,"method":"item/fileChange/requestApproval","params":{"turnId":"t","itemId":"i1"}}`))
 		fx := core.handle(req)
 		asked := false
-		for _, e := range fx.events {
-			asked = asked || e.ev.Type == messages.EvClarification
+		for _, e := range fx.Events {
+			asked = asked || e.Ev.Type == messages.EvClarification
 		}
 		if asked != c.ask {
-			t.Errorf("%s: asked=%v, want %v (writes %q)", c.p, asked, c.ask, fx.writes)
+			t.Errorf("%s: asked=%v, want %v (writes %q)", c.p, asked, c.ask, fx.Writes)
 		}
-		if !c.ask && (len(fx.writes) != 1 || !strings.Contains(string(fx.writes[0]), `"accept"`)) {
-			t.Errorf("%s: writes %q: want an accept", c.p, fx.writes)
+		if !c.ask && (len(fx.Writes) != 1 || !strings.Contains(string(fx.Writes[0]), `"accept"`)) {
+			t.Errorf("%s: writes %q: want an accept", c.p, fx.Writes)
 		}
 	}
 }
@@ -261,8 +263,8 @@ func TestAnswerErrors(t *testing.T) {
 		t.Errorf("bad decision: %v", err)
 	}
 	fx, err := c.answer("codex-1", messages.DecisionAllowSession, "")
-	if err != nil || len(fx.writes) != 1 || string(bytes.TrimSpace(fx.writes[0])) != `{"id":3,"result":{"decision":"acceptForSession"}}` {
-		t.Errorf("allow_session: %q %v", fx.writes, err)
+	if err != nil || len(fx.Writes) != 1 || string(bytes.TrimSpace(fx.Writes[0])) != `{"id":3,"result":{"decision":"acceptForSession"}}` {
+		t.Errorf("allow_session: %q %v", fx.Writes, err)
 	}
 	if _, err := c.answer("codex-1", messages.DecisionAllowOnce, ""); code(err) != messages.CodeConflict {
 		t.Errorf("second answer: %v", err)
@@ -275,11 +277,11 @@ func TestUnknownServerRequestRefused(t *testing.T) {
 	c := newCore(coreConfig{outputCap: 100})
 	req, _ := parseMessage([]byte(`{"id":"r1","method":"mcpServer/elicitation/request","params":{}}`))
 	fx := c.handle(req)
-	if len(fx.writes) != 1 || !strings.Contains(string(fx.writes[0]), `"id":"r1"`) || !strings.Contains(string(fx.writes[0]), `"error":{"code":-32601`) {
-		t.Errorf("writes %q: want an error response with the request's id", fx.writes)
+	if len(fx.Writes) != 1 || !strings.Contains(string(fx.Writes[0]), `"id":"r1"`) || !strings.Contains(string(fx.Writes[0]), `"error":{"code":-32601`) {
+		t.Errorf("writes %q: want an error response with the request's id", fx.Writes)
 	}
-	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvWarning {
-		t.Errorf("events %+v: want a warning", fx.events)
+	if len(fx.Events) != 1 || fx.Events[0].Ev.Type != messages.EvWarning {
+		t.Errorf("events %+v: want a warning", fx.Events)
 	}
 }
 
@@ -290,7 +292,7 @@ func TestUnknownServerRequestRefused(t *testing.T) {
 func TestResumedThreadRestatesOldTurn(t *testing.T) {
 	c := newCore(coreConfig{outputCap: 100})
 	c.beginTurn(2)
-	step := func(line string) effects {
+	step := func(line string) cli.Effects {
 		m, err := parseMessage([]byte(line))
 		if err != nil {
 			t.Fatal(err)
@@ -300,15 +302,15 @@ func TestResumedThreadRestatesOldTurn(t *testing.T) {
 	step(`{"method":"thread/tokenUsage/updated","params":{"turnId":"old","tokenUsage":{"total":{"inputTokens":200,"outputTokens":40},"last":{"inputTokens":100,"outputTokens":20}}}}`)
 	step(`{"method":"turn/started","params":{"turn":{"id":"new","status":"inProgress"}}}`)
 	fx := step(`{"method":"item/agentMessage/delta","params":{"turnId":"new","itemId":"m","delta":"hi"}}`)
-	if len(fx.events) != 1 || fx.events[0].turn != 2 {
-		t.Fatalf("the new turn's text went to %+v", fx.events)
+	if len(fx.Events) != 1 || fx.Events[0].Turn != 2 {
+		t.Fatalf("the new turn's text went to %+v", fx.Events)
 	}
 	step(`{"method":"thread/tokenUsage/updated","params":{"turnId":"new","tokenUsage":{"total":{"inputTokens":300,"outputTokens":60},"last":{"inputTokens":100,"outputTokens":20}}}}`)
 	fx = step(`{"method":"turn/completed","params":{"turn":{"id":"new","status":"completed"}}}`)
-	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvTurnEnd || fx.events[0].turn != 2 {
-		t.Fatalf("turn/completed gave %+v", fx.events)
+	if len(fx.Events) != 1 || fx.Events[0].Ev.Type != messages.EvTurnEnd || fx.Events[0].Turn != 2 {
+		t.Fatalf("turn/completed gave %+v", fx.Events)
 	}
-	if u := fx.events[0].ev.Usage; u == nil || u.InputTokens != 100 || u.OutputTokens != 20 {
+	if u := fx.Events[0].Ev.Usage; u == nil || u.InputTokens != 100 || u.OutputTokens != 20 {
 		t.Errorf("turn 2 usage %+v: want only its own request (100 in, 20 out)", u)
 	}
 }
@@ -320,17 +322,26 @@ func TestExitMidTurn(t *testing.T) {
 	c := newCore(coreConfig{outputCap: 100})
 	c.beginTurn(1)
 	fx := c.exited(true, "killed")
-	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvTurnEnd || fx.events[0].ev.State != messages.TurnInterrupted || c.dead {
-		t.Errorf("killed for an interrupt: %+v dead=%v", fx.events, c.dead)
+	if len(fx.Events) != 1 || fx.Events[0].Ev.Type != messages.EvTurnEnd || fx.Events[0].Ev.State != messages.TurnInterrupted || c.Fatal {
+		t.Errorf("killed for an interrupt: %+v dead=%v", fx.Events, c.Fatal)
 	}
 	c.beginTurn(2)
 	fx = c.exited(false, "signal: killed")
-	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvError || !fx.events[0].ev.Fatal || fx.events[0].turn != 2 || !c.dead {
-		t.Errorf("died by itself: %+v dead=%v", fx.events, c.dead)
+	if len(fx.Events) != 1 || fx.Events[0].Ev.Type != messages.EvError || !fx.Events[0].Ev.Fatal || fx.Events[0].Turn != 2 || !c.Fatal {
+		t.Errorf("died by itself: %+v dead=%v", fx.Events, c.Fatal)
 	}
 	c = newCore(coreConfig{outputCap: 100})
 	fx = c.exited(false, "exit status 1")
-	if len(fx.events) != 1 || fx.events[0].ev.Type != messages.EvWarning || c.dead {
-		t.Errorf("exit between turns: %+v dead=%v", fx.events, c.dead)
+	if len(fx.Events) != 1 || fx.Events[0].Ev.Type != messages.EvWarning || c.Fatal {
+		t.Errorf("exit between turns: %+v dead=%v", fx.Events, c.Fatal)
 	}
+}
+
+// workspaceOf is the workspace gate of dir.
+func workspaceOf(t testing.TB, dir string) *gate.Workspace {
+	w, err := gate.NewWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &w
 }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/cli"
 )
 
 // The app-server wire: JSON-RPC 2.0 without the
@@ -38,10 +41,6 @@ type rpcError struct {
 	Code    int             `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string {
-	return fmt.Sprintf("codex app-server error %d: %s", e.Code, e.Message)
 }
 
 // message is one parsed line. ID is kept raw so a server request's id is
@@ -123,9 +122,29 @@ func validID(id json.RawMessage) bool {
 // different ids.
 func idKey(id json.RawMessage) string { return string(bytes.TrimSpace(id)) }
 
-// encodeRequest is a client request line.
-func encodeRequest(id int64, method string, params any) []byte {
-	return line(map[string]any{"id": id, "method": method, "params": params})
+// encodeRequest is a client request line; id is the decimal number the
+// session minted (Session.NewID), sent as a JSON number.
+func encodeRequest(id, method string, params any) []byte {
+	return line(map[string]any{"id": json.RawMessage(id), "method": method, "params": params})
+}
+
+// decodeWire is codex's Backend.Decode, pure: a response is the Reply of
+// the host's request waiting for its id (a JSON-RPC error is a refusal),
+// a notification or a server request goes to the core, and a line that is
+// not JSON-RPC is the reason it cannot be read.
+func decodeWire(line []byte) []cli.Event[*message] {
+	m, err := parseMessage(line)
+	switch {
+	case err != nil:
+		return []cli.Event[*message]{{Err: err}}
+	case m.Kind == kindResponse:
+		r := cli.Reply{ID: idKey(m.ID), Result: m.Result}
+		if m.Error != nil {
+			r.Refused, r.Message, r.Code = true, fmt.Sprintf("%s (JSON-RPC error %d)", m.Error.Message, m.Error.Code), messages.CodeInternal
+		}
+		return []cli.Event[*message]{{Reply: &r}}
+	}
+	return []cli.Event[*message]{{Msg: &m}}
 }
 
 // encodeNotification is a client notification line.

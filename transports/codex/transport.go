@@ -15,7 +15,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
-	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/cli"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/subprocess"
 	"github.com/codesession/codesession/transports/warmpool"
@@ -36,92 +36,82 @@ const (
 
 // Defaults of the options.
 const (
-	DefaultOutputCap      = 64 << 10
-	DefaultLineCap        = 16 << 20
-	DefaultRequestTimeout = time.Minute
+	DefaultOutputCap      = cli.DefaultOutputCap
+	DefaultLineCap        = cli.DefaultLineCap
+	DefaultControlTimeout = time.Minute
 	DefaultStartTimeout   = 2 * time.Minute
-	DefaultInterruptGrace = 10 * time.Second
 	DefaultProbeTimeout   = 10 * time.Second
 )
 
-// Transport is the codex backend. It is safe for concurrent use; each Open
-// starts an independent app-server.
+// DefaultInterruptDeadlines: after turn/interrupt the turn gets Grace to
+// end; then the process group gets SIGINT, SIGTERM after AfterINT, and
+// SIGKILL after AfterTERM (the next turn starts a new app-server on the
+// thread).
+var DefaultInterruptDeadlines = cli.InterruptDeadlines{Grace: 10 * time.Second, AfterINT: time.Second, AfterTERM: time.Second}
+
+// Transport is the codex backend on the CLI kit (transports/cli). It is
+// safe for concurrent use; each Open starts an independent app-server.
 type Transport struct {
-	binary                             string
-	homeRoot                           string
-	outputCap                          int
-	lineCap                            int
-	requestTimeout                     time.Duration
-	startTimeout                       time.Duration
-	interruptGrace                     time.Duration
-	env                                []string
-	trace                              func(dir string, line []byte)
+	cli.Base
 	*warmpool.Slot[warmKey, *warmProc]          // the warm pool (pool.go)
+	homeRoot                           string   // WithHomeRoot
 	swept                              sync.Map // the folders of pooled CODEX_HOMEs swept once (sweepWarmHomes)
 }
 
 var _ transports.Transport = (*Transport)(nil)
 
-// Option configures a Transport.
+// Option configures a Transport: the kit's options codex takes, and
+// WithHomeRoot.
 type Option func(*Transport)
 
-// WithBinary runs this codex executable.
-func WithBinary(path string) Option { return func(t *Transport) { t.binary = path } }
+// kitOption is the kit's option o as codex's.
+func kitOption[A any](o func(A) cli.Option) func(A) Option {
+	return func(a A) Option { return func(t *Transport) { o(a)(&t.Cfg) } }
+}
+
+// The kit's options (transports/cli): WithControlTimeout bounds each
+// request after the handshake (turn/start, turn/steer, turn/interrupt),
+// WithStartTimeout the handshake (initialize, thread/start or
+// thread/resume).
+var (
+	WithBinary             = kitOption(cli.WithBinary)
+	WithOutputCap          = kitOption(cli.WithOutputCap)
+	WithLineCap            = kitOption(cli.WithLineCap)
+	WithControlTimeout     = kitOption(cli.WithControlTimeout)
+	WithStartTimeout       = kitOption(cli.WithStartTimeout)
+	WithInterruptDeadlines = kitOption(cli.WithInterruptDeadlines)
+)
+
+// WithEnv adds KEY=VALUE entries to every session's environment, below
+// SessionSpec.Env.
+func WithEnv(kv ...string) Option { return func(t *Transport) { cli.WithEnv(kv...)(&t.Cfg) } }
+
+// WithWarmPool keeps n initialized app-servers per key ready for the next
+// start (0, the default of New, disables the pool). The runtime sets it
+// from its config (warmPool).
+func WithWarmPool(n int) Option { return func(t *Transport) { t.SetWarmPool(n) } }
 
 // WithHomeRoot keeps the per-session CODEX_HOME folders of sessions opened
 // without SessionSpec.Home under dir (default: the user cache folder's
 // codesession/codex-homes).
 func WithHomeRoot(dir string) Option { return func(t *Transport) { t.homeRoot = dir } }
 
-// WithOutputCap caps each tool result's output at n bytes.
-func WithOutputCap(n int) Option {
-	return func(t *Transport) { subprocess.Positive(&t.outputCap, n) }
-}
-
-// WithLineCap caps one stdout line at n bytes; a longer one is dropped and
-// reported as an EvError.
-func WithLineCap(n int) Option {
-	return func(t *Transport) { subprocess.Positive(&t.lineCap, n) }
-}
-
-// WithRequestTimeout bounds each JSON-RPC request (turn/start, turn/steer,
-// turn/interrupt).
-func WithRequestTimeout(d time.Duration) Option {
-	return func(t *Transport) { subprocess.Positive(&t.requestTimeout, d) }
-}
-
-// WithInterruptGrace is how long an interrupted turn may take to end
-// before the process group is killed.
-func WithInterruptGrace(d time.Duration) Option {
-	return func(t *Transport) { subprocess.Positive(&t.interruptGrace, d) }
-}
-
-// WithEnv adds KEY=VALUE entries to every session's environment, below
-// SessionSpec.Env.
-func WithEnv(kv ...string) Option { return func(t *Transport) { t.env = append(t.env, kv...) } }
-
-// WithTrace sees every line exchanged with the app-server: dir is ">>"
-// for what the transport wrote, "<<" for what it read. It is called from
-// the reader and writer goroutines and must not block.
-func WithTrace(f func(dir string, line []byte)) Option { return func(t *Transport) { t.trace = f } }
-
 // New returns the codex transport.
 func New(opts ...Option) *Transport {
-	t := &Transport{outputCap: DefaultOutputCap, lineCap: DefaultLineCap, requestTimeout: DefaultRequestTimeout,
-		startTimeout: DefaultStartTimeout, interruptGrace: DefaultInterruptGrace}
-	t.Slot = newWarmSlot()
+	t := &Transport{Slot: newWarmSlot()}
+	t.Base = cli.NewBase(cli.Config{
+		CLI:       subprocess.CLI{Name: "codex", Command: "codex", EnvVar: EnvBinary, Install: "npm install @openai/codex@" + PinnedVersion},
+		OutputCap: DefaultOutputCap, LineCap: DefaultLineCap, ControlTimeout: DefaultControlTimeout,
+		StartTimeout: DefaultStartTimeout, Deadlines: DefaultInterruptDeadlines, Policy: envPolicy,
+		// "codex-cli 0.169.0"; no credentials check: Codex reports those
+		// at the first turn
+		Probe: subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.LastField},
+	}, descriptor, t.Slot, nil)
 	for _, o := range opts {
 		o(t)
 	}
 	return t
 }
-
-// Descriptor returns the capability descriptor.
-func (t *Transport) Descriptor() transports.Descriptor { return descriptor() }
-
-// Binary returns the codex executable the transport would run with the
-// given extra environment, or an error saying why there is none.
-func (t *Transport) Binary(env []string) (string, error) { return cli.Find(t.binary, env) }
 
 // LaunchArgv is the argv a new session's process starts with (the launch
 // manifest records it): the app-server, configured by its session's
@@ -134,123 +124,73 @@ func (t *Transport) LaunchArgv(spec transports.SessionSpec) []string {
 	return []string{bin, "app-server"}
 }
 
-var cli = subprocess.CLI{Name: "codex", Command: "codex", EnvVar: EnvBinary, Install: "npm install @openai/codex@" + PinnedVersion}
-
-// Probe runs `codex --version`, bounded by ctx and DefaultProbeTimeout.
-// It does not check credentials: Codex reports those at the first turn.
-func (t *Transport) Probe(ctx context.Context) messages.Availability {
-	bin, err := t.Binary(nil)
-	// "codex-cli 0.169.0"
-	return subprocess.VersionProbe{Timeout: DefaultProbeTimeout, Parse: subprocess.LastField}.Availability(ctx, bin, err)
-}
-
 // Open writes the session's CODEX_HOME (unless the spec's environment
 // names one), starts `codex app-server` (or adopts a warm pool's
 // initialized one, see pool.go), completes initialize and thread/start
 // (thread/resume with SessionSpec.ResumeExternalID), and
 // emits EvStarted (turn 0) with the thread id as the external session id.
 // Errors are *messages.Error: invalid for a bad spec, unsupported when the
-// CLI is missing, internal (with the end of its stderr) when it fails.
+// CLI is missing, internal or timeout (with the end of its stderr) when it
+// fails.
 func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
-	spec, err := transports.CheckSpec(spec, sink)
+	spec, pr, err := t.Cfg.Prepare(spec, sink)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.CheckEnv(spec); err != nil {
-		return nil, err
-	}
-	spec = t.confineHome(spec)
 	if spec.AllowedTools != nil {
 		return nil, messages.FieldError(messages.OpStart, "allowedTools", "codex cannot honour allowedTools: its sandbox and approval policy are the only boundary")
 	}
-	if spec.Cwd != "" {
-		if fi, err := os.Stat(spec.Cwd); err != nil || !fi.IsDir() {
-			return nil, messages.FieldError(messages.OpStart, "cwd", "%q is not a directory", spec.Cwd)
-		}
+	spec = t.confineHome(spec)
+	if err := cli.MakeHome(spec); err != nil {
+		return nil, err
 	}
-	bin, err := t.Binary(spec.Env)
-	if err != nil {
-		return nil, messages.Wrap(messages.CodeUnsupported, messages.OpStart, err, err.Error())
-	}
-	s, refill, warm := t.adoptWarm(ctx, spec, sink, bin)
+	s, refill, warm := t.adoptWarm(ctx, spec, sink, pr)
 	if !warm {
-		if s, err = t.openCold(ctx, spec, sink, bin); err != nil {
+		if s, err = t.openCold(ctx, spec, sink, pr); err != nil {
 			return nil, err
 		}
 	}
-	if refill != nil {
-		refillAfterFirstTurn(s, refill)
-	}
+	s.RefillAfterFirstTurn(refill)
 	return s, nil
 }
 
 // openCold opens a session on an app-server of its own.
-func (t *Transport) openCold(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, bin string) (*Session, error) {
-	env, fresh, err := t.prepareHome(spec)
+func (t *Transport) openCold(ctx context.Context, spec transports.SessionSpec, sink transports.Sink, pr cli.Prepared) (*Session, error) {
+	home, fresh, err := t.prepareHome(spec)
 	if err != nil {
 		return nil, err
 	}
-	s := newSession(t, spec, sink, bin, env)
+	s := newSession(t, spec, sink, pr.Bin, home, pr.Workspace)
 	s.freshHome = fresh
 	if err := s.start(ctx); err != nil {
-		_ = s.Close(context.Background())
+		s.Discard()
 		return nil, err
 	}
-	s.begin()
+	s.Begin()
 	return s, nil
 }
 
-// begin emits EvStarted (turn 0) with the thread id, then the events the
-// process sent before it: the session is open.
-func (s *Session) begin() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.started = true
-	early := s.early
-	s.early = nil
-	s.apply(effects{events: append([]turnEvent{{0, messages.Event{Type: messages.EvStarted, ExternalSessionID: s.threadID, Model: s.settings.Model}}}, early...)})
-}
-
-// workspace is the gate of a session's working directory, or nil when it
-// cannot be built (then Codex's own sandbox is the only check).
-func (t *Transport) workspace(cwd string) *gate.Workspace {
-	if cwd == "" {
-		return nil
-	}
-	ws, err := gate.NewWorkspace(cwd)
-	if err != nil {
-		return nil
-	}
-	return &ws
-}
-
 // prepareHome decides the session's CODEX_HOME and writes its config.toml,
-// and returns the process environment, and the CODEX_HOME when this call
-// made it under the home root (else ""): the session removes that one
+// and returns it, and the CODEX_HOME again when this call made it under
+// the home root (else ""): the session removes that one
 // when it closes without ever having had a thread (a failed Open leaves
 // nothing behind). A CODEX_HOME with a thread stays: resuming the session
 // (thread/resume) and attaching to it (`codex resume`) read the thread
 // from it.
-func (t *Transport) prepareHome(spec transports.SessionSpec) ([]string, string, error) {
+func (t *Transport) prepareHome(spec transports.SessionSpec) (home, fresh string, err error) {
 	home, own := t.codexHome(spec)
-	fresh := ""
 	if !own && spec.Home == "" {
 		if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
 			fresh = home
 		}
 	}
-	if spec.Home != "" {
-		if err := os.MkdirAll(spec.Home, 0o700); err != nil {
-			return nil, "", messages.Wrap(messages.CodeInvalid, messages.OpStart, err, "cannot create the session's HOME "+spec.Home)
-		}
-	}
 	if !own {
-		if err := writeConfig(home, spec, t.env); err != nil {
+		if err := writeConfig(home, spec, t.Cfg.Env); err != nil {
 			_ = removeFresh(fresh)
-			return nil, "", err
+			return "", "", err
 		}
 	}
-	return buildEnv(os.Environ(), spec, t.env, home), fresh, nil
+	return home, fresh, nil
 }
 
 // DefaultHomeRoot is where sessions' own CODEX_HOME folders go unless
@@ -270,7 +210,7 @@ func DefaultHomeRoot() string {
 // folder named after the session id under the home root (a made-up name
 // for a spec without an id).
 func (t *Transport) codexHome(spec transports.SessionSpec) (home string, own bool) {
-	if home := subprocess.EnvValue(append(append([]string(nil), t.env...), spec.Env...), "CODEX_HOME"); home != "" {
+	if home := subprocess.EnvValue(append(append([]string(nil), t.Cfg.Env...), spec.Env...), "CODEX_HOME"); home != "" {
 		return home, true
 	}
 	if spec.Home != "" {
@@ -373,16 +313,12 @@ func envPolicy(spec transports.SessionSpec) prockit.EnvPolicy {
 	return prockit.EnvPolicy{Backend: ID, Documented: documentedEnv, Pass: spec.PassEnv, Scrub: []string{"CODEX_HOME"}}
 }
 
-// CheckEnv refuses a start when founder credentials are in the daemon's
-// environment and not named for this backend (proc.EnvPolicy.Check).
-func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
-	return transports.CredentialRefusal(envPolicy(spec).Check(os.Environ(), append(append([]string{}, t.env...), spec.Env...)))
-}
-
-// buildEnv is the process environment (proc.EnvPolicy.Environ): the
-// allowlist of base and codex's documented variables; HOME when the spec
-// sets one; CODEX_HOME; then the transport's and the session's extra
-// entries, which win.
-func buildEnv(base []string, spec transports.SessionSpec, extra []string, codexHome string) []string {
-	return envPolicy(spec).Environ(base, spec.Home, []string{"CODEX_HOME=" + codexHome}, extra, spec.Env)
+// environ is the process environment of a session whose CODEX_HOME is
+// codexHome (proc.EnvPolicy.Environ): the allowlist of the daemon's and
+// codex's documented variables; HOME when the spec sets one; CODEX_HOME;
+// then the transport's and the session's extra entries, which win.
+func (t *Transport) environ(spec transports.SessionSpec, codexHome string) []string {
+	c := t.Cfg
+	c.HostDefaults = []string{"CODEX_HOME=" + codexHome}
+	return c.Environ(os.Environ(), spec)
 }
