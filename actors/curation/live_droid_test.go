@@ -14,6 +14,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/droid"
+	"github.com/codesession/codesession/transports/droid/droidtest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
@@ -44,16 +45,10 @@ func TestLiveDroidSeesAndCallsAProvisionedMCPServer(t *testing.T) {
 	}}
 	mock, err := modelmock.Start(t, sc)
 	require.NoError(t, err)
-	user := t.TempDir() // the user's HOME: droid's BYOK settings point at the mock
-	settings, err := json.Marshal(map[string]any{"customModels": []map[string]any{{
-		"model": "mock-model", "displayName": "Loopback Mock (chat)", "baseUrl": mock.URL() + "/v1",
-		"apiKey": "sk-mock", "provider": "generic-chat-completion-api", "maxOutputTokens": 8192}}})
-	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Join(user, ".factory"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(user, ".factory", "settings.json"), settings, 0o600))
+	user := droidtest.Home(t, mock.URL()) // the user's HOME: droid's BYOK settings point at the mock
 
 	tr := droid.New(droid.WithBinary(bin))
-	spec := transports.SessionSpec{SessionID: "cs_live2", Cwd: repo, Home: user, Model: "custom:Loopback-Mock-(chat)-0",
+	spec := transports.SessionSpec{SessionID: "cs_live2", Cwd: repo, Home: user, Model: droidtest.MockModelID,
 		Posture: messages.PostureDefault, Provision: plan}.WithProvision()
 	liveTurn(t, tr, spec, "CALL MAGIC", 3*time.Minute, nil)
 	// droid's first request, before the model's call could name the tool

@@ -10,6 +10,7 @@ package runtimetest
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
+	"github.com/codesession/codesession/transports/proc/proctest"
 )
 
 // Slow is the prompt of the slow rule: a reply streamed one chunk a second.
@@ -40,9 +42,16 @@ type Config struct {
 	Timeout time.Duration
 	// Options are more runtime options (an event listener).
 	Options []actors.Option
+	// Scenario, when set, scripts the mock in place of the reference
+	// rules and the slow rule.
+	Scenario *modelmock.Scenario
+	// Prepare, when set, edits the runtime's config before the runtime
+	// starts: a longer supervision timeout, files under cfg.Home.
+	Prepare func(cfg *config.Config)
 }
 
-// Rig is one runtime of one backend, closed at the test's end.
+// Rig is one runtime of one backend, closed at the test's end (or by
+// Close before it).
 type Rig struct {
 	T     *testing.T
 	RT    *actors.Runtime
@@ -50,15 +59,25 @@ type Rig struct {
 	Work  string
 	Ctx   context.Context
 	Scope string
+	// Home is the runtime's home (config.Home): its process records are
+	// under KitDir.
+	Home   string
+	closed bool
 }
 
 // New starts the mock and the runtime of c.
 func New(t *testing.T, scope string, c Config) *Rig {
-	slow := &modelmock.Scenario{Rules: append(modelmock.Reference().Rules, modelmock.Rule{
-		Match: modelmock.Match{Text: Slow},
-		Steps: []modelmock.Step{{Text: strings.Repeat("slow ", c.SlowChunks), Chunks: c.SlowChunks, ChunkDelay: modelmock.Duration(time.Second)}},
-	})}
-	mock, err := modelmock.Start(t, slow)
+	sc := c.Scenario
+	if sc == nil {
+		sc = modelmock.Reference()
+		if c.SlowChunks > 0 {
+			sc.Rules = append(sc.Rules, modelmock.Rule{
+				Match: modelmock.Match{Text: Slow},
+				Steps: []modelmock.Step{{Text: strings.Repeat("slow ", c.SlowChunks), Chunks: c.SlowChunks, ChunkDelay: modelmock.Duration(time.Second)}},
+			})
+		}
+	}
+	mock, err := modelmock.Start(t, sc)
 	require.NoError(t, err)
 	cfg := config.Default()
 	cfg.Home = t.TempDir()
@@ -68,23 +87,72 @@ func New(t *testing.T, scope string, c Config) *Rig {
 	for k, v := range c.Env(mock) {
 		cfg.Env[k] = v
 	}
+	if c.Prepare != nil {
+		c.Prepare(&cfg)
+	}
 	rt, err := actors.New(cfg, append([]actors.Option{actors.WithBackends(transports.NewRegistry(c.Backend))}, c.Options...)...)
 	require.NoError(t, err)
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	r := &Rig{T: t, RT: rt, Mock: mock, Work: t.TempDir(), Ctx: ctx, Scope: scope, Home: cfg.Home}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		assert.NoError(t, rt.Close(ctx))
+		cancel()
+		if !r.closed {
+			r.Close()
+		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-	t.Cleanup(cancel)
-	return &Rig{T: t, RT: rt, Mock: mock, Work: t.TempDir(), Ctx: ctx, Scope: scope}
+	return r
 }
 
 // Start starts a session in Work with brief on model.
 func (r *Rig) Start(brief, model string) string {
-	st, err := r.RT.Start(r.Ctx, r.Scope, messages.Start{Brief: brief, Cwd: r.Work, Model: model})
+	return r.StartWith(messages.Start{Brief: brief, Model: model})
+}
+
+// StartWith starts the session st says, in Work unless it names a Cwd.
+func (r *Rig) StartWith(st messages.Start) string {
+	if st.Cwd == "" {
+		st.Cwd = r.Work
+	}
+	res, err := r.RT.Start(r.Ctx, r.Scope, st)
 	require.NoError(r.T, err)
-	return st.SessionID
+	return res.SessionID
+}
+
+// Turn starts a session of brief on model and requires its first turn to
+// complete, returning the session and the turn.
+func (r *Rig) Turn(brief, model string) (string, messages.TurnResult) {
+	sid := r.Start(brief, model)
+	return sid, r.Read(sid, messages.KindTurnComplete, false)
+}
+
+// KitDir is where the runtime's process kit records its process groups.
+func (r *Rig) KitDir() string { return filepath.Join(r.Home, "run", "procs") }
+
+// Close closes the runtime now, requiring no error (the deadline only
+// stops a hang); the test's cleanup then closes nothing.
+func (r *Rig) Close() {
+	r.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(r.T, r.RT.Close(ctx))
+}
+
+// CloseLeavesNothing closes the runtime and requires every process
+// group recorded under its kit before the close (want of them: the
+// sessions' and the pool's) gone after it, and no record left.
+func (r *Rig) CloseLeavesNothing(want int) {
+	groups := proctest.ByPgid(r.T, r.KitDir())
+	require.Len(r.T, groups, want, "the recorded process groups before the close: %v", groups)
+	r.Close()
+	for p, rec := range groups {
+		assert.Eventually(r.T, func() bool { return !proctest.GroupAlive(p) }, time.Minute, 20*time.Millisecond,
+			"process group %d (%s) outlived Runtime.Close", p, rec.SessionID)
+	}
+	assert.Empty(r.T, proctest.ByPgid(r.T, r.KitDir()), "no process record is left")
 }
 
 // Read reads sid's turn and requires kind.

@@ -30,65 +30,14 @@ func (c *client) SessionUpdate(ctx context.Context, n acpsdk.SessionNotification
 	if s.loading || !s.running || n.SessionId != s.sid {
 		return nil
 	}
-	u := n.Update
-	switch {
-	case u.AgentMessageChunk != nil:
-		if t := u.AgentMessageChunk.Content.Text; t != nil && t.Text != "" {
-			s.emitLocked(s.turn, messages.Event{Type: messages.EvText, Text: t.Text, Delta: true})
-		}
-	case u.AgentThoughtChunk != nil:
-		if t := u.AgentThoughtChunk.Content.Text; t != nil && t.Text != "" {
-			s.emitLocked(s.turn, messages.Event{Type: messages.EvThinking, Text: t.Text, Delta: true})
-		}
-	case u.ToolCall != nil:
-		tc := u.ToolCall
-		st := s.toolLocked(string(tc.ToolCallId))
-		st.merge(string(tc.Kind), tc.Title, tc.RawInput, tc.Locations, tc.Content)
-		s.progressLocked(string(tc.ToolCallId), st, tc.Status, tc.RawOutput)
-	case u.ToolCallUpdate != nil:
-		tc := u.ToolCallUpdate
-		st := s.toolLocked(string(tc.ToolCallId))
-		kind, title := "", ""
-		if tc.Kind != nil {
-			kind = string(*tc.Kind)
-		}
-		if tc.Title != nil {
-			title = *tc.Title
-		}
-		st.merge(kind, title, tc.RawInput, tc.Locations, tc.Content)
-		var status acpsdk.ToolCallStatus
-		if tc.Status != nil {
-			status = *tc.Status
-		}
-		s.progressLocked(string(tc.ToolCallId), st, status, tc.RawOutput)
-	}
+	s.emitAllLocked(s.turn, s.dec.update(n.Update))
 	return nil
 }
 
-func (s *session) toolLocked(id string) *toolState {
-	st, ok := s.tools[id]
-	if !ok {
-		st = &toolState{}
-		s.tools[id] = st
-	}
-	return st
-}
-
-func (st *toolState) merge(kind, title string, raw any, locs []acpsdk.ToolCallLocation, content []acpsdk.ToolCallContent) {
-	if kind != "" {
-		st.kind = kind
-	}
-	if title != "" {
-		st.title = title
-	}
-	if raw != nil {
-		st.rawInput = raw
-	}
-	if len(locs) > 0 {
-		st.locations = locs
-	}
-	if len(content) > 0 {
-		st.content = content
+// emitAllLocked emits the decoder's events of turn, in order.
+func (s *session) emitAllLocked(turn int, evs []messages.Event) {
+	for _, ev := range evs {
+		s.emitLocked(turn, ev)
 	}
 }
 
@@ -109,45 +58,6 @@ func (st *toolState) input() json.RawMessage {
 		b, _ = json.Marshal(map[string]any{"title": st.title})
 	}
 	return b
-}
-
-// progressLocked emits the tool's use once it runs (or is asked about),
-// and its result once it is done.
-func (s *session) progressLocked(id string, st *toolState, status acpsdk.ToolCallStatus, rawOutput any) {
-	if status == acpsdk.ToolCallStatusInProgress || status == acpsdk.ToolCallStatusCompleted || status == acpsdk.ToolCallStatusFailed {
-		s.useLocked(id, st)
-	}
-	if st.done || (status != acpsdk.ToolCallStatusCompleted && status != acpsdk.ToolCallStatusFailed) {
-		return
-	}
-	st.done = true
-	out := resultText(st.content, rawOutput)
-	capped, cut, orig := transports.CapOutput(out, s.t.outputCap)
-	if agentCut, agentOrig := agentTruncation(rawOutput, s.spec.Home); agentCut {
-		cut, orig = true, max(orig, agentOrig)
-	}
-	s.emitLocked(s.turn, messages.Event{Type: messages.EvToolResult, ToolUseID: id, ToolName: st.name(), Output: capped,
-		IsError: status == acpsdk.ToolCallStatusFailed, Truncated: cut, OriginalBytes: orig})
-}
-
-// notRunLocked closes a call the host refused or denied with its result:
-// it never ran. gemini 0.61 sends no tool_call_update for a rejected call,
-// so without this the log had its tool_use and no tool_result; an agent
-// that does report the failure later is not reported twice (st.done).
-func (s *session) notRunLocked(turn int, id string, st *toolState, why string) {
-	if st.done {
-		return
-	}
-	st.done = true
-	s.emitLocked(turn, messages.Event{Type: messages.EvToolResult, ToolUseID: id, ToolName: st.name(), Output: why, IsError: true})
-}
-
-func (s *session) useLocked(id string, st *toolState) {
-	if st.used {
-		return
-	}
-	st.used = true
-	s.emitLocked(s.turn, messages.Event{Type: messages.EvToolUse, ToolUseID: id, ToolName: st.name(), Input: st.input()})
 }
 
 // agentTruncation reads what an agent says of its own cut of a tool's
@@ -216,23 +126,15 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 		s.mu.Unlock()
 		return cancelled, nil
 	}
-	st := s.toolLocked(id)
-	kind, title := "", ""
-	if tc.Kind != nil {
-		kind = string(*tc.Kind)
-	}
-	if tc.Title != nil {
-		title = *tc.Title
-	}
-	st.merge(kind, title, tc.RawInput, tc.Locations, tc.Content)
+	st, use := s.dec.permission(tc)
 	turn := s.turn
 	v, why := decide(s.ws, s.posture, st.name(), toolPaths(st.locations, st.content, st.rawInput))
-	s.useLocked(id, st)
+	s.emitAllLocked(turn, use)
 	if v != verdictAsk {
 		if v == verdictReject {
 			s.emitLocked(turn, messages.Event{Type: messages.EvWarning, Text: "refused " + st.name() + " " + st.title + ": " + why})
 			s.notes = append(s.notes, "the host refused "+st.name()+" "+st.title+": "+why)
-			s.notRunLocked(turn, id, st, "refused: "+why)
+			s.emitAllLocked(turn, s.dec.notRun(id, st, "refused: "+why))
 		}
 		s.mu.Unlock()
 		d := messages.DecisionAllowOnce
@@ -261,7 +163,7 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 		s.notes = append(s.notes, "the host denied "+st.name()+" "+st.title+": "+r.Reason)
 	}
 	if r.Decision == messages.DecisionDeny || r.Decision == messages.DecisionCancel {
-		s.notRunLocked(turn, id, st, strings.TrimSuffix("denied: "+r.Reason, ": "))
+		s.emitAllLocked(turn, s.dec.notRun(id, st, strings.TrimSuffix("denied: "+r.Reason, ": ")))
 	}
 	s.mu.Unlock()
 	return acpsdk.RequestPermissionResponse{Outcome: outcomeFor(p.Options, r.Decision)}, nil

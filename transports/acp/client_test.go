@@ -1,7 +1,6 @@
 package acp
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 // events is a recording sink.
@@ -50,34 +50,19 @@ func replaySession(t *testing.T, ws string, sid string, p messages.Posture, rec 
 	}
 	tr := New(Agent{Descriptor: messages.Descriptor{ID: "replay"}})
 	return &session{t: tr, sink: rec.sink, ws: w, posture: p, sid: acpsdk.SessionId(sid), turn: 1, running: true,
-		asks: transports.NewAsks("replay-"), tools: map[string]*toolState{}}
+		asks: transports.NewAsks("replay-"), dec: newDecoder(tr.outputCap, "")}
 }
 
 // captured reads the agent's messages of a capture (one JSON object a
 // line: {"dir":"<<","msg":{...}}) with the workspace path rewritten.
 func captured(t *testing.T, name, capturedWS, ws string) []map[string]json.RawMessage {
-	f, err := os.Open("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []map[string]json.RawMessage
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := strings.ReplaceAll(sc.Text(), capturedWS, ws)
-		var rec struct {
-			Dir string          `json:"dir"`
-			Msg json.RawMessage `json:"msg"`
-		}
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec.Dir != "<<" {
+	for _, l := range transporttest.ReadCapture(t, "testdata/decode/"+name) {
+		if l.Dir != "<<" {
 			continue
 		}
 		var m map[string]json.RawMessage
-		if err := json.Unmarshal(rec.Msg, &m); err != nil {
+		if err := json.Unmarshal([]byte(strings.ReplaceAll(string(l.Msg), capturedWS, ws)), &m); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, m)

@@ -76,21 +76,9 @@ type session struct {
 	running     bool
 	interrupted bool
 	pendingAsk  string
-	mode        string // the agent mode last selected ("" before any)
-	tools       map[string]*toolState
+	mode        string   // the agent mode last selected ("" before any)
+	dec         *decoder // this turn's; a fresh one each turn
 	notes       []string // deny reasons the agent has not been told yet
-}
-
-// toolState is what is known of one tool call so far: ACP sends a call in
-// pieces (tool_call, tool_call_update, the permission request's copy).
-type toolState struct {
-	kind      string
-	title     string
-	rawInput  any
-	locations []acpsdk.ToolCallLocation
-	content   []acpsdk.ToolCallContent
-	used      bool // EvToolUse emitted
-	done      bool // EvToolResult emitted
 }
 
 func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink, bin string) (*session, error) {
@@ -105,7 +93,7 @@ func newSession(t *Transport, spec transports.SessionSpec, sink transports.Sink,
 	spec.Confine = spec.Confine.WithWritable(scratch) // the agent's per-session config lives there
 	return &session{t: t, spec: spec, sink: sink, bin: bin, scratch: scratch, ws: ws, posture: spec.Posture,
 		exited: make(chan struct{}), firstEnd: make(chan struct{}),
-		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), tools: map[string]*toolState{}}, nil
+		asks: transports.NewAsks(t.agent.Descriptor.ID + "-perm-"), dec: newDecoder(t.outputCap, spec.Home)}, nil
 }
 
 var _ interface {
@@ -351,7 +339,7 @@ func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
 		s.notes = nil
 	}
 	s.turn, s.running, s.interrupted = turn, true, false
-	s.tools = map[string]*toolState{}
+	s.dec = newDecoder(s.t.outputCap, s.spec.Home)
 	s.turns.Add(1)
 	go s.runTurn(turn, text)
 	return nil

@@ -1,18 +1,15 @@
 package claudecode_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
-	"github.com/codesession/codesession/actors"
+	"github.com/codesession/codesession/actors/runtimetest"
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
-	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/claudecode"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
@@ -28,27 +25,20 @@ func TestTwentyConcurrentStartsBesideACPUHog(t *testing.T) {
 		t.Skip("twenty real CLIs: not in -short")
 	}
 	bin := claudecode.ClaudeBinaryForTest(t)
-	mock, err := modelmock.Start(t, nil)
-	require.NoError(t, err)
-	cfg := config.Default()
-	cfg.Home = t.TempDir()
-	cfg.DefaultBackend = claudecode.ID
-	// the runtime bounds a backend's Open by a multiple of this; keep it far
-	// above what a loaded machine needs (it only stops a hang)
-	cfg.Supervision.ShutdownTimeout = config.Duration(2 * time.Minute)
-	cfg.Env = map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-test", "HOME": t.TempDir()}
-	rt, err := actors.New(cfg, actors.WithBackends(transports.NewRegistry(claudecode.New(claudecode.WithBinary(bin)))))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		assert.NoError(t, rt.Close(ctx))
+	rig := runtimetest.New(t, "hog", runtimetest.Config{
+		Backend: claudecode.New(claudecode.WithBinary(bin)),
+		Env: func(mock *modelmock.Server) map[string]string {
+			return map[string]string{"ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-ant-test"}
+		},
+		// the runtime bounds a backend's Open by a multiple of this; keep it
+		// far above what a loaded machine needs (it only stops a hang)
+		Prepare: func(cfg *config.Config) { cfg.Supervision.ShutdownTimeout = config.Duration(2 * time.Minute) },
+		Timeout: 15 * time.Minute, // only stops a hang
 	})
+	rt, ctx := rig.RT, rig.Ctx
 
 	subprocesstest.BusyEveryCore(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // only stops a hang
-	defer cancel()
 	const n = 20
 	var wg sync.WaitGroup
 	results := make([]error, n)

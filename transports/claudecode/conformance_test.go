@@ -11,11 +11,10 @@ import (
 )
 
 // Caps of the conformance sessions: the output cap sits below what the CLI
-// lets through of a read of transporttest.BigOutputBytes, and the line cap
-// below the long-line fault's line.
+// lets through of a read of transporttest.BigOutputBytes (the line cap
+// is transporttest.LineCap).
 const (
 	conformanceOutputCap = 16 << 10
-	conformanceLineCap   = 256 << 10
 )
 
 // TestConformance runs the transport conformance suite against the real
@@ -27,7 +26,7 @@ func TestConformance(t *testing.T) {
 		Name: "claude",
 		Bin:  claudeBinary(t),
 		New: func(bin string, outputCap int) transports.Transport {
-			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(conformanceLineCap))
+			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(transporttest.LineCap))
 		},
 		Spec: func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
 			return transports.SessionSpec{Home: t.TempDir(), Model: "claude-mock-1",

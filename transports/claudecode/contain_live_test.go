@@ -16,15 +16,9 @@ import (
 // model-only: the shell cannot reach a loopback listener on another port
 // than the model's, and the session still talks to modelmock.
 func TestLiveContainedProcessTree(t *testing.T) {
-	bin := claudeBinary(t)
-	mock, err := modelmock.Start(t, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	confinetest.Run(t, confinetest.Case{Transport: New(WithBinary(bin)), Mock: mock,
-		Spec: transports.SessionSpec{Model: "claude-mock-1", Posture: messages.PostureFull,
-			Env: []string{"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=sk-ant-test"}},
-		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }, Network: true})
+	c := containedCase(t)
+	c.Network = true
+	confinetest.Run(t, c)
 }
 
 // TestLiveLoopbackProcessTree: the same check at network: loopback. The
@@ -33,13 +27,20 @@ func TestLiveContainedProcessTree(t *testing.T) {
 // reaches neither another loopback port nor the model's port on another
 // loopback address (which model-only's per-port rules let through).
 func TestLiveLoopbackProcessTree(t *testing.T) {
-	bin := claudeBinary(t)
+	c := containedCase(t)
+	c.Loopback = true
+	confinetest.Run(t, c)
+}
+
+// containedCase is the real claude CLI at posture full against a mock,
+// its shell run by the reference scenario's TOOL:BASH.
+func containedCase(t *testing.T) confinetest.Case {
 	mock, err := modelmock.Start(t, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	confinetest.Run(t, confinetest.Case{Transport: New(WithBinary(bin)), Mock: mock,
+	return confinetest.Case{Transport: New(WithBinary(claudeBinary(t))), Mock: mock,
 		Spec: transports.SessionSpec{Model: "claude-mock-1", Posture: messages.PostureFull,
 			Env: []string{"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=sk-ant-test"}},
-		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }, Loopback: true})
+		ShellPrompt: func(cmd string) string { return "TOOL:BASH " + cmd }}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/codesession/codesession/transports/modelmock"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/proc/proctest"
+	"github.com/codesession/codesession/transports/transporttest/pooltest"
 )
 
 // A start adopts the pooled process booted after the previous start: its
@@ -92,13 +93,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	tr.DrainWarm(kit)
 	assert.Equal(t, 0, tr.WarmIdle(specB))
 	assert.Equal(t, 0, tr.WarmReady())
-	for p := range refilled {
-		if p == pgid {
-			assert.True(t, proctest.GroupAlive(p), "draining the pool leaves an adopted session alone")
-			continue
-		}
-		assert.Eventually(t, func() bool { return !proctest.GroupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
-	}
+	pooltest.Drained(t, refilled, pgid)
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
 	require.NoError(t, b.Close(cctx))

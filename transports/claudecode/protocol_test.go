@@ -17,28 +17,10 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/cli"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts in testdata/claude")
-
-// captureLine is one line of a host-driven capture.
-type captureLine struct {
-	Dir string          `json:"dir"`
-	Msg json.RawMessage `json:"msg"`
-}
-
-func readCapture(t testing.TB, name string) []captureLine {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "claude", name))
-	require.NoError(t, err)
-	var out []captureLine
-	for i, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		var cl captureLine
-		require.NoError(t, json.Unmarshal(l, &cl), "%s line %d", name, i+1)
-		out = append(out, cl)
-	}
-	return out
-}
 
 // hostDriven are the host-driven captures.
 var hostDriven = []string{"claude_full.jsonl", "claude_deny_interrupt.jsonl", "claude_maxturns.jsonl",
@@ -58,7 +40,7 @@ func stdoutLines(t testing.TB, name string) [][]byte {
 		}
 	}
 	var out [][]byte
-	for _, cl := range readCapture(t, name) {
+	for _, cl := range transporttest.ReadCapture(t, "testdata/claude/"+name) {
 		if cl.Dir == "<<" {
 			out = append(out, cl.Msg)
 		}
@@ -235,7 +217,7 @@ func replay(t *testing.T, name string) string {
 		}
 	}
 	turn := 0
-	for _, cl := range readCapture(t, name) {
+	for _, cl := range transporttest.ReadCapture(t, "testdata/claude/"+name) {
 		switch cl.Dir {
 		case ">>":
 			var m struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/modelmock"
 	prockit "github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 // BenchmarkLineOverhead measures what the transport adds per app-server
@@ -18,7 +19,7 @@ import (
 // the same line into a generic map, the least any JSON-RPC client does.
 func BenchmarkLineOverhead(b *testing.B) {
 	var lines [][]byte
-	for _, l := range readCapture(b, "codex_appserver.jsonl") {
+	for _, l := range transporttest.ReadCapture(b, "testdata/codex/codex_appserver.jsonl") {
 		if l.Dir == "<<" {
 			lines = append(lines, []byte(l.Msg))
 		}

@@ -11,11 +11,10 @@ import (
 )
 
 // Caps of the conformance sessions: the output cap sits below what Codex
-// lets through of a read of transporttest.BigOutputBytes, and the line cap
-// below the long-line fault's line.
+// lets through of a read of transporttest.BigOutputBytes (the line cap
+// is transporttest.LineCap).
 const (
 	conformanceOutputCap = 4 << 10
-	conformanceLineCap   = 256 << 10
 )
 
 // TestConformance runs the transport conformance suite against the real
@@ -30,7 +29,7 @@ func TestConformance(t *testing.T) {
 		Name: "codex",
 		Bin:  codexBinary(t),
 		New: func(bin string, outputCap int) transports.Transport {
-			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(conformanceLineCap))
+			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(transporttest.LineCap))
 		},
 		Start: startMock,
 		Spec: func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {

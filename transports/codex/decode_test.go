@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the decoder's golden files under testdata/decode")
@@ -32,7 +33,7 @@ var decodeSeeds = []string{
 // serverLines are the lines the app-server wrote in the capture.
 func serverLines(t testing.TB) [][]byte {
 	var out [][]byte
-	for _, l := range readCapture(t, "codex_appserver.jsonl") {
+	for _, l := range transporttest.ReadCapture(t, "testdata/codex/codex_appserver.jsonl") {
 		if l.Dir == "<<" {
 			out = append(out, l.Msg)
 		}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/proc/confinetest"
 	"github.com/codesession/codesession/transports/proc/proctest"
+	"github.com/codesession/codesession/transports/transporttest/pooltest"
 )
 
 // entries lists a folder's names, sorted.
@@ -166,13 +165,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
 	r.tr.DrainWarm(r.kit)
 	assert.Equal(t, 0, r.tr.WarmReady())
-	for p := range refilled {
-		if p == pgid {
-			assert.True(t, proctest.GroupAlive(p), "draining the pool leaves an adopted session alone")
-			continue
-		}
-		assert.Eventually(t, func() bool { return !proctest.GroupAlive(p) }, liveTimeout, 20*time.Millisecond, "the pooled process group %d was killed", p)
-	}
+	pooltest.Drained(t, refilled, pgid)
 	assert.Equal(t, []string{pooledHome}, r.warmHomes(), "the drained process's CODEX_HOME is gone; the adopted one's link stays while it runs")
 
 	r.turn(b, recB, 2, "still here")
@@ -191,14 +184,7 @@ func TestLiveWarmPoolSkipsDeadProcess(t *testing.T) {
 	r.turn(a, recA, 1, "hello")
 	specB := r.spec("cs_b", "gpt-5.4", "", messages.PosturePlan)
 	require.Eventually(t, func() bool { return r.tr.WarmIdle(specB) == 1 }, liveTimeout, 50*time.Millisecond)
-	pooled := proctest.WarmGroups(t, r.kit.Dir)
-	require.Len(t, pooled, 1)
-	var dead int
-	for p := range pooled {
-		dead = p
-	}
-	require.NoError(t, syscall.Kill(-dead, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return !proctest.GroupAlive(dead) }, liveTimeout, 20*time.Millisecond)
+	dead := pooltest.KillOne(t, r.kit.Dir)
 
 	b, recB := r.open(specB)
 	assert.NotEqual(t, dead, pgidOf(b), "the dead pooled process was not adopted")
@@ -256,15 +242,10 @@ func TestLiveContainedWarmRecord(t *testing.T) {
 	require.NoError(t, a.StartTurn(ctxT(t), 1, "hello"))
 	require.Equal(t, messages.TurnCompleted, recA.turnEnd(t, 1).State, recA.dump())
 	require.Eventually(t, func() bool { return r.tr.WarmReady() == 1 }, liveTimeout, 50*time.Millisecond, "A's first turn refilled the pool")
-	pooled := proctest.WarmGroups(t, r.kit.Dir)
-	require.Len(t, pooled, 1)
-	var pgid int
-	for p := range pooled {
-		pgid = p
-	}
+	pgid, pooledRec := pooltest.One(t, r.kit.Dir)
 	require.Len(t, r.warmHomes(), 1)
 	assert.True(t, covers(t, appliedA.Writable, r.warmHomes()[0]), "the pooled CODEX_HOME is where A's record lets processes write")
-	tmp := tmpdirOf(t, r.kit.Dir, pgid)
+	tmp := pooltest.TmpdirOf(t, r.kit.Dir, pgid)
 	assert.NotContains(t, appliedA.Writable, tmp, "the pooled process's TMPDIR is its own")
 
 	_, _, appliedB := open("cs_rec_b")
@@ -273,12 +254,7 @@ func TestLiveContainedWarmRecord(t *testing.T) {
 	require.DirExists(t, home, "the pooled CODEX_HOME is the session's now")
 	assert.True(t, covers(t, appliedB.Writable, home),
 		"the adopting session's record lets it write its CODEX_HOME, the pooled one under its new name: %v", appliedB.Writable)
-	assert.Contains(t, appliedB.Writable, tmp, "the adopting session's record names the pooled process's private TMPDIR")
-	if cg := r.kit.Cgroups().Root; cg != "" {
-		assert.True(t, slices.ContainsFunc(appliedB.Writable, func(p string) bool {
-			return strings.HasPrefix(p, cg+"/") && filepath.Base(p) == pooled[pgid].SessionID
-		}), "the adopting session's record names the pooled group's cgroup: %v", appliedB.Writable)
-	}
+	pooltest.AdoptedRecord(t, r.kit, appliedB.Writable, tmp, pooledRec)
 }
 
 // covers: path (symlinks resolved) is one of list or under one of them.
@@ -292,22 +268,4 @@ func covers(t testing.TB, list []string, path string) bool {
 		}
 	}
 	return false
-}
-
-// tmpdirOf is the private TMPDIR (symlinks resolved) proc gave the
-// processes of group pgid, from their environment.
-func tmpdirOf(t testing.TB, kitDir string, pgid int) string {
-	t.Helper()
-	envs := proctest.Environs(t, kitDir)
-	for _, pid := range proctest.InGroup(pgid) {
-		for _, kv := range envs[pid] {
-			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && strings.Contains(v, "codesession-tmp-") {
-				real, err := filepath.EvalSymlinks(v)
-				require.NoError(t, err)
-				return real
-			}
-		}
-	}
-	t.Fatalf("no process of group %d has a private TMPDIR", pgid)
-	return ""
 }

@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -13,41 +12,16 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/cli"
 	"github.com/codesession/codesession/transports/gate"
+	"github.com/codesession/codesession/transports/transporttest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts under testdata")
-
-// captureLine is one line of a reference capture.
-type captureLine struct {
-	Dir string          `json:"dir"`
-	Msg json.RawMessage `json:"msg"`
-}
-
-func readCapture(t testing.TB, name string) []captureLine {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "codex", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []captureLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var l captureLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		out = append(out, l)
-	}
-	return out
-}
 
 // TestParseCapture: every line the app-server wrote parses, with the kind
 // its shape says.
 func TestParseCapture(t *testing.T) {
 	kinds := map[msgKind]int{}
-	for _, l := range readCapture(t, "codex_appserver.jsonl") {
+	for _, l := range transporttest.ReadCapture(t, "testdata/codex/codex_appserver.jsonl") {
 		if l.Dir != "<<" {
 			continue
 		}
@@ -95,7 +69,7 @@ func TestParseMessageShapes(t *testing.T) {
 // replay feeds the capture's server lines through a core the way the shell
 // does: turn/start's request opens our turn, responses to it name Codex's
 // turn, everything else is a core step. It returns the transcript.
-func replay(t testing.TB, lines []captureLine) string {
+func replay(t testing.TB, lines []transporttest.CaptureLine) string {
 	c := newCore(coreConfig{outputCap: 1 << 10, posture: messages.PostureDefault})
 	var b strings.Builder
 	turn := 0
@@ -170,7 +144,7 @@ func replay(t testing.TB, lines []captureLine) string {
 // to the golden transcript (regenerate with -rewrite), then checks the
 // facts the transcript must show whatever its text.
 func TestReplay(t *testing.T) {
-	got := replay(t, readCapture(t, "codex_appserver.jsonl"))
+	got := replay(t, transporttest.ReadCapture(t, "testdata/codex/codex_appserver.jsonl"))
 	golden := filepath.Join("testdata", "codex", "codex_appserver.events")
 	if *rewrite {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {

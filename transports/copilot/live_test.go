@@ -23,21 +23,7 @@ func TestLivePosture(t *testing.T) {
 // TestLiveEffort: an effort at start reaches the model request as
 // Copilot's reasoning effort.
 func TestLiveEffort(t *testing.T) {
-	b := backend(t)
-	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{Match: modelmock.Match{Text: "effort probe"}, Steps: []modelmock.Step{{Text: "ok"}}}}}
-	spec := b.Spec
-	b.Spec = func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
-		s := spec(t, mock)
-		s.Effort = messages.EffortHigh
-		return s
-	}
-	l := acptest.OpenLive(t, b, sc, "", messages.PostureDefault)
-	l.Turn(1, "effort probe", nil)
-	mains := l.Mock.MainRequests()
-	if len(mains) == 0 {
-		t.Fatal("the model was never asked")
-	}
-	body := string(mains[len(mains)-1].Body)
+	body := acptest.EffortRequest(t, backend(t), messages.EffortHigh)
 	if !strings.Contains(body, `"reasoning_effort":"high"`) && !strings.Contains(body, `"effort":"high"`) {
 		t.Errorf("the model request carries no high reasoning effort: %.600s", body)
 	}

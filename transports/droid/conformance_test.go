@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/droid/droidtest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
 const (
 	conformanceOutputCap = 16 << 10
-	conformanceLineCap   = 256 << 10
 	bigOutputCap         = 1 << 10
 )
 
@@ -31,12 +31,10 @@ func TestConformance(t *testing.T) {
 		Name: "droid",
 		Bin:  droidBinary(t),
 		New: func(bin string, outputCap int) transports.Transport {
-			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(conformanceLineCap))
+			return New(WithBinary(bin), WithOutputCap(outputCap), WithLineCap(transporttest.LineCap))
 		},
 		Spec: func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
-			home := t.TempDir()
-			writeFactorySettings(t, home, mock.URL())
-			return transports.SessionSpec{Home: home, Model: mockModelID}
+			return transports.SessionSpec{Home: droidtest.Home(t, mock.URL()), Model: mockModelID}
 		},
 		Acts: transporttest.Acts{
 			Write: func(s *transporttest.Steps, path string, a transporttest.Action) {

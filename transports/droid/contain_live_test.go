@@ -8,6 +8,7 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
+	"github.com/codesession/codesession/transports/droid/droidtest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/proc/confinetest"
 )
@@ -22,8 +23,7 @@ func TestLiveContainedProcessTree(t *testing.T) {
 			Input: json.RawMessage(`{"command":"{{1}}","riskLevel":"low","riskLevelReason":"the mock says so"}`)}}, {Text: "shell done"}},
 	}}})
 	require.NoError(t, err)
-	home := t.TempDir()
-	writeFactorySettings(t, home, mock.URL())
+	home := droidtest.Home(t, mock.URL())
 	confinetest.Run(t, confinetest.Case{Transport: New(WithBinary(bin)), Mock: mock,
 		Spec:        transports.SessionSpec{Home: home, Model: mockModelID, Posture: messages.PostureFull},
 		ShellPrompt: func(cmd string) string { return "RUN-SHELL " + cmd }, Answer: true})

@@ -2,9 +2,6 @@ package droid
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,33 +10,20 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/cli/clitest"
+	"github.com/codesession/codesession/transports/droid/droidtest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
 )
 
-// mockModelID is the id droid derives from the display name of the one
-// custom model writeFactorySettings configures.
-const mockModelID = "custom:Loopback-Mock-(chat)-0"
+// mockModelID is the id droid derives for the one custom model
+// droidtest.WriteSettings always configures.
+const mockModelID = droidtest.MockModelID
 
 // droidBinary finds the real CLI for the live tests: $CODESESSION_DROID_BIN,
 // else droid on PATH; a skip without it, a failure under CI=true.
 func droidBinary(t testing.TB) string {
 	t.Helper()
 	return subprocesstest.Find(t, EnvBinary, "npm install droid@"+PinnedVersion, "droid")
-}
-
-// writeFactorySettings points droid in home at the mock: one
-// bring-your-own-key Chat Completions model, no Factory login.
-func writeFactorySettings(t testing.TB, home, mockURL string) {
-	t.Helper()
-	settings := map[string]any{"customModels": []map[string]any{{
-		"model": "mock-model", "displayName": "Loopback Mock (chat)", "baseUrl": mockURL + "/v1",
-		"apiKey": "sk-mock", "provider": "generic-chat-completion-api", "maxOutputTokens": 8192,
-	}}}
-	b, err := json.Marshal(settings)
-	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Join(home, ".factory"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".factory", "settings.json"), b, 0o600))
 }
 
 // live is one real droid session against a modelmock server.
@@ -65,8 +49,7 @@ func newLive(t testing.TB, sc *modelmock.Scenario, o liveOpts) *live {
 	bin := droidBinary(t)
 	mock, err := modelmock.Start(t, sc)
 	require.NoError(t, err)
-	home := t.TempDir()
-	writeFactorySettings(t, home, mock.URL())
+	home := droidtest.Home(t, mock.URL())
 	l := &live{t: t, mock: mock, rec: newRecorder()}
 	l.tr = New(append([]Option{WithBinary(bin)}, o.topts...)...)
 	l.spec = transports.SessionSpec{SessionID: "cs_test", Cwd: t.TempDir(), Home: home, Model: mockModelID,

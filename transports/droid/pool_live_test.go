@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,30 +15,18 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/contain"
+	"github.com/codesession/codesession/transports/droid/droidtest"
 	"github.com/codesession/codesession/transports/modelmock"
 	prockit "github.com/codesession/codesession/transports/proc"
 	"github.com/codesession/codesession/transports/proc/confinetest"
 	"github.com/codesession/codesession/transports/proc/proctest"
+	"github.com/codesession/codesession/transports/transporttest/pooltest"
 )
 
-// secondModelID is the second custom model writePoolSettings configures:
-// same mock, another model name, so a turn's text tells which one ran.
-const secondModelID = "custom:Loopback-Mock-(two)-1"
-
-// writePoolSettings points droid in home at the mock with two
-// bring-your-own-key Chat Completions models (mock-model and mock-model-two).
-func writePoolSettings(t testing.TB, home, mockURL string) {
-	t.Helper()
-	model := func(name, display string) map[string]any {
-		return map[string]any{"model": name, "displayName": display, "baseUrl": mockURL + "/v1",
-			"apiKey": "sk-mock", "provider": "generic-chat-completion-api", "maxOutputTokens": 8192}
-	}
-	b, err := json.Marshal(map[string]any{"customModels": []map[string]any{
-		model("mock-model", "Loopback Mock (chat)"), model("mock-model-two", "Loopback Mock (two)")}})
-	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Join(home, ".factory"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".factory", "settings.json"), b, 0o600))
-}
+// secondModelID is the second custom model the pool rig's settings
+// configure: same mock, another model name, so a turn's text tells which
+// one ran.
+const secondModelID = droidtest.SecondModelID
 
 // poolRig is a droid transport with a warm pool of size n, one modelmock
 // and one HOME and workspace, so every start shares a key.
@@ -63,7 +49,7 @@ func newPoolRig(t testing.TB, sc *modelmock.Scenario, n int) *poolRig {
 	require.NoError(t, err)
 	t.Cleanup(kit.Close) // last: after the sessions and the pool
 	r := &poolRig{t: t, tr: New(WithBinary(bin), WithWarmPool(n)), kit: kit, mock: mock, cwd: t.TempDir(), home: t.TempDir()}
-	writePoolSettings(t, r.home, mock.URL())
+	droidtest.WriteSettings(t, r.home, mock.URL(), true)
 	t.Cleanup(func() { r.tr.DrainWarm(nil) })
 	return r
 }
@@ -158,13 +144,7 @@ func TestLiveWarmPoolAdoptsSetsAndDrains(t *testing.T) {
 	require.Len(t, refilled, 2, "the adopted process keeps its pool group's record until it ends; a new one is pooled")
 	r.tr.DrainWarm(r.kit)
 	assert.Equal(t, 0, r.tr.WarmReady())
-	for p := range refilled {
-		if p == pgid {
-			assert.True(t, proctest.GroupAlive(p), "draining the pool leaves an adopted session alone")
-			continue
-		}
-		assert.Eventually(t, func() bool { return !proctest.GroupAlive(p) }, time.Minute, 20*time.Millisecond, "the pooled process group %d was killed", p)
-	}
+	pooltest.Drained(t, refilled, pgid)
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
 	require.NoError(t, b.Close(cctx))
@@ -186,14 +166,7 @@ func TestLiveWarmPoolSkipsADeadProcess(t *testing.T) {
 	require.Equal(t, messages.TurnCompleted, recA.turnEnd(t, 1).State, dump(recA.all()))
 	specB := r.spec(mockModelID, messages.PostureDefault)
 	r.waitIdle(specB, 1, "A's first turn refilled the pool")
-	pooled := proctest.WarmGroups(t, r.kit.Dir)
-	require.Len(t, pooled, 1)
-	var dead int
-	for p := range pooled {
-		dead = p
-	}
-	require.NoError(t, syscall.Kill(-dead, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return !proctest.GroupAlive(dead) }, time.Minute, 20*time.Millisecond)
+	dead := pooltest.KillOne(t, r.kit.Dir)
 
 	recB := newRecorder()
 	b := r.open(specB, recB)
@@ -272,39 +245,11 @@ func TestLiveContainedWarmRecord(t *testing.T) {
 	require.NoError(t, a.StartTurn(ctxFor(t, 3*time.Minute), 1, "hello"))
 	require.Equal(t, messages.TurnCompleted, recA.turnEnd(t, 1).State, dump(recA.all()))
 	require.Eventually(t, func() bool { return r.tr.WarmReady() == 1 }, 3*time.Minute, 50*time.Millisecond, "A's first turn refilled the pool")
-	pooled := proctest.WarmGroups(t, r.kit.Dir)
-	require.Len(t, pooled, 1)
-	var pgid int
-	for p := range pooled {
-		pgid = p
-	}
-	tmp := tmpdirOf(t, r.kit.Dir, pgid)
+	pgid, pooledRec := pooltest.One(t, r.kit.Dir)
+	tmp := pooltest.TmpdirOf(t, r.kit.Dir, pgid)
 	assert.NotContains(t, appliedA.Writable, tmp, "the pooled process's TMPDIR is its own")
 
 	_, _, appliedB := open("cs_rec_b")
 	require.Equal(t, 0, r.tr.WarmReady(), "the second session adopted the pooled process")
-	assert.Contains(t, appliedB.Writable, tmp, "the adopting session's record names the pooled process's private TMPDIR")
-	if cg := r.kit.Cgroups().Root; cg != "" {
-		assert.True(t, slices.ContainsFunc(appliedB.Writable, func(p string) bool {
-			return strings.HasPrefix(p, cg+"/") && filepath.Base(p) == pooled[pgid].SessionID
-		}), "the adopting session's record names the pooled group's cgroup: %v", appliedB.Writable)
-	}
-}
-
-// tmpdirOf is the private TMPDIR (symlinks resolved) proc gave the
-// processes of group pgid, from their environment.
-func tmpdirOf(t testing.TB, kitDir string, pgid int) string {
-	t.Helper()
-	envs := proctest.Environs(t, kitDir)
-	for _, pid := range proctest.InGroup(pgid) {
-		for _, kv := range envs[pid] {
-			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && strings.Contains(v, "codesession-tmp-") {
-				real, err := filepath.EvalSymlinks(v)
-				require.NoError(t, err)
-				return real
-			}
-		}
-	}
-	t.Fatalf("no process of group %d has a private TMPDIR", pgid)
-	return ""
+	pooltest.AdoptedRecord(t, r.kit, appliedB.Writable, tmp, pooledRec)
 }

@@ -10,15 +10,13 @@ import (
 	"github.com/codesession/codesession/transports/transporttest"
 )
 
-const conformanceLineCap = 256 << 10
-
 // TestConformance runs the conformance suite against the fake grok (the
 // CLI cannot be installed here; see fake_test.go): it proves the
 // transport's handling of the documented shapes, not the CLI.
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, transporttest.Harness{
 		New: func(t *testing.T) transports.Transport {
-			tr, _ := fakeGrokTransport(t, nil, WithLineCap(conformanceLineCap))
+			tr, _ := fakeGrokTransport(t, nil, WithLineCap(transporttest.LineCap))
 			return tr
 		},
 		Prepare: prepareConformance,
@@ -52,7 +50,7 @@ func prepareConformance(t *testing.T, c *transporttest.Case) transporttest.Setup
 		}
 		rules = append(rules, r)
 	}
-	tr, log := fakeGrokTransport(t, rules, WithLineCap(conformanceLineCap))
+	tr, log := fakeGrokTransport(t, rules, WithLineCap(transporttest.LineCap))
 	home := t.TempDir()
 	setup := transporttest.Setup{
 		Transport: tr,
@@ -68,7 +66,7 @@ func prepareConformance(t *testing.T, c *transporttest.Case) transporttest.Setup
 			t.Fatal(err)
 		}
 		setup.Transport = transporttest.CLI{Name: "grok", Bin: exe, New: func(bin string, _ int) transports.Transport {
-			tr, _ := fakeGrokTransport(t, rules, WithLineCap(conformanceLineCap), WithBinary(bin))
+			tr, _ := fakeGrokTransport(t, rules, WithLineCap(transporttest.LineCap), WithBinary(bin))
 			return tr
 		}}.Fault(t, c, 0)
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/codesession/codesession/messages"
-	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/acp/acptest"
 	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/subprocess/subprocesstest"
@@ -59,21 +58,7 @@ func TestLiveEffort(t *testing.T) {
 		want   string
 	}{{messages.EffortHigh, `"reasoning_effort":"high"`}, {messages.EffortMax, `"reasoning_effort":"xhigh"`}, {"", ""}} {
 		t.Run(cmp.Or(string(c.effort), "none"), func(t *testing.T) {
-			b := backend(t)
-			spec := b.Spec
-			b.Spec = func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
-				s := spec(t, mock)
-				s.Effort = c.effort
-				return s
-			}
-			sc := &modelmock.Scenario{Rules: []modelmock.Rule{{Match: modelmock.Match{Text: "effort probe"}, Steps: []modelmock.Step{{Text: "ok"}}}}}
-			l := acptest.OpenLive(t, b, sc, "", messages.PostureDefault)
-			l.Turn(1, "effort probe", nil)
-			mains := l.Mock.MainRequests()
-			if len(mains) == 0 {
-				t.Fatal("the model was never asked")
-			}
-			body := string(mains[len(mains)-1].Body)
+			body := acptest.EffortRequest(t, backend(t), c.effort)
 			if c.want == "" && strings.Contains(body, "reasoning_effort") {
 				t.Errorf("a session without effort sent one: %.600s", body)
 			}

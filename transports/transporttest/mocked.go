@@ -151,6 +151,10 @@ func (b CLI) Fault(t *testing.T, c *Case, outputCap int) transports.Transport {
 // line cap of every conformance transport.
 const LongLineBytes = 1 << 20
 
+// LineCap is the line cap a backend's conformance transport takes: far
+// above any line a CLI writes in the cases, below LongLineBytes.
+const LineCap = 256 << 10
+
 // HasAction reports whether a turn of c has an action of kind k.
 func HasAction(c *Case, k ActionKind) bool {
 	for _, tn := range c.Turns {

@@ -145,6 +145,27 @@ func EffortRejected(t *testing.T, tr transports.Transport) {
 	}
 }
 
+// EffortRequest opens a live session of b started with effort e (none:
+// "") in the default posture, runs one turn, and returns the body of the
+// model request it made: where an agent with an effort setting says it.
+func EffortRequest(t *testing.T, b Backend, e messages.Effort) string {
+	t.Helper()
+	spec := b.Spec
+	b.Spec = func(t testing.TB, mock *modelmock.Server) transports.SessionSpec {
+		s := spec(t, mock)
+		s.Effort = e
+		return s
+	}
+	sc := &modelmock.Scenario{Rules: []modelmock.Rule{{Match: modelmock.Match{Text: "effort probe"}, Steps: []modelmock.Step{{Text: "ok"}}}}}
+	l := OpenLive(t, b, sc, "", messages.PostureDefault)
+	l.Turn(1, "effort probe", nil)
+	mains := l.Mock.MainRequests()
+	if len(mains) == 0 {
+		t.Fatal("the model was never asked")
+	}
+	return string(mains[len(mains)-1].Body)
+}
+
 // GeminiTools are the tools of gemini and of qwen (its fork): a shell's
 // cat shows a file whole, where read_file reports "Read lines 1-2000 of
 // ..." over ACP, not the content.
