@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -104,7 +103,7 @@ func TestLiveClaudeSeesAndCallsAProvisionedMCPServer(t *testing.T) {
 		require.NoError(t, err)
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
-		var stderr lockedBuilder // written by exec's copier while the test reads it
+		var stderr subprocesstest.SyncBuffer // written by exec's copier while the test reads it
 		cmd.Stderr = &stderr
 		require.NoError(t, cmd.Start())
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
@@ -150,23 +149,4 @@ func TestLiveClaudeSeesAndCallsAProvisionedMCPServer(t *testing.T) {
 		}
 		require.True(t, sawTool, "the model was offered the provisioned tool")
 	})
-}
-
-// lockedBuilder is a strings.Builder safe to read while a process's output
-// is copied into it.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

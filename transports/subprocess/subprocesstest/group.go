@@ -26,7 +26,7 @@ func RunGroup(t testing.TB, hang time.Duration, stop func(out string) bool, dir 
 	// terminal a TUI could stop on (SIGTTOU) or draw to
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out := &syncBuffer{}
+	out := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -50,19 +50,20 @@ func RunGroup(t testing.TB, hang time.Duration, stop func(out string) bool, dir 
 	}
 }
 
-// syncBuffer is a program's stdout and stderr, read while it runs.
-type syncBuffer struct {
+// SyncBuffer is a program's output, safe to read while the program runs
+// and exec's copier writes into it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
