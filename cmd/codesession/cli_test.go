@@ -41,7 +41,9 @@ func runCLI(t *testing.T, inv invocation, args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
+	// locked: the runtime's logger writes stderr from its own goroutines
+	// (os.Stderr takes that; a bytes.Buffer races)
+	var stdout, stderr syncBuffer
 	code := run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(inv.stdin), &stdout, &stderr)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }

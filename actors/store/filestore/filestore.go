@@ -932,7 +932,8 @@ func (st *Store) readMeta(op, sessionID string) (messages.SessionRecord, error) 
 }
 
 // List returns every readable record, newest first. A record that cannot be
-// read is skipped and logged; only an unreadable sessions directory fails.
+// read is skipped and logged, a directory with no record yet is skipped;
+// only an unreadable sessions directory fails.
 func (st *Store) List(ctx context.Context) ([]messages.SessionRecord, error) {
 	const op = store.OpList
 	if err := store.CheckContext(ctx, op); err != nil {
@@ -956,6 +957,12 @@ func (st *Store) List(ctx context.Context) ([]messages.SessionRecord, error) {
 			continue // not a session directory (nothing of ours is named otherwise)
 		}
 		rec, err := st.readMeta(op, e.Name())
+		if messages.IsCode(err, messages.CodeNotFound) {
+			// a start still provisioning its directory (curation makes it
+			// before the record is created), or one refused after it: no
+			// session yet, nothing to warn about
+			continue
+		}
 		if err != nil {
 			st.log.Warn("store: skipping a session without a readable record", "session", e.Name(), "err", err)
 			continue
