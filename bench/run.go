@@ -116,6 +116,11 @@ type Options struct {
 	// suite (a proxy, or a fault to show that the feed's checks fail).
 	WrapHandler func(http.Handler) http.Handler
 
+	// TurnsProfile, when set, receives a CPU profile of the sessions
+	// suite's turns phase alone (every session live, until the last stop),
+	// so a before/after profile holds no setup, start or read-back.
+	TurnsProfile io.Writer
+
 	// Progress receives a line per phase (nil: none).
 	Progress io.Writer
 	// Logger is the runtimes' logger (default: warnings and errors to

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -463,8 +464,16 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	// also holds the starts, each a durable record create)
 	eventsAtRelease, appendsAtRelease := brt.store.events.Load(), brt.store.appends.Load()
 	tRelease, cpuAtRelease := time.Now(), processCPU()
+	var profileErr error
+	if o.TurnsProfile != nil {
+		profileErr = pprof.StartCPUProfile(o.TurnsProfile)
+	}
+	profiling := o.TurnsProfile != nil && profileErr == nil
 	close(d.bar.release)
 	wg.Wait()
+	if profiling {
+		pprof.StopCPUProfile()
+	}
 	elapsed := time.Since(t0)
 	loadElapsed, loadCPU := time.Since(tRelease), processCPU()-cpuAtRelease
 	peakThreads := threads.end()
@@ -570,6 +579,9 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("the memory figures are taken with every session live and waiting on its first clarification, after a GC; both sides include one parked driver goroutine per session")
 	res.note("events persisted: %d events in %d appends over %.1fs (the whole run); %s read back", events, appends, elapsed.Seconds(), FormatValue(float64(stats.bytes), UnitBytes))
 	res.note("CPU per event: this process's user and system CPU (getrusage, every thread: the drivers, the sessions, the script backend, the store) over the turns phase, per event persisted in it; the baseline's is the process's CPU through the plain-file appends, per event. Cores busy below %d says the process waited (for CPU it was not given on a loaded machine, or for the disk), not that it ran out of work", runtime.NumCPU())
+	if profileErr != nil {
+		res.note("turns profile not taken: %v", profileErr)
+	}
 	res.note("events persisted, turns phase: %d events in %d appends over %.1fs, from every session live (the barrier's release) to the last stop", events-eventsAtRelease, appends-appendsAtRelease, loadElapsed.Seconds())
 	return res, nil
 }

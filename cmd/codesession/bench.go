@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -23,6 +24,9 @@ type benchCmd struct {
 	// cpuProfile, when set, is where a CPU profile of the whole run goes
 	// (what the runtime's own goroutines spend beside the CLIs it drives).
 	cpuProfile string
+	// turnsProfile, when set, is where a CPU profile of the sessions
+	// suite's turns phase alone goes (no setup, starts or read-back)
+	turnsProfile string
 	// tune, when set (tests), adjusts the options after the flags.
 	tune func(*bench.Options)
 }
@@ -34,7 +38,7 @@ type benchFlags struct {
 	concurrency                                []int
 	curve                                      []int
 	json, keep, quiet                          bool
-	home, cpuProfile                           string
+	home, cpuProfile, turnsProfile             string
 }
 
 func (f *benchFlags) flagSet() *pflag.FlagSet {
@@ -51,6 +55,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&f.json, "json", false, "print the report as one JSON object")
 	fs.StringVar(&f.home, "home", "", "where the suites make their scratch stores and repositories (default: the system's temporary directory)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	fs.StringVar(&f.turnsProfile, "turns-profile", "", "sessions: write a CPU profile of the turns phase alone to this file (not with --cpuprofile)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the scratch directories")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	return fs
@@ -60,7 +65,7 @@ func benchCommand() command {
 	return command{
 		name:    "bench",
 		summary: "run the benchmark suites: figures next to same-run baselines, and correctness checks",
-		usage:   "bench [sessions|store|routing|feed|native|hooks ...] [--sessions N] [--turns K] [--events M] [--subscribers S] [--rounds R] [--json] [--home DIR] [--cpuprofile FILE]",
+		usage:   "bench [sessions|store|routing|feed|native|hooks ...] [--sessions N] [--turns K] [--events M] [--subscribers S] [--rounds R] [--json] [--home DIR] [--cpuprofile FILE | --turns-profile FILE]",
 		flags:   func() *pflag.FlagSet { return (&benchFlags{}).flagSet() },
 		parse:   func(args []string) (runner, error) { return parseBenchFlags(args) },
 	}
@@ -72,7 +77,10 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	c := &benchCmd{json: f.json, suites: fs.Args(), cpuProfile: f.cpuProfile}
+	c := &benchCmd{json: f.json, suites: fs.Args(), cpuProfile: f.cpuProfile, turnsProfile: f.turnsProfile}
+	if c.cpuProfile != "" && c.turnsProfile != "" {
+		return nil, &usageError{cmd: "bench", err: errors.New("--cpuprofile and --turns-profile cannot both be set: the runtime takes one CPU profile at a time")}
+	}
 	if len(c.suites) == 0 {
 		c.suites = bench.Suites()
 	}
@@ -121,6 +129,14 @@ func (c *benchCmd) exec(ctx context.Context, s *streams) error {
 		}
 		defer stopProfile()
 	}
+	if c.turnsProfile != "" {
+		f, err := os.Create(c.turnsProfile)
+		if err != nil {
+			return fmt.Errorf("turns profile: %w", err)
+		}
+		defer f.Close()
+		o.TurnsProfile = f
+	}
 	started := time.Now()
 	var results []*bench.Result
 	for _, name := range c.suites {
@@ -131,6 +147,13 @@ func (c *benchCmd) exec(ctx context.Context, s *streams) error {
 		results = append(results, r)
 	}
 	rep := bench.NewReport(started, results)
+	if c.turnsProfile != "" {
+		// the sessions suite takes it; say so when nothing was written
+		// rather than leave an empty file to puzzle pprof
+		if fi, err := os.Stat(c.turnsProfile); err == nil && fi.Size() == 0 {
+			defer fmt.Fprintf(s.stderr, "turns profile: nothing written to %s (it needs the sessions suite, and no other CPU profile running)\n", c.turnsProfile)
+		}
+	}
 	var err error
 	if c.json {
 		err = rep.WriteJSON(s.stdout)

@@ -44,9 +44,9 @@ func TestBenchText(t *testing.T) {
 
 // TestBenchCPUProfile: --cpuprofile leaves a profile of the run (gzipped
 // protobuf, as go tool pprof reads it); a path it cannot create is an
-// error before any suite runs.
+// error before any suite runs. Not parallel: the process takes one CPU
+// profile at a time (TestBenchTurnsProfile takes the other).
 func TestBenchCPUProfile(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), "cpu.prof")
 	r := runCLI(t, invocation{}, "bench", "routing", "--quiet", "--home", t.TempDir(), "--cpuprofile", path)
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -59,6 +59,23 @@ func TestBenchCPUProfile(t *testing.T) {
 	assert.NotEqual(t, exitOK, r.code)
 	assert.Contains(t, r.stderr, "cpu profile")
 	assert.NotContains(t, r.stdout, "== routing", "no suite ran")
+}
+
+// TestBenchTurnsProfile: --turns-profile leaves a profile of the sessions
+// suite's turns phase; with --cpuprofile it is a usage error (one CPU
+// profile at a time).
+func TestBenchTurnsProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "turns.prof")
+	r := runCLI(t, invocation{}, "bench", "sessions", "--sessions", "6", "--turns", "2", "--quiet", "--home", t.TempDir(), "--turns-profile", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzipped profile")
+
+	r = runCLI(t, invocation{}, "bench", "sessions", "--turns-profile", path, "--cpuprofile", path+".2")
+	assert.Equal(t, exitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "one CPU profile at a time")
 }
 
 func TestBenchUsage(t *testing.T) {
