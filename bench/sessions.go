@@ -222,6 +222,7 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 	var start, read, req, stop latencies
 	var errs failures
 	bar := newBarrier(n)
+	fds := newFDGate(n)
 	before := snapshot()
 	threads := sampleThreads()
 	var wg sync.WaitGroup
@@ -238,7 +239,10 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 			s0 := time.Now()
 			pid := spawnRaw(e, fmt.Sprintf("raw%06d", i), 3)
 			pingRaw(e, pid)
-			if err := rawCreate(sdir, meta); err != nil {
+			fds.take()
+			err := rawCreate(sdir, meta)
+			fds.give()
+			if err != nil {
 				errs.add("raw create: %v", err)
 				return
 			}
@@ -251,6 +255,10 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 			mu.Unlock()
 			var l *rawLog
 			appendLine := func() error {
+				if n > rawOpenLogs {
+					fds.take()
+					defer fds.give()
+				}
 				if l == nil {
 					var err error
 					if l, err = openRawLog(sdir); err != nil {
@@ -307,9 +315,11 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 			}
 			s0 = time.Now()
 			pingRaw(e, pid)
-			err := appendLine()
+			err = appendLine()
 			if err == nil {
+				fds.take()
 				err = rawReplace(sdir, meta)
+				fds.give()
 			}
 			<-e.Poison(pid).Done()
 			stop.since(s0)
@@ -340,6 +350,35 @@ func measureRawSessions(ctx context.Context, n, turns int, dir string) (rawSessi
 	}
 	out.start, out.read, out.request, out.stop = start.summary(), read.summary(), req.summary(), stop.summary()
 	return out, nil
+}
+
+// fdGate bounds how many raw sessions hold descriptors at once, within
+// the process's open-file limit: at 20,000 sessions starting together
+// each would hold two (a temp file and its directory) and overrun a
+// 20,000 limit, where the store keeps an LRU of handles.
+type fdGate chan struct{}
+
+// newFDGate is a gate for n sessions: no gate (nil) when every session
+// may hold its two descriptors at once with room to spare, otherwise a
+// quarter of the soft limit, never under 64.
+func newFDGate(n int) fdGate {
+	limit := openFileLimit()
+	if limit <= 0 || 2*n+1024 <= limit {
+		return nil
+	}
+	return make(fdGate, max(64, limit/4))
+}
+
+func (g fdGate) take() {
+	if g != nil {
+		g <- struct{}{}
+	}
+}
+
+func (g fdGate) give() {
+	if g != nil {
+		<-g
+	}
 }
 
 // rawOpenLogs is how many raw sessions keep their log open between

@@ -193,6 +193,15 @@ func (s *threadSampler) end() float64 {
 
 // processCPU is the user and system CPU this process has used so far, on
 // all its threads (getrusage RUSAGE_SELF).
+// openFileLimit is the process's soft RLIMIT_NOFILE (0: unknown).
+func openFileLimit() int {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur > 1<<30 {
+		return 0
+	}
+	return int(r.Cur)
+}
+
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
