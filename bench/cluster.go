@@ -650,7 +650,27 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 	// partition: c's gossip is cut; a declares it dead, c runs a turn
 	// alone; the cut heals and a verifies c again
 	fc.fts[2].cut.Store(true)
-	toDead, ok := waitUntil(ctx, 2*time.Minute, func() bool { s, _ := memberState(a, "c"); return s == "dead" })
+	// while waiting for a's dead verdict, note when a and b each first
+	// held c suspect, and whose probe they name: one of them learns it
+	// from the other's gossip when its own probe has not failed yet
+	b := fc.nodes[1]
+	cut := time.Now()
+	suspectAt := map[string]time.Duration{}
+	suspecter := map[string]string{}
+	toDead, ok := waitUntil(ctx, 2*time.Minute, func() bool {
+		for _, n := range []*cluster.Node{a, b} {
+			if _, seen := suspectAt[n.ID()]; seen {
+				continue
+			}
+			for _, m := range n.Members() {
+				if m.ID == "c" && (m.State == "suspect" || m.State == "dead") {
+					suspectAt[n.ID()], suspecter[n.ID()] = time.Since(cut), m.SuspectedBy
+				}
+			}
+		}
+		s, _ := memberState(a, "c")
+		return s == "dead"
+	})
 	res.check("a declared the cut-off c dead", ok, "c %v after %s", fmtState(a, "c"), toDead.Round(time.Millisecond))
 	var ok2 messages.OKResult
 	if _, err := c.Do(ctx, sid, messages.OpGuide, messages.Guide{SessionID: sid, Text: "alone"}, &ok2); err != nil {
@@ -689,6 +709,12 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 	suspicion := float64(mc.SuspicionMult) * float64(localRound) // log10(3) < 1: memberlist scales by 1
 	res.vs("partition: gossip rounds from the cut to a's dead verdict on c", rounds(toDead), UnitCount,
 		"the local profile's suspicion timeout, in rounds", suspicion/float64(localRound))
+	if len(suspectAt) == 2 {
+		res.vs("partition: gossip rounds from the cut until a and b both hold c suspect", rounds(max(suspectAt["a"], suspectAt["b"])), UnitCount,
+			"rounds from the cut to a's dead verdict on c", rounds(toDead))
+		res.note("c made suspect on a after %s (by %q) and on b after %s (by %q): a suspecter other than the node itself came by gossip",
+			suspectAt["a"].Round(time.Millisecond), suspecter["a"], suspectAt["b"].Round(time.Millisecond), suspecter["b"])
+	}
 	res.vs("heal: gossip rounds from the heal to a verifying c again", rounds(toHeal), UnitCount,
 		"rounds the three took to form and verify each other at start", rounds(fc.formed))
 
