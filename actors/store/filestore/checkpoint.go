@@ -86,11 +86,11 @@ func (st *Store) cutCheckpoint() (atCut func(), bg func() error, finish func(err
 		if len(carried) > 0 {
 			// the records as of the cut, into walNext like any commit:
 			// they must be durable there before the old log goes
-			req := &walReq{frame: carried, done: make(chan error, 1)}
+			req, done := waitReq(carried, nil)
 			if err := st.wal.enqueue(req); err != nil {
 				return err
 			}
-			if err := <-req.done; err != nil {
+			if err := <-done; err != nil {
 				return err
 			}
 		}
