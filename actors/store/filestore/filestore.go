@@ -1634,14 +1634,21 @@ func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []b
 	head[frameHeader], head[frameHeader+1] = frameEvents, byte(len(sid))
 	buf.Write(head[:])
 	buf.WriteString(sid)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
+	var enc *json.Encoder // for the events appendEventLine leaves to it
 	for i := range events {
 		ev := &events[i] // a pointer: the event is not copied into an interface
 		before := buf.Len()
-		if err := enc.Encode(ev); err != nil {
-			putBuffer(buf)
-			return nil, messages.Wrap(messages.CodeInvalid, op, err, fmt.Sprintf("cannot encode event seq %d", ev.Seq))
+		if line, ok := appendEventLine(buf.AvailableBuffer(), ev); ok {
+			buf.Write(line) // in place when it fit the room grown for it
+		} else {
+			if enc == nil {
+				enc = json.NewEncoder(buf)
+				enc.SetEscapeHTML(false)
+			}
+			if err := enc.Encode(ev); err != nil {
+				putBuffer(buf)
+				return nil, messages.Wrap(messages.CodeInvalid, op, err, fmt.Sprintf("cannot encode event seq %d", ev.Seq))
+			}
 		}
 		if err := store.CheckEventSize(op, ev.Seq, buf.Len()-before-1); err != nil {
 			putBuffer(buf)
