@@ -449,7 +449,7 @@ func (st *Store) checkpoint() error {
 		for s := range dirty {
 			s.mu.Lock()
 			if s.metaDirty && s.recJSON != nil {
-				carried = append(carried, encodeFrame(frameRecord, s.id, s.recJSON)...)
+				carried = appendFrame(carried, frameRecord, s.id, s.recJSON)
 				carriedBy = append(carriedBy, s)
 			}
 			s.mu.Unlock()

@@ -84,14 +84,18 @@ func markNext(frames []frame) []frame {
 }
 
 func encodeFrame(kind byte, sid string, body []byte) []byte {
-	n := 2 + len(sid) + len(body)
-	b := make([]byte, frameHeader+n)
-	p := b[frameHeader:]
-	p[0], p[1] = kind, byte(len(sid))
-	copy(p[2:], sid)
-	copy(p[2+len(sid):], body)
-	sealFrame(b)
-	return b
+	return appendFrame(make([]byte, 0, frameHeader+2+len(sid)+len(body)), kind, sid, body)
+}
+
+// appendFrame appends one sealed frame to dst.
+func appendFrame(dst []byte, kind byte, sid string, body []byte) []byte {
+	at := len(dst)
+	dst = append(dst, make([]byte, frameHeader)...)
+	dst = append(dst, kind, byte(len(sid)))
+	dst = append(dst, sid...)
+	dst = append(dst, body...)
+	sealFrame(dst[at:])
+	return dst
 }
 
 // sealFrame writes the length and checksum of the one frame b holds, its
