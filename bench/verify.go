@@ -70,6 +70,23 @@ func (c pipelinedCountingStore) StartAppend(ctx context.Context, sid string, evs
 	}
 }
 
+func (c pipelinedCountingStore) StartAppendThen(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) {
+	t0 := time.Now()
+	c.Store.(store.Pipeliner).StartAppendThen(ctx, sid, evs, rec, func(err error) {
+		c.busy.Add(int64(time.Since(t0)))
+		if err == nil {
+			if len(evs) > 0 {
+				c.appends.Add(1)
+				c.events.Add(int64(len(evs)))
+			}
+			if rec != nil {
+				c.metas.Add(1)
+			}
+		}
+		done(err)
+	})
+}
+
 func (c *countingStore) Create(ctx context.Context, rec messages.SessionRecord) error {
 	t0 := time.Now()
 	err := c.Store.Create(ctx, rec)

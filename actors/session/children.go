@@ -608,22 +608,24 @@ type persistWriter struct {
 	sessionID string
 	onAppend  func(time.Duration, error)
 
-	// mu guards synced and last against the goroutines that wait for
-	// pipelined appends (start, finish); write runs only when none is left
+	// mu guards synced and last against the store's goroutine, which
+	// reports pipelined appends (finish); write runs only when none is left
 	mu     sync.Mutex
 	synced bool   // last is the store's LastSeq (plus the batches started since)
 	last   uint64 // the store's last seq, when synced, or the last one started
 }
 
 // start begins a pipelined append of req on a store that can overlap a
-// session's appends: it returns at once, and finish waits for it. ok is
-// false when req must go through write instead: a create or adoption, a
-// writer that must re-read LastSeq, nothing new to append, or a batch that
-// does not follow the last one started.
-func (w *persistWriter) start(pl store.Pipeliner, req persistReq) (pending pendingAppend, ok bool) {
+// session's appends: it returns at once, and the store hands the outcome
+// to done (StartAppendThen), which finish turns into the ack. ok is false
+// when req must go through write instead: a create or adoption, a writer
+// that must re-read LastSeq, nothing new to append, a batch that does not
+// follow the last one started, or a store that panicked (done may then
+// still be called, or not: its outcome is not reported).
+func (w *persistWriter) start(pl store.Pipeliner, req persistReq, done func(error)) (pending pendingAppend, ok bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if req.create != nil || req.adopt != nil || !w.synced {
+		w.mu.Unlock()
 		return pendingAppend{}, false
 	}
 	evs := req.events
@@ -631,40 +633,37 @@ func (w *persistWriter) start(pl store.Pipeliner, req persistReq) (pending pendi
 		evs = evs[1:]
 	}
 	if len(evs) == 0 || evs[0].Seq != w.last+1 {
+		w.mu.Unlock()
 		return pendingAppend{}, false
 	}
+	pending = pendingAppend{meta: req.meta, end: evs[len(evs)-1].Seq, began: time.Now()}
+	w.last = pending.end
+	// not held across the store: done may run before StartAppendThen
+	// returns, or on the store's goroutine meanwhile, and finish takes mu
+	w.mu.Unlock()
 	defer func() {
 		if p := recover(); p != nil {
+			w.mu.Lock()
 			w.synced = false
+			w.mu.Unlock()
 			pending, ok = pendingAppend{}, false // write re-reads LastSeq and tries again
 		}
 	}()
-	pending = pendingAppend{meta: req.meta, end: evs[len(evs)-1].Seq, began: time.Now()}
-	pending.wait = pl.StartAppend(context.Background(), w.sessionID, evs, req.meta)
-	w.last = pending.end
+	pl.StartAppendThen(context.Background(), w.sessionID, evs, req.meta, done)
 	return pending, true
 }
 
-// pendingAppend is a pipelined append started and not yet waited for.
+// pendingAppend is a pipelined append started and not yet reported.
 type pendingAppend struct {
-	wait  func() error
 	meta  *messages.SessionRecord
 	end   uint64
 	began time.Time
 }
 
-// finish waits for a pipelined append and reports it as write does.
-func (w *persistWriter) finish(p pendingAppend) (ack persistAck) {
+// finish reports a pipelined append whose outcome is err, as write does.
+func (w *persistWriter) finish(p pendingAppend, err error) (ack persistAck) {
 	ack.metaSent = p.meta
 	ack.metaFailed = p.meta != nil
-	err := func() (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = messages.Errorf(messages.CodeInternal, store.OpAppend, "the store panicked: %v", r)
-			}
-		}()
-		return p.wait()
-	}()
 	if w.onAppend != nil {
 		w.onAppend(time.Since(p.began), err)
 	}
@@ -771,31 +770,33 @@ func (w *persistWriter) write(req persistReq) (ack persistAck) {
 }
 
 // persister is the persist child. On a store.Pipeliner it starts each
-// request's append at once and waits for it in a goroutine, so several of
-// a session's requests are in flight (up to the session's persistDepth)
-// and each joins the WAL's next group commit; acks go back in request
-// order. Otherwise, and for creates, adoptions and re-syncs, it runs one
-// request at a time, after every pipelined one has been answered.
+// request's append at once (StartAppendThen) and returns: the store
+// reports each append from its own goroutine, where the ack is sent, so
+// several of a session's requests are in flight (up to the session's
+// persistDepth), each joins the WAL's next group commit, and no goroutine
+// waits for any of them. Acks go back in request order (acks). Otherwise,
+// and for creates, adoptions and re-syncs, it runs one request at a time,
+// after every pipelined one has been answered.
 type persister struct {
 	w      *persistWriter
 	parent *actor.PID
-	// last is closed once the ack of the last pipelined request was sent
-	last chan struct{}
+	acks   *ackQueue
 }
 
 func newPersister(s store.Store, sid string, parent *actor.PID, onAppend func(time.Duration, error)) actor.Producer {
 	return func() actor.Receiver {
-		return &persister{w: &persistWriter{store: s, sessionID: sid, onAppend: onAppend}, parent: parent}
+		w := &persistWriter{store: s, sessionID: sid, onAppend: onAppend}
+		return &persister{w: w, parent: parent, acks: &ackQueue{w: w, parent: parent}}
 	}
 }
 
 func (p *persister) Receive(c *actor.Context) {
-	if _, ok := c.Message().(actor.Stopped); ok && p.last != nil {
+	if _, ok := c.Message().(actor.Stopped); ok {
 		// a stopped persister answers for its pipelined appends first: a
 		// record write still in flight must land before whoever stopped the
 		// session writes the record after it (Close orphaning the sessions
 		// of a failed registry), never after it
-		<-p.last
+		p.acks.wait()
 		return
 	}
 	m, ok := c.Message().(persistReq)
@@ -803,27 +804,119 @@ func (p *persister) Receive(c *actor.Context) {
 		return
 	}
 	if pl, ok := p.w.store.(store.Pipeliner); ok {
-		if pending, ok := p.w.start(pl, m); ok {
-			prev, mine := p.last, make(chan struct{})
-			p.last = mine
-			engine, parent, w := c.Engine(), p.parent, p.w
-			go func() {
-				defer close(mine)
-				ack := w.finish(pending)
-				if prev != nil {
-					<-prev // acks in request order
-				}
-				ack.id = m.id
-				engine.Send(parent, ack)
-			}()
+		a := p.acks.add(c.Engine(), m.id)
+		if pending, ok := p.w.start(pl, m, func(err error) { p.acks.complete(a, err) }); ok {
+			p.acks.started(a, pending)
 			return
 		}
+		p.acks.drop(a)
 	}
-	if p.last != nil {
-		<-p.last // write needs every pipelined append answered
-		p.last = nil
-	}
+	p.acks.wait() // write needs every pipelined append answered
 	ack := p.w.write(m)
 	ack.id = m.id
 	c.Send(p.parent, ack)
+}
+
+// ackQueue sends the acks of a persister's pipelined appends to the
+// session in request order, from whichever goroutine completes the one at
+// its head: the store's, which reports each append (complete), or the
+// persister's, when the store answered before StartAppendThen returned
+// (started). An ack is sent once its append is both started and reported.
+type ackQueue struct {
+	w      *persistWriter
+	parent *actor.PID
+
+	mu     sync.Mutex
+	engine *actor.Engine
+	q      []*inflightAppend // in request order; acks not yet sent
+	idle   chan struct{}     // closed when q empties, for wait
+}
+
+// inflightAppend is one pipelined request whose ack is not yet sent.
+type inflightAppend struct {
+	id      uint64
+	pending pendingAppend
+	started bool // StartAppendThen returned: pending is set
+	done    bool // the store reported err
+	err     error
+	dropped bool // not started after all (write takes the request): no ack
+}
+
+// add queues the request id, before its append starts (the store may
+// report it at once).
+func (q *ackQueue) add(engine *actor.Engine, id uint64) *inflightAppend {
+	a := &inflightAppend{id: id}
+	q.mu.Lock()
+	q.engine = engine
+	q.q = append(q.q, a)
+	q.mu.Unlock()
+	return a
+}
+
+// started says a's append is under way with pending's details.
+func (q *ackQueue) started(a *inflightAppend, pending pendingAppend) {
+	q.mu.Lock()
+	a.pending, a.started = pending, true
+	q.flushLocked()
+	q.mu.Unlock()
+}
+
+// complete is the store's report of a's append.
+func (q *ackQueue) complete(a *inflightAppend, err error) {
+	q.mu.Lock()
+	a.done, a.err = true, err
+	q.flushLocked()
+	q.mu.Unlock()
+}
+
+// drop takes back a request whose append did not start.
+func (q *ackQueue) drop(a *inflightAppend) {
+	q.mu.Lock()
+	a.dropped = true
+	q.flushLocked()
+	q.mu.Unlock()
+}
+
+// flushLocked sends the acks at the head of the queue that are ready, in
+// order (q.mu held: two goroutines never interleave their sends).
+func (q *ackQueue) flushLocked() {
+	n := 0
+	for _, a := range q.q {
+		if !a.dropped {
+			if !a.started || !a.done {
+				break
+			}
+			ack := q.w.finish(a.pending, a.err)
+			ack.id = a.id
+			q.engine.Send(q.parent, ack)
+		}
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	rest := copy(q.q, q.q[n:]) // the array is kept for the next requests
+	clear(q.q[rest:])
+	q.q = q.q[:rest]
+	if rest == 0 {
+		if q.idle != nil {
+			close(q.idle)
+			q.idle = nil
+		}
+	}
+}
+
+// wait returns once every pipelined request's ack is sent.
+func (q *ackQueue) wait() {
+	q.mu.Lock()
+	if len(q.q) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	if q.idle == nil {
+		q.idle = make(chan struct{})
+	}
+	idle := q.idle
+	q.mu.Unlock()
+	<-idle
 }

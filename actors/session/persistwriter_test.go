@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,15 +86,23 @@ func TestPersistWriterSendsTheRecordWithTheEvents(t *testing.T) {
 
 // gatedPipeliner is a store.Pipeliner whose started appends wait for the
 // test: each StartAppend takes the next gate, and its wait lands the batch
-// in the inner store once the gate says nil.
+// in the inner store once the gate says nil. StartAppendThen reports the
+// batches from one goroutine of its own, in the order they were started,
+// as the file store's applier does.
 type gatedPipeliner struct {
 	store.Store
+	mu    sync.Mutex
 	gates []chan error
+	// reports carries StartAppendThen's batches to the reporting goroutine
+	reports chan func()
+	// panicAt, when > 0, makes that StartAppendThen (counting from 1) panic
+	// after it queued the batch
+	panicAt int
+	calls   int
 }
 
 func (g *gatedPipeliner) StartAppend(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord) func() error {
-	gate := make(chan error, 1)
-	g.gates = append(g.gates, gate)
+	gate := g.gate()
 	return func() error {
 		if err := <-gate; err != nil {
 			return err
@@ -102,6 +111,49 @@ func (g *gatedPipeliner) StartAppend(ctx context.Context, sid string, evs []mess
 			return g.Store.AppendRecord(ctx, sid, evs, *rec)
 		}
 		return g.Store.Append(ctx, sid, evs)
+	}
+}
+
+func (g *gatedPipeliner) gate() chan error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gate := make(chan error, 1)
+	g.gates = append(g.gates, gate)
+	return gate
+}
+
+// gateN returns the nth gate made (from 0), waiting for it.
+func (g *gatedPipeliner) gateN(t *testing.T, n int) chan error {
+	var gate chan error
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.gates) > n {
+			gate = g.gates[n]
+			return true
+		}
+		return false
+	}, 10*time.Second, time.Millisecond)
+	return gate
+}
+
+func (g *gatedPipeliner) StartAppendThen(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) {
+	wait := g.StartAppend(ctx, sid, evs, rec)
+	g.mu.Lock()
+	if g.reports == nil {
+		g.reports = make(chan func(), 64)
+		go func() {
+			for r := range g.reports {
+				r()
+			}
+		}()
+	}
+	g.calls++
+	boom := g.calls == g.panicAt
+	g.reports <- func() { done(wait()) }
+	g.mu.Unlock()
+	if boom {
+		panic("the store broke after queueing the batch")
 	}
 }
 
@@ -119,24 +171,25 @@ func TestPersistWriterPipelines(t *testing.T) {
 
 	idle := rec.Clone()
 	idle.Status = messages.StatusIdle
-	p1, ok := w.start(g, persistReq{events: storetest.NewEvents(1, 2), meta: &idle})
+	out1, out2 := make(chan error, 1), make(chan error, 1)
+	p1, ok := w.start(g, persistReq{events: storetest.NewEvents(1, 2), meta: &idle}, func(err error) { out1 <- err })
 	require.True(t, ok)
-	p2, ok := w.start(g, persistReq{events: storetest.NewEvents(1, 4)}) // 1 and 2 already started
+	p2, ok := w.start(g, persistReq{events: storetest.NewEvents(1, 4)}, func(err error) { out2 <- err }) // 1 and 2 already started
 	require.True(t, ok, "the next batch starts while the first is in flight")
 	require.Len(t, g.gates, 2)
-	_, ok = w.start(g, persistReq{events: storetest.NewEvents(6, 1)})
+	_, ok = w.start(g, persistReq{events: storetest.NewEvents(6, 1)}, func(error) { t.Error("a batch not started was reported") })
 	assert.False(t, ok, "a batch that does not follow the last one started goes through write")
 
 	g.gates[0] <- nil
-	a1 := w.finish(p1)
+	a1 := w.finish(p1, <-out1)
 	require.NoError(t, a1.err)
 	assert.EqualValues(t, 2, a1.upTo)
 	assert.False(t, a1.metaFailed)
 	g.gates[1] <- messages.Errorf(messages.CodeUnavailable, store.OpAppend, "disk full")
-	a2 := w.finish(p2)
+	a2 := w.finish(p2, <-out2)
 	require.Error(t, a2.err)
 
-	_, ok = w.start(g, persistReq{events: storetest.NewEvents(3, 2)})
+	_, ok = w.start(g, persistReq{events: storetest.NewEvents(3, 2)}, func(error) { t.Error("a batch not started was reported") })
 	assert.False(t, ok, "after a failure the writer re-reads LastSeq first")
 	a3 := w.write(persistReq{events: storetest.NewEvents(3, 2)})
 	require.NoError(t, a3.err)

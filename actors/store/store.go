@@ -80,6 +80,15 @@ type Pipeliner interface {
 	// fails too, so nothing after a gap is ever written. After a failure
 	// the caller waits for every batch it started, then rereads LastSeq.
 	StartAppend(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error)
+	// StartAppendThen is StartAppend with the outcome handed to done
+	// instead of waited for, so no goroutine of the caller's waits for each
+	// batch. done is called exactly once: before StartAppendThen returns
+	// when the batch is refused before it is queued, otherwise later, on a
+	// goroutine of the store's. A session's batches are answered one at a
+	// time, in the order they were started. done must return quickly and
+	// must not call the store: the store answers every session's batches
+	// behind it.
+	StartAppendThen(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord, done func(error))
 }
 
 // Repair describes a torn last line cut from a session's event log: the

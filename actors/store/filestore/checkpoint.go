@@ -62,14 +62,23 @@ func (st *Store) cutCheckpoint() (atCut func(), bg func() error, finish func(err
 		st.mu.Unlock()
 		bases = make(map[*session]int64, len(dirty))
 		var carriedBy []*session
+		var recs [][]byte
+		size := 0
 		for s := range dirty {
 			s.mu.Lock()
 			bases[s] = s.size + int64(len(s.behind))
 			if s.metaDirty && s.recJSON != nil {
-				carried = append(carried, encodeFrame(frameCarried, s.id, s.recJSON)...)
 				carriedBy = append(carriedBy, s)
+				recs = append(recs, s.recJSON) // replaced, never changed in place
+				size += frameHeader + 2 + len(s.id) + len(s.recJSON)
 			}
 			s.mu.Unlock()
+		}
+		// one buffer of the right size: the frames of ten thousand live
+		// sessions' records, written in place (this runs on the applier)
+		carried = make([]byte, 0, size)
+		for i, s := range carriedBy {
+			carried = appendFrame(carried, frameCarried, s.id, recs[i])
 		}
 		// their records live in the WAL until meta.json is written
 		st.mu.Lock()
@@ -86,11 +95,11 @@ func (st *Store) cutCheckpoint() (atCut func(), bg func() error, finish func(err
 		if len(carried) > 0 {
 			// the records as of the cut, into walNext like any commit:
 			// they must be durable there before the old log goes
-			req := &walReq{frame: carried, done: make(chan error, 1)}
+			req, done := waitReq(carried, nil)
 			if err := st.wal.enqueue(req); err != nil {
 				return err
 			}
-			if err := <-req.done; err != nil {
+			if err := <-done; err != nil {
 				return err
 			}
 		}

@@ -449,7 +449,7 @@ func (st *Store) checkpoint() error {
 		for s := range dirty {
 			s.mu.Lock()
 			if s.metaDirty && s.recJSON != nil {
-				carried = append(carried, encodeFrame(frameRecord, s.id, s.recJSON)...)
+				carried = appendFrame(carried, frameRecord, s.id, s.recJSON)
 				carriedBy = append(carriedBy, s)
 			}
 			s.mu.Unlock()
@@ -690,11 +690,11 @@ func (st *Store) markDirty(s *session) {
 // unavailable (the disk refused: full, read-only, failing), and the frame
 // is not in the log.
 func (st *Store) commit(op, sid string, kind byte, body []byte, apply func()) error {
-	req := &walReq{frame: encodeFrame(kind, sid, body), done: make(chan error, 1), apply: apply}
+	req, done := waitReq(encodeFrame(kind, sid, body), apply)
 	if err := st.wal.enqueue(req); err != nil {
 		return walError(op, sid, err)
 	}
-	return walError(op, sid, <-req.done)
+	return walError(op, sid, <-done)
 }
 
 func walError(op, sid string, err error) error {
@@ -987,7 +987,7 @@ func (st *Store) Append(ctx context.Context, sessionID string, events []messages
 	if len(events) == 0 {
 		return st.checkOpen(op)
 	}
-	return st.startAppend(op, sessionID, events, nil)()
+	return st.waitAppend(op, sessionID, events, nil)()
 }
 
 // applyEvents writes a committed batch to the session (its last seq, its
@@ -1018,7 +1018,7 @@ func (st *Store) AppendRecord(ctx context.Context, sessionID string, events []me
 	if len(events) == 0 {
 		return st.PutMeta(ctx, rec)
 	}
-	return st.startAppend(op, sessionID, events, &rec)()
+	return st.waitAppend(op, sessionID, events, &rec)()
 }
 
 // StartAppend is store.Pipeliner: it checks the batch (and rec, when not
@@ -1028,26 +1028,54 @@ func (st *Store) AppendRecord(ctx context.Context, sessionID string, events []me
 // were started, and when one fails every later one of the session queued
 // before the failure is known fails too, so a gap is never written.
 func (st *Store) StartAppend(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error) {
+	ch := make(chan error, 1)
+	st.StartAppendThen(ctx, sessionID, events, rec, func(err error) { ch <- err })
+	return func() error {
+		err := <-ch
+		ch <- err // a second wait gets the same answer
+		return err
+	}
+}
+
+// StartAppendThen is store.Pipeliner: StartAppend with the outcome handed
+// to done instead of waited for. done runs once: at once, before the call
+// returns, when the batch is refused before it is queued; otherwise on the
+// WAL's applier goroutine once the batch is durable and applied (or has
+// failed), where a session's batches are answered in the order they were
+// started. No goroutine waits for the batch meanwhile.
+func (st *Store) StartAppendThen(ctx context.Context, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) {
 	const op = store.OpAppend
-	fail := func(err error) func() error { return func() error { return err } }
 	if err := store.CheckContext(ctx, op); err != nil {
-		return fail(err)
+		done(err)
+		return
 	}
 	if err := store.CheckSessionID(op, sessionID); err != nil {
-		return fail(err)
+		done(err)
+		return
 	}
 	if rec != nil {
 		if err := store.CheckRecordOf(op, sessionID, rec); err != nil {
-			return fail(err)
+			done(err)
+			return
 		}
 	}
 	if len(events) == 0 {
 		if rec != nil {
-			return fail(st.PutMeta(ctx, *rec))
+			done(st.PutMeta(ctx, *rec))
+			return
 		}
-		return fail(st.checkOpen(op))
+		done(st.checkOpen(op))
+		return
 	}
-	return st.startAppend(op, sessionID, events, rec)
+	st.startAppend(op, sessionID, events, rec, done)
+}
+
+// waitAppend starts a checked batch (startAppend) and returns the wait
+// for its outcome.
+func (st *Store) waitAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error) {
+	ch := make(chan error, 1)
+	st.startAppend(op, sessionID, events, rec, func(err error) { ch <- err })
+	return func() error { return <-ch }
 }
 
 // startAppend queues a checked batch on the WAL, with rec (when not nil)
@@ -1057,31 +1085,40 @@ func (st *Store) StartAppend(ctx context.Context, sessionID string, events []mes
 // commit: a session's next batch can join the WAL's next group while this
 // one is being synced. Once durable the applier writes the lines to the
 // session's events.jsonl without an fsync and applies rec, in commit
-// order.
-func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (wait func() error) {
-	fail := func(err error) func() error { return func() error { return err } }
+// order. done is told the outcome once (see StartAppendThen): before
+// startAppend returns when the batch is refused (no lock of the store's
+// held), else on the applier.
+func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) {
+	if err := st.queueAppend(op, sessionID, events, rec, done); err != nil {
+		done(err)
+	}
+}
+
+// queueAppend is startAppend up to the queueing: an error means the batch
+// was refused and done will not be called.
+func (st *Store) queueAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) error {
 	var data []byte
 	if rec != nil {
 		var err error
 		if data, err = encodeRecord(op, *rec); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	// the events are encoded once, straight into their WAL frame, whose
 	// body is also the lines the applier writes to events.jsonl
 	buf, err := encodeEventsFrame(op, sessionID, events, data)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	if err := st.enter(op); err != nil {
 		putBuffer(buf)
-		return fail(err)
+		return err
 	}
 	defer st.leave()
 	s, err := st.session(op, sessionID, false)
 	if err != nil {
 		putBuffer(buf)
-		return fail(err)
+		return err
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
@@ -1091,10 +1128,10 @@ func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEv
 	if rec != nil && !has {
 		if _, err := os.Lstat(s.metaPath()); errors.Is(err, fs.ErrNotExist) {
 			putBuffer(buf)
-			return fail(messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id))
+			return messages.Errorf(messages.CodeNotFound, op, "no record for session %s", s.id)
 		} else if err != nil {
 			putBuffer(buf)
-			return fail(ioError(op, err, "cannot stat the record of session %s", s.id))
+			return ioError(op, err, "cannot stat the record of session %s", s.id)
 		}
 	}
 	frames, lines := buf.Bytes(), frameBody(buf.Bytes())
@@ -1118,9 +1155,13 @@ func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEv
 	s.mu.Unlock()
 	if err != nil {
 		putBuffer(buf)
-		return fail(err)
+		return err
 	}
-	req := &walReq{frame: frames, done: make(chan error, 1),
+	req := &walReq{frame: frames,
+		done: func(err error) {
+			putBuffer(buf) // written to the log and applied, or failed
+			done(walError(op, s.id, err))
+		},
 		stale: func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -1152,14 +1193,9 @@ func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEv
 		}
 		s.mu.Unlock()
 		putBuffer(buf)
-		return fail(walError(op, s.id, err))
-	}
-	return func() error {
-		err := <-req.done
-		req.done <- err // a second wait gets the same answer
-		putBuffer(buf)
 		return walError(op, s.id, err)
 	}
+	return nil
 }
 
 func withOp(err error, op string) error {
@@ -1598,13 +1634,21 @@ func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []b
 	head[frameHeader], head[frameHeader+1] = frameEvents, byte(len(sid))
 	buf.Write(head[:])
 	buf.WriteString(sid)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	for _, ev := range events {
+	var enc *json.Encoder // for the events appendEventLine leaves to it
+	for i := range events {
+		ev := &events[i] // a pointer: the event is not copied into an interface
 		before := buf.Len()
-		if err := enc.Encode(ev); err != nil {
-			putBuffer(buf)
-			return nil, messages.Wrap(messages.CodeInvalid, op, err, fmt.Sprintf("cannot encode event seq %d", ev.Seq))
+		if line, ok := appendEventLine(buf.AvailableBuffer(), ev); ok {
+			buf.Write(line) // in place when it fit the room grown for it
+		} else {
+			if enc == nil {
+				enc = json.NewEncoder(buf)
+				enc.SetEscapeHTML(false)
+			}
+			if err := enc.Encode(ev); err != nil {
+				putBuffer(buf)
+				return nil, messages.Wrap(messages.CodeInvalid, op, err, fmt.Sprintf("cannot encode event seq %d", ev.Seq))
+			}
 		}
 		if err := store.CheckEventSize(op, ev.Seq, buf.Len()-before-1); err != nil {
 			putBuffer(buf)

@@ -2,6 +2,8 @@ package filestore_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -89,4 +91,64 @@ func TestStartAppendFailureLeavesNoGap(t *testing.T) {
 	evs, err := st2.ReadEvents(ctx, sid, 0, 0)
 	require.NoError(t, err)
 	require.Equal(t, storetest.NormalizeEvents(storetest.NewEvents(1, 8)), storetest.NormalizeEvents(evs))
+}
+
+// TestStartAppendThenAnswersInOrder: StartAppendThen reports a session's
+// batches in the order they were started, a failed group's and the stale
+// ones after it included, even while the applier is behind: a failure is
+// never reported before the commit started ahead of it (whose caller
+// would otherwise re-read a LastSeq that does not have it yet). A batch
+// refused by its checks is reported before the call returns.
+func TestStartAppendThenAnswersInOrder(t *testing.T) {
+	ctx := context.Background()
+	var armed, fired atomic.Bool
+	st, err := filestore.Open(t.TempDir(), filestore.WithWALFault(func() error {
+		if armed.CompareAndSwap(true, false) {
+			fired.Store(true)
+			return syscall.EIO
+		}
+		return nil
+	}))
+	require.NoError(t, err)
+	a, b := storetest.NewRecord(time.Now()), storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, a))
+	require.NoError(t, st.Create(ctx, b))
+
+	// b's report holds the applier, so everything after it queues there
+	entered, release := make(chan struct{}), make(chan struct{})
+	st.StartAppendThen(ctx, b.SessionID, storetest.NewEvents(1, 1), nil, func(err error) {
+		assert.NoError(t, err)
+		close(entered)
+		<-release
+	})
+	<-entered
+
+	var mu sync.Mutex
+	var got []string
+	report := func(name string) func(error) {
+		return func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, fmt.Sprintf("%s:%v", name, err == nil))
+		}
+	}
+	st.StartAppendThen(ctx, a.SessionID, storetest.NewEvents(1, 2), nil, report("a1"))
+	require.Eventually(t, func() bool { return st.WALCommits() >= 4 }, 30*time.Second, time.Millisecond, "a1 committed (2 creates, b, a1)")
+	armed.Store(true)
+	st.StartAppendThen(ctx, a.SessionID, storetest.NewEvents(3, 2), nil, report("a2"))
+	st.StartAppendThen(ctx, a.SessionID, storetest.NewEvents(5, 2), nil, report("a3"))
+	require.Eventually(t, fired.Load, 30*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // room for a failure reported out of turn (not a verdict: the order is)
+	close(release)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 }, 30*time.Second, time.Millisecond)
+	mu.Lock()
+	assert.Equal(t, []string{"a1:true", "a2:false", "a3:false"}, got)
+	mu.Unlock()
+
+	var refused error
+	called := false
+	st.StartAppendThen(ctx, a.SessionID, storetest.NewEvents(9, 1), nil, func(err error) { refused, called = err, true })
+	require.True(t, called, "a batch refused by its checks is reported at once")
+	storetest.RequireCode(t, refused, messages.CodeConflict)
+	require.NoError(t, st.Close())
 }

@@ -84,14 +84,18 @@ func markNext(frames []frame) []frame {
 }
 
 func encodeFrame(kind byte, sid string, body []byte) []byte {
-	n := 2 + len(sid) + len(body)
-	b := make([]byte, frameHeader+n)
-	p := b[frameHeader:]
-	p[0], p[1] = kind, byte(len(sid))
-	copy(p[2:], sid)
-	copy(p[2+len(sid):], body)
-	sealFrame(b)
-	return b
+	return appendFrame(make([]byte, 0, frameHeader+2+len(sid)+len(body)), kind, sid, body)
+}
+
+// appendFrame appends one sealed frame to dst.
+func appendFrame(dst []byte, kind byte, sid string, body []byte) []byte {
+	at := len(dst)
+	dst = append(dst, make([]byte, frameHeader)...)
+	dst = append(dst, kind, byte(len(sid)))
+	dst = append(dst, sid...)
+	dst = append(dst, body...)
+	sealFrame(dst[at:])
+	return dst
 }
 
 // sealFrame writes the length and checksum of the one frame b holds, its
@@ -147,7 +151,16 @@ func readFrames(r io.Reader) (frames []frame, good int64, err error) {
 // what the store does around the commit.
 type walReq struct {
 	frame []byte
-	done  chan error
+	// done is told the request's outcome, once, on the applier's goroutine:
+	// nil once the frames are durable and apply has run. Every request is
+	// answered there, a failed or stale one too, in the order the loop took
+	// them from the queue, so a session's requests are answered in the
+	// order they were queued and never before the ones queued earlier
+	// are applied. It must not block: every session's answers wait behind
+	// it.
+	done func(error)
+	// err is the loop's verdict for the applier (nil: committed)
+	err error
 	// stale, when set, is asked by the loop before the group is written:
 	// true drops the request with errStale (an earlier request it depends
 	// on failed after it was queued).
@@ -158,6 +171,12 @@ type walReq struct {
 	// apply, when set, applies a committed request to the session files;
 	// the applier runs it, in commit order, before answering done.
 	apply func()
+}
+
+// waitReq is a request whose caller waits for its answer on the channel.
+func waitReq(frame []byte, apply func()) (*walReq, chan error) {
+	ch := make(chan error, 1)
+	return &walReq{frame: frame, apply: apply, done: func(err error) { ch <- err }}, ch
 }
 
 // wal is the group-committing writer: callers queue frames and wait; one
@@ -371,16 +390,19 @@ var (
 	errStale     = errors.New("an earlier write of the session failed after this one was queued")
 )
 
-// applier applies committed groups in commit order and answers them.
+// applier applies committed requests in commit order and answers every
+// request the loop took, in the order it took them (walReq.done).
 func (w *wal) applier(done chan<- struct{}) {
 	defer close(done)
 	for batch := range w.committed {
 		for _, r := range batch {
-			if r.apply != nil {
-				r.apply()
+			if r.err == nil {
+				if r.apply != nil {
+					r.apply()
+				}
+				w.applying.Done()
 			}
-			w.applying.Done()
-			r.done <- nil
+			r.done(r.err)
 		}
 	}
 }
@@ -407,38 +429,42 @@ func (w *wal) loop(applied <-chan struct{}) {
 		if len(queued) == 0 && closing && w.running == nil {
 			return
 		}
-		batch := queued[:0]
+		// queued goes to the applier whole, each request with its
+		// verdict: the stale ones are answered in their place, not ahead
+		// of the commits queued before them
+		buf = buf[:0]
+		n := 0
 		for _, r := range queued {
 			if r.stale != nil && r.stale() {
-				r.done <- errStale
+				r.err = errStale
 				continue
 			}
-			batch = append(batch, r)
+			buf = append(buf, r.frame...)
+			n++
 		}
-		if len(batch) == 0 {
+		if n == 0 {
+			if len(queued) > 0 {
+				w.committed <- queued
+			}
 			continue
 		}
-		buf = buf[:0]
-		for _, r := range batch {
-			buf = append(buf, r.frame...)
-		}
 		err := w.write(buf)
-		for _, r := range batch {
+		for _, r := range queued {
+			if r.err != nil {
+				continue
+			}
 			if r.settle != nil {
 				r.settle(err == nil)
 			}
+			r.err = err
 		}
 		if err == nil {
-			w.applying.Add(len(batch))
+			w.applying.Add(n)
 			if w.onCommit != nil {
-				w.onCommit(len(batch), len(buf))
-			}
-			w.committed <- batch
-		} else {
-			for _, r := range batch {
-				r.done <- err
+				w.onCommit(n, len(buf))
 			}
 		}
+		w.committed <- queued
 		if err == nil && w.checkpointAt > 0 && w.size >= w.checkpointAt && w.running == nil {
 			w.startCheckpoint()
 		}
@@ -473,7 +499,7 @@ func (w *wal) startCheckpoint() {
 			// the applier runs atCut between the last group before the
 			// cut and the first after it; the loop does not wait for it
 			w.applying.Add(1)
-			w.committed <- []*walReq{{apply: atCut, done: make(chan error, 1)}}
+			w.committed <- []*walReq{{apply: atCut, done: func(error) {}}}
 			w.running = finish
 			go func() {
 				err := bg()
