@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -286,7 +288,21 @@ func TestFeedFailsWhenASubscriberMissesAnEvent(t *testing.T) {
 
 func TestNative(t *testing.T) {
 	t.Parallel()
-	requirePassed(t, run(t, SuiteNative, small(t)))
+	res := run(t, SuiteNative, small(t))
+	requirePassed(t, res)
+	// a turn splits into its three parts at every rung
+	for _, c := range []int{1, 2} {
+		for _, part := range []string{"part 1", "part 2", "part 3"} {
+			found := false
+			for _, r := range res.Rows {
+				if strings.HasPrefix(r.Figure, fmt.Sprintf("c=%d: turn, %s:", c, part)) {
+					found = true
+					assert.Positive(t, r.Value, r.Figure)
+				}
+			}
+			assert.True(t, found, "c=%d: no row for the turn's %s", c, part)
+		}
+	}
 }
 
 func TestNativeFailsOnALostReleasedEvent(t *testing.T) {

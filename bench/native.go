@@ -65,6 +65,69 @@ func (m *modelClock) stopRecording() [][]byte {
 	return m.bodies
 }
 
+// turnClock times one session's turns where the runtime meets the
+// backend: when the backend is asked to start a turn, and when it emits
+// the turn's end. The bench's goroutine of the session reads them once
+// read-turn answered, which happens after both.
+type turnClock struct {
+	started, ended atomic.Int64 // unix ns
+}
+
+// clockedTransport is the native transport with a turnClock per session,
+// so a turn splits into the op's way to the backend, the backend's turn
+// and the way from its end to read-turn's answer (the result made durable).
+type clockedTransport struct {
+	transports.Transport
+	mu     sync.Mutex
+	clocks map[string]*turnClock // by session id
+}
+
+func (t *clockedTransport) clock(sid string) *turnClock {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.clocks[sid]
+	if !ok {
+		c = &turnClock{}
+		t.clocks[sid] = c
+	}
+	return c
+}
+
+func (t *clockedTransport) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	c := t.clock(spec.SessionID)
+	s, err := t.Transport.Open(ctx, spec, func(turn int, ev messages.Event) {
+		if ev.Type == messages.EvTurnEnd {
+			c.ended.Store(time.Now().UnixNano())
+		}
+		sink(turn, ev)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return clockedSession{Session: s, c: c}, nil
+}
+
+// clockedSession is a native session with its clock; it keeps the
+// abilities a native session has (the runtime finds them by type
+// assertion), though the bench's turns use neither.
+type clockedSession struct {
+	transports.Session
+	c *turnClock
+}
+
+func (s clockedSession) Interrupt(ctx context.Context) error {
+	return s.Session.(transports.Interrupter).Interrupt(ctx)
+}
+
+func (s clockedSession) SetPosture(ctx context.Context, p messages.Posture) error {
+	return s.Session.(transports.PostureSetter).SetPosture(ctx, p)
+}
+
+func (s clockedSession) StartTurn(ctx context.Context, turn int, input string) error {
+	s.c.started.Store(time.Now().UnixNano())
+	return s.Session.StartTurn(ctx, turn, input)
+}
+
 // nativeLevel is one rung of the ladder: c sessions at once.
 type nativeLevel struct {
 	c          int
@@ -76,10 +139,14 @@ type nativeLevel struct {
 	modelCalls int64
 	storeBusy  time.Duration
 	walCommits int64 // the store's WAL group commits (one fsync each); -1: no WAL
-	bare       summary
-	bareSum    time.Duration
-	bareSpan   time.Duration
-	bareTurns  int
+	// a turn's parts: the op to the backend's StartTurn, the backend's
+	// turn (to its turn_end, model server included), turn_end to
+	// read-turn's answer (the result made durable)
+	toBackend, backendTurn, toAnswer summary
+	bare                             summary
+	bareSum                          time.Duration
+	bareSpan                         time.Duration
+	bareTurns                        int
 }
 
 func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
@@ -112,6 +179,9 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 		res.row(pre+"runtime's share of a turn", share, UnitPercent)
 		res.vs(pre+"runtime per turn (turn - model server)", ms((lv.turnSum-lv.modelBusy)/time.Duration(max(lv.turns, 1))), UnitMs,
 			"bare client per turn (calls - model server)", ms(lv.bareSum/time.Duration(max(lv.bareTurns, 1))))
+		res.row(pre+"turn, part 1: the op to the backend's StartTurn (mean)", ms(lv.toBackend.mean), UnitMs)
+		res.row(pre+"turn, part 2: the backend's turn, model server included (mean)", ms(lv.backendTurn.mean), UnitMs)
+		res.row(pre+"turn, part 3: turn_end to read-turn's answer, the result made durable (mean)", ms(lv.toAnswer.mean), UnitMs)
 		res.row(pre+"store writes per turn (appends and records, fsync'd)", ms(lv.storeBusy/time.Duration(max(lv.turns, 1))), UnitMs)
 		if lv.walCommits >= 0 {
 			// includes each session's start and stop: a floor of what a turn waits for is one of them
@@ -120,6 +190,7 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 	}
 	res.note("store writes happen on each session's persist actor alongside the agent loop; a turn's result is delivered once its events are durable, so they are part of the runtime's share")
 	res.note("a turn runs from the op that starts it (start or guide) to read-turn returning its result: the agent loop, tool execution, events persisted, the result made durable")
+	res.note("a turn's three parts are timed where the runtime meets the backend: its StartTurn and its turn_end event; part 3 is what a turn waits for the store once the backend is done (its last batch's group commit, and an earlier batch still in flight)")
 	res.note("the model server's time is from each model call's arrival to the end of its streamed answer (modelmock's request log); the runtime's share is what is left of the turns")
 	res.note("the baseline replays the very request bodies the sessions sent (the conversation so far, the tools) with a plain HTTP client reading each streamed answer to its end, %d calls per turn, from as many goroutines as sessions; its 'per turn' is the client side of those calls", nativeModelCalls)
 	return res, nil
@@ -136,11 +207,12 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds
 	}
 	defer mock.Close()
 	env := map[string]string{native.EnvAnthropicBaseURL: mock.URL(), native.EnvAnthropicAPIKey: "bench-key"}
-	b, err := openRuntime(o, filepath.Join(dir, "home"), transports.NewRegistry(native.New(native.WithProcessEnv(nil))), env)
+	tr := &clockedTransport{Transport: native.New(native.WithProcessEnv(nil)), clocks: map[string]*turnClock{}}
+	b, err := openRuntime(o, filepath.Join(dir, "home"), transports.NewRegistry(tr), env)
 	if err != nil {
 		return lv, 0, err
 	}
-	var turnLat latencies
+	var turnLat, toBackend, backendTurn, toAnswer latencies
 	sids := make([]string, c)
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -175,6 +247,12 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds
 					return
 				}
 				turnLat.since(s0)
+				if ck := tr.clock(sids[i]); ck.started.Load() >= s0.UnixNano() && ck.ended.Load() >= ck.started.Load() {
+					st, en := time.Unix(0, ck.started.Load()), time.Unix(0, ck.ended.Load())
+					toBackend.add(st.Sub(s0))
+					backendTurn.add(en.Sub(st))
+					toAnswer.since(en)
+				}
 				if kerr := expectKind(r, messages.KindTurnComplete); kerr != nil {
 					kinds.add("session %d: %v", i, kerr)
 					return
@@ -188,6 +266,7 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds
 	wg.Wait()
 	lv.elapsed = time.Since(t0)
 	lv.turnLat = turnLat.summary()
+	lv.toBackend, lv.backendTurn, lv.toAnswer = toBackend.summary(), backendTurn.summary(), toAnswer.summary()
 	lv.turns = lv.turnLat.n
 	lv.turnSum = time.Duration(lv.turnLat.n) * lv.turnLat.mean
 	lv.modelBusy = time.Duration(clock.busy.Load())

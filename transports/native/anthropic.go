@@ -19,10 +19,13 @@ const anthropicDefaultURL = "https://api.anthropic.com"
 
 // anthropicProvider speaks the Anthropic Messages API (streaming) through
 // github.com/anthropics/anthropic-sdk-go. The SDK's own retries are off:
-// retrying does them, with Retry-After.
+// retrying does them, with Retry-After. Requests are encoded through
+// wire (anthropicwire.go), which has the SDK encode each message once.
+// A provider serves one session, whose goroutine is its only caller.
 type anthropicProvider struct {
 	client  anthropic.Client
 	baseURL string
+	wire    anthropicWire
 }
 
 func newAnthropic(baseURL, apiKey, authToken string, httpc *http.Client) *anthropicProvider {
@@ -46,7 +49,9 @@ func newAnthropic(baseURL, apiKey, authToken string, httpc *http.Client) *anthro
 func (p *anthropicProvider) name() string     { return ProviderAnthropic }
 func (p *anthropicProvider) endpoint() string { return p.baseURL }
 
-func (p *anthropicProvider) params(req request) anthropic.MessageNewParams {
+// sdkParams is req as the SDK's parameters, every message and tool built
+// afresh: what wire's encoding must equal, and its fallback.
+func sdkParams(req request) anthropic.MessageNewParams {
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.model),
 		MaxTokens: req.maxTokens,
@@ -58,46 +63,58 @@ func (p *anthropicProvider) params(req request) anthropic.MessageNewParams {
 		params.OutputConfig = anthropic.OutputConfigParam{Effort: anthropic.OutputConfigEffort(clampEffort(req.effort, true))}
 	}
 	for _, t := range req.tools {
-		tp := anthropic.ToolParam{
-			Name:        t.Name,
-			Description: param.NewOpt(t.Description),
-			InputSchema: anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]},
-		}
-		if r, ok := t.Schema["required"].([]string); ok {
-			tp.InputSchema.Required = r
-		}
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+		params.Tools = append(params.Tools, sdkTool(t))
 	}
 	for _, m := range req.messages {
-		var blocks []anthropic.ContentBlockParamUnion
-		for _, b := range m.blocks {
-			switch b.kind {
-			case blockText:
-				if b.text != "" {
-					blocks = append(blocks, anthropic.NewTextBlock(b.text))
-				}
-			case blockThinking:
-				blocks = append(blocks, anthropic.NewThinkingBlock(b.signature, b.text))
-			case blockToolUse:
-				blocks = append(blocks, anthropic.NewToolUseBlock(b.id, json.RawMessage(orEmptyObject(b.input)), b.name))
-			case blockToolResult:
-				blocks = append(blocks, anthropic.NewToolResultBlock(b.id, b.text, b.isError))
-			case blockOpaque:
-				if b.rawOwner == ProviderAnthropic {
-					blocks = append(blocks, param.Override[anthropic.ContentBlockParamUnion](b.raw))
-				}
-			}
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		if m.role == roleAssistant {
-			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
-		} else {
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
+		if mp, ok := sdkMessage(m); ok {
+			params.Messages = append(params.Messages, mp)
 		}
 	}
 	return params
+}
+
+// sdkMessage is m as the SDK's message; false when none of its blocks is
+// sent (the message is left out).
+func sdkMessage(m message) (anthropic.MessageParam, bool) {
+	var blocks []anthropic.ContentBlockParamUnion
+	for _, b := range m.blocks {
+		switch b.kind {
+		case blockText:
+			if b.text != "" {
+				blocks = append(blocks, anthropic.NewTextBlock(b.text))
+			}
+		case blockThinking:
+			blocks = append(blocks, anthropic.NewThinkingBlock(b.signature, b.text))
+		case blockToolUse:
+			blocks = append(blocks, anthropic.NewToolUseBlock(b.id, json.RawMessage(orEmptyObject(b.input)), b.name))
+		case blockToolResult:
+			blocks = append(blocks, anthropic.NewToolResultBlock(b.id, b.text, b.isError))
+		case blockOpaque:
+			if b.rawOwner == ProviderAnthropic {
+				blocks = append(blocks, param.Override[anthropic.ContentBlockParamUnion](b.raw))
+			}
+		}
+	}
+	if len(blocks) == 0 {
+		return anthropic.MessageParam{}, false
+	}
+	if m.role == roleAssistant {
+		return anthropic.NewAssistantMessage(blocks...), true
+	}
+	return anthropic.NewUserMessage(blocks...), true
+}
+
+// sdkTool is t as the SDK's tool definition.
+func sdkTool(t ToolSpec) anthropic.ToolUnionParam {
+	tp := anthropic.ToolParam{
+		Name:        t.Name,
+		Description: param.NewOpt(t.Description),
+		InputSchema: anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]},
+	}
+	if r, ok := t.Schema["required"].([]string); ok {
+		tp.InputSchema.Required = r
+	}
+	return anthropic.ToolUnionParam{OfTool: &tp}
 }
 
 func orEmptyObject(b json.RawMessage) json.RawMessage {
@@ -108,7 +125,7 @@ func orEmptyObject(b json.RawMessage) json.RawMessage {
 }
 
 func (p *anthropicProvider) stream(ctx context.Context, req request, emit func(delta)) (response, error) {
-	st := p.client.Messages.NewStreaming(ctx, p.params(req))
+	st := p.client.Messages.NewStreaming(ctx, p.wire.params(req))
 	defer st.Close()
 	var acc anthropic.Message
 	for st.Next() {

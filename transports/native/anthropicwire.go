@@ -1,0 +1,173 @@
+package native
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+)
+
+// anthropicWire encodes a session's requests for the Messages API.
+//
+// Every model call sends the whole conversation, and the SDK's reflective
+// encoder, run over all of it on every call, cost more CPU than the rest
+// of a turn (bench native's profile, bench/README.md). The conversation
+// only grows: messages are appended, and only the last one gains blocks
+// (session.appendUser). So the SDK encodes each message once, each tool
+// definition once and the request's fixed fields once, and a call's body
+// is those bytes joined, handed to the SDK as a param.Override of the
+// whole request, which it sends as it is. What goes on the wire is what
+// sdkParams would have sent (TestAnthropicWireMatchesSDK); if the SDK
+// cannot encode a piece, the call falls back to sdkParams and the SDK
+// reports the error as before.
+//
+// It is owned by the session's goroutine, the only caller of its provider.
+type anthropicWire struct {
+	head    []byte // the request's fixed fields, encoded: "{...}"
+	headKey headKey
+	// sent are the conversation's messages encoded so far, by index
+	sent []encodedMessage
+	// tools are the tool definitions encoded so far, by name
+	tools map[string]encodedTool
+	size  int // the last body's length, to size the next one
+}
+
+// headKey is what the fixed fields of a request are made of.
+type headKey struct {
+	model, system string
+	effort        string
+	maxTokens     int64
+}
+
+// encodedMessage is one message as the SDK encoded it, with its role, its
+// first block's address and its block count then: blocks are never
+// rewritten in place, so a message at the same index that matches all
+// three is the same message, unchanged. raw is nil when no block of it is
+// sent (it is left out).
+type encodedMessage struct {
+	role    string
+	first   *block
+	nblocks int
+	raw     []byte
+}
+
+// encodes says whether e is the encoding of m.
+func (e encodedMessage) encodes(m message) bool {
+	return e.role == m.role && e.nblocks == len(m.blocks) && (len(m.blocks) == 0 || e.first == &m.blocks[0])
+}
+
+// encodedTool is one tool definition as the SDK encoded it.
+type encodedTool struct {
+	description string
+	raw         []byte
+}
+
+// params returns req as the SDK's parameters.
+func (w *anthropicWire) params(req request) anthropic.MessageNewParams {
+	body, err := w.body(req)
+	if err != nil {
+		return sdkParams(req)
+	}
+	return param.Override[anthropic.MessageNewParams](json.RawMessage(body))
+}
+
+// body encodes req.
+func (w *anthropicWire) body(req request) ([]byte, error) {
+	key := headKey{model: req.model, system: req.system, effort: string(req.effort), maxTokens: req.maxTokens}
+	if w.head == nil || w.headKey != key {
+		fixed := sdkParams(request{model: req.model, system: req.system, effort: req.effort, maxTokens: req.maxTokens})
+		head, err := fixed.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		head = bytes.TrimSpace(head)
+		if len(head) < 2 || head[len(head)-1] != '}' {
+			return nil, errNotAnObject
+		}
+		w.head, w.headKey = head, key
+	}
+	for i, m := range req.messages {
+		if i < len(w.sent) && w.sent[i].encodes(m) {
+			continue
+		}
+		e := encodedMessage{role: m.role, nblocks: len(m.blocks)}
+		if len(m.blocks) > 0 {
+			e.first = &m.blocks[0]
+		}
+		if mp, ok := sdkMessage(m); ok {
+			raw, err := mp.MarshalJSON()
+			if err != nil {
+				w.sent = w.sent[:min(i, len(w.sent))]
+				return nil, err
+			}
+			e.raw = raw
+		}
+		w.sent = append(w.sent[:min(i, len(w.sent))], e)
+	}
+	w.sent = w.sent[:len(req.messages)]
+
+	b := append(make([]byte, 0, w.size+len(w.head)+512), w.head[:len(w.head)-1]...)
+	sep := func() {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+	}
+	sent := false
+	for _, e := range w.sent {
+		if e.raw == nil {
+			continue
+		}
+		if !sent {
+			sep()
+			b = append(b, `"messages":[`...)
+			sent = true
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, e.raw...)
+	}
+	if sent {
+		b = append(b, ']')
+	}
+	for i, t := range req.tools {
+		raw, err := w.tool(t)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			sep()
+			b = append(b, `"tools":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, raw...)
+	}
+	if len(req.tools) > 0 {
+		b = append(b, ']')
+	}
+	b = append(b, '}')
+	w.size = len(b)
+	return b, nil
+}
+
+// tool is t's definition, encoded once per session.
+func (w *anthropicWire) tool(t ToolSpec) ([]byte, error) {
+	if e, ok := w.tools[t.Name]; ok && e.description == t.Description {
+		return e.raw, nil
+	}
+	raw, err := sdkTool(t).MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if w.tools == nil {
+		w.tools = map[string]encodedTool{}
+	}
+	w.tools[t.Name] = encodedTool{description: t.Description, raw: raw}
+	return raw, nil
+}
+
+// errNotAnObject: the SDK encoded a request as something other than a JSON
+// object (never seen; the call then goes through sdkParams).
+var errNotAnObject = errors.New("the SDK did not encode the request as a JSON object")

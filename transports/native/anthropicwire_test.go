@@ -1,0 +1,124 @@
+package native
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/messages"
+)
+
+// wireConversation is a conversation with every kind of block, an empty
+// message and an opaque block of another provider (left out).
+func wireConversation() []message {
+	return []message{
+		{role: roleUser, blocks: []block{{kind: blockText, text: "list the files <b>&</b> \u2028 say \"hi\""}}},
+		{role: roleAssistant, blocks: []block{
+			{kind: blockThinking, text: "first, ls", signature: "sig-1"},
+			{kind: blockText, text: "Looking."},
+			{kind: blockToolUse, id: "tu_1", name: ToolLs, input: json.RawMessage(`{"path": "."}`)},
+			{kind: blockOpaque, raw: json.RawMessage(`{"type":"redacted_thinking","data":"xyz"}`), rawOwner: ProviderAnthropic},
+			{kind: blockOpaque, raw: json.RawMessage(`{"type":"reasoning"}`), rawOwner: ProviderOpenAIResponses},
+		}},
+		{role: roleUser, blocks: []block{{kind: blockToolResult, id: "tu_1", text: "README.md\n"}}},
+		{role: roleAssistant, blocks: []block{{kind: blockText, text: ""}}}, // nothing to send
+		{role: roleAssistant, blocks: []block{{kind: blockToolUse, id: "tu_2", name: ToolBash, input: nil}}},
+		{role: roleUser, blocks: []block{{kind: blockToolResult, id: "tu_2", text: "denied", isError: true}}},
+	}
+}
+
+// sdkJSON is what the SDK itself encodes for req, decoded.
+func sdkJSON(t *testing.T, req request) any {
+	t.Helper()
+	raw, err := sdkParams(req).MarshalJSON()
+	require.NoError(t, err)
+	var v any
+	require.NoError(t, json.Unmarshal(raw, &v))
+	return v
+}
+
+// wireJSON is what the SDK sends for wire's parameters, decoded.
+func wireJSON(t *testing.T, w *anthropicWire, req request) any {
+	t.Helper()
+	raw, err := w.params(req).MarshalJSON()
+	require.NoError(t, err)
+	var v any
+	require.NoError(t, json.Unmarshal(raw, &v), "%s", raw)
+	return v
+}
+
+// TestAnthropicWireMatchesSDK: the request the cached encoding sends is the
+// one the SDK builds from scratch, as the conversation grows (new
+// messages, blocks merged into the last user message), the tools change
+// (a posture change) and the fixed fields change.
+func TestAnthropicWireMatchesSDK(t *testing.T) {
+	w := &anthropicWire{}
+	conv := wireConversation()
+	req := request{model: "claude-mock", system: "be brief", messages: conv[:1],
+		tools: offered(messages.PostureFull, nil), effort: messages.EffortHigh, maxTokens: 1024}
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "first call")
+
+	for n := 2; n <= len(conv); n++ {
+		req.messages = conv[:n]
+		assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "%d messages", n)
+	}
+
+	// appendUser merges tool results into the last user message
+	last := len(conv) - 1
+	conv[last].blocks = append(conv[last].blocks, block{kind: blockText, text: "and a note"})
+	req.messages = conv
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "blocks merged into the last message")
+
+	req.tools = offered(messages.PosturePlan, nil)
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "the plan posture's tools")
+	req.tools = nil
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "no tools")
+
+	req.model, req.system, req.effort, req.maxTokens = "claude-other", "", "", 99
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "other fixed fields")
+
+	// a conversation that is not a continuation (a fresh one in the same
+	// wire, which a session never does) is encoded afresh, not mixed up
+	fresh := []message{{role: roleUser, blocks: []block{{kind: blockText, text: "other"}}}, conv[1]}
+	req.messages = fresh
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "another conversation")
+}
+
+// TestAnthropicWireEncodesEachMessageOnce: a call's encoding costs the
+// same whatever the length of the conversation before it, as each message
+// is encoded once; building the SDK's parameters afresh on every call
+// (what the provider did) costs allocations in proportion to it. Counted
+// in allocations, never in time.
+func TestAnthropicWireEncodesEachMessageOnce(t *testing.T) {
+	long := func(n int) []message {
+		var conv []message
+		for i := range n {
+			conv = append(conv,
+				message{role: roleUser, blocks: []block{{kind: blockText, text: fmt.Sprintf("turn %d", i)}}},
+				message{role: roleAssistant, blocks: []block{
+					{kind: blockText, text: "Looking."},
+					{kind: blockToolUse, id: fmt.Sprintf("tu_%d", i), name: ToolLs, input: json.RawMessage(`{}`)}}},
+				message{role: roleUser, blocks: []block{{kind: blockToolResult, id: fmt.Sprintf("tu_%d", i), text: "README.md\n"}}},
+				message{role: roleAssistant, blocks: []block{{kind: blockText, text: "Done."}}})
+		}
+		return conv
+	}
+	allocs := func(turns int) float64 {
+		w := &anthropicWire{}
+		req := request{model: "claude-mock", system: "be brief", messages: long(turns),
+			tools: offered(messages.PostureDefault, nil), maxTokens: 1024}
+		_, err := w.params(req).MarshalJSON() // the session's earlier calls
+		require.NoError(t, err)
+		return testing.AllocsPerRun(20, func() {
+			if _, err := w.params(req).MarshalJSON(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	short, longer := allocs(2), allocs(20)
+	t.Logf("allocations per call: %.0f after 2 turns, %.0f after 20", short, longer)
+	assert.LessOrEqual(t, longer, short+4, "a call's encoding grows with the conversation before it")
+}
