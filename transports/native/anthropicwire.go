@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
@@ -58,9 +59,12 @@ func (e encodedMessage) encodes(m message) bool {
 	return e.role == m.role && e.nblocks == len(m.blocks) && (len(m.blocks) == 0 || e.first == &m.blocks[0])
 }
 
-// encodedTool is one tool definition as the SDK encoded it.
+// encodedTool is one tool definition as the SDK encoded it, with the
+// description and the schema map it was encoded from: a tool of the same
+// name from elsewhere (an MCP server's list refreshed) is encoded anew.
 type encodedTool struct {
 	description string
+	schema      uintptr
 	raw         []byte
 }
 
@@ -154,7 +158,8 @@ func (w *anthropicWire) body(req request) ([]byte, error) {
 
 // tool is t's definition, encoded once per session.
 func (w *anthropicWire) tool(t ToolSpec) ([]byte, error) {
-	if e, ok := w.tools[t.Name]; ok && e.description == t.Description {
+	schema := reflect.ValueOf(t.Schema).Pointer()
+	if e, ok := w.tools[t.Name]; ok && e.description == t.Description && e.schema == schema {
 		return e.raw, nil
 	}
 	raw, err := sdkTool(t).MarshalJSON()
@@ -164,7 +169,7 @@ func (w *anthropicWire) tool(t ToolSpec) ([]byte, error) {
 	if w.tools == nil {
 		w.tools = map[string]encodedTool{}
 	}
-	w.tools[t.Name] = encodedTool{description: t.Description, raw: raw}
+	w.tools[t.Name] = encodedTool{description: t.Description, schema: schema, raw: raw}
 	return raw, nil
 }
 

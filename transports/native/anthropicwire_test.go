@@ -74,6 +74,16 @@ func TestAnthropicWireMatchesSDK(t *testing.T) {
 
 	req.tools = offered(messages.PosturePlan, nil)
 	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "the plan posture's tools")
+	// an MCP server's list refreshed: same name and description, another
+	// schema; the cached definition must not be sent
+	mcpTool := func(prop string) ToolSpec {
+		return ToolSpec{Name: "mcp__srv__lookup", Description: "look a thing up",
+			Schema: map[string]any{"type": "object", "properties": map[string]any{prop: map[string]any{"type": "string"}}}}
+	}
+	req.tools = []ToolSpec{mcpTool("key")}
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "an MCP tool")
+	req.tools = []ToolSpec{mcpTool("query")}
+	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "the MCP tool's schema changed")
 	req.tools = nil
 	assert.Equal(t, sdkJSON(t, req), wireJSON(t, w, req), "no tools")
 
