@@ -93,3 +93,30 @@ func FuzzPrecheck(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRedactEvent is the redactor's cost per event of a scripted turn
+// (thinking, a tool call and its result, a text), with its pre-checks and
+// without (exhaustive): compare the two in the same run.
+func BenchmarkRedactEvent(b *testing.B) {
+	evs := []messages.Event{
+		{Type: messages.EvThinking, Text: "step 3 of turn 2"},
+		{Type: messages.EvToolUse, ToolUseID: "toolu_script_7", ToolName: "Read", Input: json.RawMessage(`{"file_path":"pkg/file3.go"}`)},
+		{Type: messages.EvToolResult, ToolUseID: "toolu_script_7", Output: "package pkg\n"},
+		{Type: messages.EvText, Text: "Turn 2 is done."},
+	}
+	fast, slow := pair("hunter2-db-PRIMARY", "s3cr3t-token-value")
+	for _, bc := range []struct {
+		name string
+		r    *redactor
+	}{{"prechecked", fast}, {"exhaustive", slow}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range evs {
+					_ = bc.r.event(evs[i])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+		})
+	}
+}

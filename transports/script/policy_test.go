@@ -126,3 +126,22 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkExpand: a text step's placeholders, expanded in one pass and
+// through a strings.Replacer built per call (as before); compare the two
+// in the same run.
+func BenchmarkExpand(b *testing.B) {
+	v := vars{input: "fix the failing test", turn: 3, model: "model", effort: messages.EffortHigh, posture: messages.PosturePlan}
+	s := "step 4 of turn {{turn}}"
+	for _, bc := range []struct {
+		name string
+		f    func(string) string
+	}{{"onepass", v.expand}, {"replacer", v.replacerExpand}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = bc.f(s)
+			}
+		})
+	}
+}
