@@ -411,7 +411,6 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 			a.inflight = 0
 			a.liveFrom = a.reqID + 1
 			a.sentUpTo = a.core.DurableSeq()
-			a.core.Sending(a.sentUpTo)
 			a.pump(c)
 		}
 		if ev.Child == ChildDiff && diffLostBy(ev) && !a.core.Life().Releasing() {
@@ -583,7 +582,6 @@ func (a *Actor) pump(c *actor.Context) {
 		req := persistReq{id: a.reqID, events: evs, meta: a.pendingMeta}
 		if len(evs) > 0 {
 			a.sentUpTo = evs[len(evs)-1].Seq
-			a.core.Sending(a.sentUpTo)
 		}
 		if a.pendingMeta != nil {
 			a.lastMetaSent, a.metaSentID = a.pendingMeta, a.reqID
@@ -691,7 +689,6 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 	if m.err != nil {
 		a.failedThrough = a.reqID
 		a.sentUpTo = a.core.DurableSeq() // what is held goes again
-		a.core.Sending(a.sentUpTo)
 		a.retryIn = min(max(2*a.retryIn, persistRetryMin), persistRetryMax)
 		a.retryArmed = true
 		engine, self := c.Engine(), c.PID()

@@ -125,16 +125,14 @@ type Core struct {
 	// capacity of the last array: a new one is at least that large (up to
 	// heldChunk), not one again after every acknowledgement.
 	//
-	// When the array is full, the events already sent to the store stay
-	// where they are, as prev (the older ones), and the rest go on in a new
-	// array: no copy of what is in flight, nor the write barriers a copy of
-	// pointerful events costs while the collector runs. Only a third array
-	// (the store behind by two whole arrays) merges both into one.
+	// When the array is full, the events still held stay where they are,
+	// as prev (the older ones), and new events go to a new array: no copy
+	// of them, and none of the write barriers a copy of pointerful events
+	// costs while the collector runs. Only a third array (the store behind
+	// by two whole arrays) merges both into one, twice their size.
 	prev    []messages.PersistedEvent
 	held    []messages.PersistedEvent
 	heldCap int
-	// sentUpTo is the last seq the shell handed to the store (Sending).
-	sentUpTo uint64
 	// drained is the last seq a Drain handed out in Output.Events.
 	drained uint64
 	// storeErr is the last store failure while the store keeps failing;
@@ -394,21 +392,14 @@ func (c *Core) emitFrom(now time.Time, turn int, ev *messages.Event) uint64 {
 
 // growHeld gives held a new array: appending to a full one would too, but
 // from the capacity of what is left after Persisted's reslices (often
-// none). The held events already sent to the store stay in their array,
-// as prev, not copied; those not sent yet (a turn's streamed output,
-// held back) are copied to the new one, so that they still go to the
-// store in one batch. When prev still holds events, everything goes to
-// one new array (a copy, amortized by its doubled size).
+// none). The events held stay in their array, as prev, unless prev still
+// holds some: then both go to one new array (a copy, amortized by its
+// doubled size).
 func (c *Core) growHeld() {
-	k := 0
-	for k < len(c.held) && c.held[k].Seq <= c.sentUpTo {
-		k++
-	}
-	if len(c.prev) == 0 && k > 0 {
-		rest := c.held[k:]
-		c.heldCap = max(2*len(rest), min(c.heldCap, heldChunk), 4)
-		c.prev = c.held[:k:k]
-		c.held = append(make([]messages.PersistedEvent, 0, c.heldCap), rest...)
+	if len(c.prev) == 0 {
+		c.heldCap = max(len(c.held), min(c.heldCap, heldChunk), 4)
+		c.prev = c.held[:len(c.held):len(c.held)]
+		c.held = make([]messages.PersistedEvent, 0, c.heldCap)
 		return
 	}
 	n := len(c.prev) + len(c.held)
@@ -417,11 +408,6 @@ func (c *Core) growHeld() {
 	grown = append(append(grown, c.prev...), c.held...)
 	c.prev, c.held = nil, grown
 }
-
-// Sending tells the core that the shell has handed the events up to seq to
-// the store (or, after a failure, that it will send again from there):
-// growHeld keeps those in place and moves only the others.
-func (c *Core) Sending(seq uint64) { c.sentUpTo = seq }
 
 // unsent returns the held events after seq, oldest first, at most max of
 // them (max <= 0: all that lie in one array), without a copy: a view of one

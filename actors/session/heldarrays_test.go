@@ -13,9 +13,8 @@ import (
 )
 
 // TestFullHeldArrayIsNotCopied: when the held array is full, the events
-// already handed to the store stay where they are (prev) and only those
-// not sent yet move to the new array, with the next ones, so that they
-// still go out in one batch.
+// still waiting for the store stay where they are (prev) and the next
+// ones go to a new array; nothing held is copied to make room.
 func TestFullHeldArrayIsNotCopied(t *testing.T) {
 	h := newHarness(t)
 	h.startTurn1()
@@ -27,24 +26,20 @@ func TestFullHeldArrayIsNotCopied(t *testing.T) {
 	for len(h.c.held) < cap(h.c.held) {
 		h.c.AgentEvent(h.tick(), 1, ev)
 	}
-	full := len(h.c.held)
-	sent := h.c.held[full/2].Seq
-	h.c.Sending(sent)
 	h.c.AgentEvent(h.tick(), 1, ev) // past the full array
-	require.NotEmpty(t, h.c.prev, "the events sent are kept in place")
+	require.NotEmpty(t, h.c.prev, "the events of the full array are kept in place")
 	assert.Same(t, first, &h.c.prev[0], "the oldest event held was not moved")
-	assert.Equal(t, sent, h.c.prev[len(h.c.prev)-1].Seq)
-	assert.Equal(t, full-len(h.c.prev)+1, len(h.c.held), "the unsent events and the new one")
+	assert.Len(t, h.c.held, 1)
 
-	// what is not sent yet goes in one batch
-	evs, more := h.c.unsent(sent, 0)
-	assert.Equal(t, sent+1, evs[0].Seq)
-	assert.Equal(t, h.c.LastSeq(), evs[len(evs)-1].Seq)
-	assert.False(t, more)
-	// and a resend after a failure walks both arrays
-	evs, more = h.c.unsent(0, 0)
-	assert.Equal(t, seqsOf(h.c.prev), seqsOf(evs))
+	// the persist child is handed the older array's events first, told
+	// that more wait (so they are not held back as if they were all)
+	evs, more := h.c.unsent(0, 0)
+	assert.Equal(t, h.c.prev[0].Seq, evs[0].Seq)
+	assert.Equal(t, h.c.prev[len(h.c.prev)-1].Seq, evs[len(evs)-1].Seq)
 	assert.True(t, more)
+	evs, more = h.c.unsent(evs[len(evs)-1].Seq, 0)
+	assert.Equal(t, []uint64{h.c.LastSeq()}, seqsOf(evs))
+	assert.False(t, more)
 	assert.Len(t, h.c.Unpersisted(0), h.c.heldLen())
 }
 
@@ -57,7 +52,7 @@ func seqsOf(evs []messages.PersistedEvent) []uint64 {
 }
 
 // TestHeldEventsAgainstAModel drives the core with random bursts of
-// events, sends, acknowledgements (in order, of any prefix) and drains, and holds
+// events, acknowledgements (in order, of any prefix) and drains, and holds
 // what it hands out to a plain model: every Drain's Events are exactly the
 // events emitted or acknowledged since the last one, its Durable exactly
 // those newly acknowledged, Unpersisted and unsent the ones after the
@@ -84,10 +79,6 @@ func TestHeldEventsAgainstAModel(t *testing.T) {
 					for range 1 + rng.IntN(40) {
 						h.c.AgentEvent(h.tick(), 1, messages.Event{Type: messages.EvThinking, Text: fmt.Sprint("e", h.c.LastSeq()+1)})
 						emitted = append(emitted, h.c.held[len(h.c.held)-1])
-					}
-				case op < 8: // the shell sends what is held, up to some seq
-					if h.c.LastSeq() > durable {
-						h.c.Sending(durable + 1 + uint64(rng.IntN(int(h.c.LastSeq()-durable))))
 					}
 				case op < 9: // the store acknowledges a prefix
 					if h.c.LastSeq() > durable {
