@@ -570,11 +570,16 @@ func (a *Actor) send(c *actor.Context, child string, msg any) {
 // the held events not yet sent (up to a chunk each) and the latest record.
 func (a *Actor) pump(c *actor.Context) {
 	for a.inflight < a.persistDepth() && !a.retryArmed && a.created && a.core.Life() < LifeStoppingPersist {
-		evs, more := a.core.unsent(a.sentUpTo, persistChunk)
+		held := a.core.Unpersisted(0)
+		i := 0
+		for i < len(held) && held[i].Seq <= a.sentUpTo {
+			i++
+		}
+		evs := held[i:min(len(held), i+persistChunk)]
 		if len(evs) == 0 && (a.pendingMeta == nil || a.inflight > 0) {
 			return // a record alone waits for the batches in flight
 		}
-		if a.hold(c, evs, more) {
+		if a.hold(c, evs) {
 			return // streamed output waits for the rest of its turn
 		}
 		a.reqID++
@@ -593,16 +598,15 @@ func (a *Actor) pump(c *actor.Context) {
 
 // hold holds a batch of streamed output back (mayHold) for up to
 // persistCoalesce, arming the timer that ends the wait; once anything is
-// sent, the next wait starts afresh. more says events are held after evs
-// (in the core's next array): then evs is not all that waits, and goes.
-func (a *Actor) hold(c *actor.Context, evs []messages.PersistedEvent, more bool) bool {
+// sent, the next wait starts afresh.
+func (a *Actor) hold(c *actor.Context, evs []messages.PersistedEvent) bool {
 	oldest := uint64(0)
 	for _, p := range a.parked {
 		if oldest == 0 || p.seq < oldest {
 			oldest = p.seq
 		}
 	}
-	if !a.holdDue && !more && mayHold(evs, a.pendingMeta != nil, oldest, a.core.Life() == LifeRunning) {
+	if !a.holdDue && mayHold(evs, a.pendingMeta != nil, oldest, a.core.Life() == LifeRunning) {
 		if !a.holding {
 			a.holding = true
 			a.holdGen++
@@ -746,7 +750,7 @@ func (a *Actor) flush(c *actor.Context) {
 	}
 	a.releaseParked()
 	a.pump(c)
-	a.gate.set(a.core.heldLen())
+	a.gate.set(len(a.core.Unpersisted(0)))
 	a.lifeEffects(c, out.Life)
 }
 

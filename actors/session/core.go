@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -124,13 +123,6 @@ type Core struct {
 	// the shell and on to the persist child without a copy. heldCap is the
 	// capacity of the last array: a new one is at least that large (up to
 	// heldChunk), not one again after every acknowledgement.
-	//
-	// When the array is full, the events still held stay where they are,
-	// as prev (the older ones), and new events go to a new array: no copy
-	// of them, and none of the write barriers a copy of pointerful events
-	// costs while the collector runs. Only a third array (the store behind
-	// by two whole arrays) merges both into one, twice their size.
-	prev    []messages.PersistedEvent
 	held    []messages.PersistedEvent
 	heldCap int
 	// drained is the last seq a Drain handed out in Output.Events.
@@ -340,27 +332,17 @@ func (c *Core) Drain() Output {
 	c.out = Output{}
 	// the events emitted since the last Drain are held's tail, but for
 	// any acknowledged meanwhile (Persisted kept those in out.Events)
-	prevTail, tail := undrained(c.prev, c.drained), undrained(c.held, c.drained)
-	switch {
-	case len(o.Events) > 0 || len(prevTail) > 0 && len(tail) > 0:
-		// a copy: more than one array's events
-		o.Events = append(append(o.Events, prevTail...), tail...)
-	case len(prevTail) > 0:
-		o.Events = prevTail
-	case len(tail) > 0:
+	k := len(c.held)
+	for k > 0 && c.held[k-1].Seq > c.drained {
+		k--
+	}
+	if tail := c.held[k:len(c.held):len(c.held)]; len(o.Events) > 0 {
+		o.Events = append(o.Events, tail...)
+	} else if len(tail) > 0 {
 		o.Events = tail
 	}
 	c.drained = c.seq
 	return o
-}
-
-// undrained is the capped tail of evs after seq drained.
-func undrained(evs []messages.PersistedEvent, drained uint64) []messages.PersistedEvent {
-	k := len(evs)
-	for k > 0 && evs[k-1].Seq > drained {
-		k--
-	}
-	return evs[k:len(evs):len(evs)]
 }
 
 // heldChunk bounds how much of a new array for held events is sized by the
@@ -381,7 +363,12 @@ func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 func (c *Core) emitFrom(now time.Time, turn int, ev *messages.Event) uint64 {
 	c.seq++
 	if len(c.held) == cap(c.held) {
-		c.growHeld()
+		// a new array: appending to a full one would too, but from the
+		// capacity of what is left after Persisted's reslices (often none)
+		c.heldCap = max(2*len(c.held), min(c.heldCap, heldChunk), 4)
+		grown := make([]messages.PersistedEvent, len(c.held), c.heldCap)
+		copy(grown, c.held)
+		c.held = grown
 	}
 	c.held = c.held[:len(c.held)+1]
 	pe := &c.held[len(c.held)-1]
@@ -390,75 +377,14 @@ func (c *Core) emitFrom(now time.Time, turn int, ev *messages.Event) uint64 {
 	return c.seq
 }
 
-// growHeld gives held a new array: appending to a full one would too, but
-// from the capacity of what is left after Persisted's reslices (often
-// none). The events held stay in their array, as prev, unless prev still
-// holds some: then both go to one new array (a copy, amortized by its
-// doubled size).
-func (c *Core) growHeld() {
-	if len(c.prev) == 0 {
-		c.heldCap = max(len(c.held), min(c.heldCap, heldChunk), 4)
-		c.prev = c.held[:len(c.held):len(c.held)]
-		c.held = make([]messages.PersistedEvent, 0, c.heldCap)
-		return
-	}
-	n := len(c.prev) + len(c.held)
-	c.heldCap = max(2*n, min(c.heldCap, heldChunk), 4)
-	grown := make([]messages.PersistedEvent, 0, c.heldCap)
-	grown = append(append(grown, c.prev...), c.held...)
-	c.prev, c.held = nil, grown
-}
-
-// unsent returns the held events after seq, oldest first, at most max of
-// them (max <= 0: all that lie in one array), without a copy: a view of one
-// array, so it may end before the last event held (more says so).
-func (c *Core) unsent(after uint64, max int) (evs []messages.PersistedEvent, more bool) {
-	arr := c.prev
-	if len(arr) == 0 || arr[len(arr)-1].Seq <= after {
-		arr = c.held
-	}
-	i := 0
-	for i < len(arr) && arr[i].Seq <= after {
-		i++
-	}
-	end := len(arr)
-	if max > 0 && end-i > max {
-		end = i + max
-	}
-	evs = arr[i:end:end]
-	last := after
-	if len(evs) > 0 {
-		last = evs[len(evs)-1].Seq
-	}
-	return evs, c.lastHeldSeq() > last
-}
-
-// lastHeldSeq is the seq of the newest event held, 0 when none is.
-func (c *Core) lastHeldSeq() uint64 {
-	if len(c.held) > 0 {
-		return c.held[len(c.held)-1].Seq
-	}
-	if len(c.prev) > 0 {
-		return c.prev[len(c.prev)-1].Seq
-	}
-	return 0
-}
-
-// heldLen is how many events are held.
-func (c *Core) heldLen() int { return len(c.prev) + len(c.held) }
-
 // Unpersisted returns the events the store has not acknowledged yet, oldest
 // first, at most max of them (max <= 0: all). The slice is the core's: the
 // caller must not modify it.
 func (c *Core) Unpersisted(max int) []messages.PersistedEvent {
-	all := c.held
-	if len(c.prev) > 0 {
-		all = append(slices.Clip(c.prev), c.held...) // a copy: two arrays
+	if max > 0 && len(c.held) > max {
+		return c.held[:max:max]
 	}
-	if max > 0 && len(all) > max {
-		return all[:max:max]
-	}
-	return all[:len(all):len(all)]
+	return c.held[:len(c.held):len(c.held)]
 }
 
 // DurableSeq returns the highest seq the store has acknowledged.
@@ -837,11 +763,21 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 		seq = c.seq
 	}
 	if seq > c.durableSeq {
-		c.acknowledge(&c.prev, seq)
-		c.acknowledge(&c.held, seq)
-		if len(c.prev) == 0 {
-			c.prev = nil // let go of its array
+		n := 0
+		for n < len(c.held) && c.held[n].Seq <= seq {
+			n++
 		}
+		for i := range c.held[:n] {
+			if c.held[i].Seq > c.drained { // acknowledged before Drain saw it
+				c.out.Events = append(c.out.Events, c.held[i])
+			}
+		}
+		if len(c.out.Durable) == 0 {
+			c.out.Durable = c.held[:n:n]
+		} else {
+			c.out.Durable = append(c.out.Durable, c.held[:n]...)
+		}
+		c.held = c.held[n:]
 		c.durableSeq = seq
 	}
 	if err != nil {
@@ -856,30 +792,6 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 	}
 	c.deliver()
 	c.releasedDurable()
-}
-
-// acknowledge takes the events of *arr up to seq off it: into Durable,
-// and into Events those a Drain has not handed out yet.
-func (c *Core) acknowledge(arr *[]messages.PersistedEvent, seq uint64) {
-	held := *arr
-	n := 0
-	for n < len(held) && held[n].Seq <= seq {
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	for i := range held[:n] {
-		if held[i].Seq > c.drained { // acknowledged before Drain saw it
-			c.out.Events = append(c.out.Events, held[i])
-		}
-	}
-	if len(c.out.Durable) == 0 {
-		c.out.Durable = held[:n:n]
-	} else {
-		c.out.Durable = append(c.out.Durable, held[:n]...)
-	}
-	*arr = held[n:]
 }
 
 // ReadTurn registers a reader. It returns an error at once when the read
