@@ -347,9 +347,7 @@ func (c *Core) Drain() Output {
 
 // heldChunk bounds how much of a new array for held events is sized by the
 // last one rather than by the events held: what an idle session keeps of
-// events already durable, until its next array replaces it. (32 measured
-// worse at 10,000 sessions: with the store's acknowledgements a second
-// behind, a larger array is fuller when it fills, and its copy costs more.)
+// events already durable, until its next array replaces it.
 const heldChunk = 16
 
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
