@@ -351,8 +351,14 @@ func (c *Core) Drain() Output {
 const heldChunk = 16
 
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
+	return c.emitFrom(now, turn, &ev)
+}
+
+// emitFrom is emit from a pointer: the event is copied once, straight into
+// the held array (an Event is some 400 bytes, and a copy of it per call
+// level is a copy the collector's write barriers see too).
+func (c *Core) emitFrom(now time.Time, turn int, ev *messages.Event) uint64 {
 	c.seq++
-	pe := messages.PersistedEvent{Seq: c.seq, At: now, Turn: turn, Event: ev}
 	if len(c.held) == cap(c.held) {
 		// a new array: appending to a full one would too, but from the
 		// capacity of what is left after Persisted's reslices (often none)
@@ -361,8 +367,10 @@ func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 		copy(grown, c.held)
 		c.held = grown
 	}
-	c.held = append(c.held, pe)
-	c.tally.Observe(ev)
+	c.held = c.held[:len(c.held)+1]
+	pe := &c.held[len(c.held)-1]
+	pe.Seq, pe.At, pe.Turn, pe.Event = c.seq, now, turn, *ev
+	c.tally.Observe(pe.Event)
 	return c.seq
 }
 
@@ -453,10 +461,16 @@ func (c *Core) BaselineReady(now time.Time, turn int) {
 
 // AgentEvent takes one normalized event from the transport.
 func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
+	c.agentEvent(now, turn, &ev)
+}
+
+// agentEvent is AgentEvent from a pointer, for the shell's batches: ev is
+// read, never kept (the core keeps its own copy).
+func (c *Core) agentEvent(now time.Time, turn int, ev *messages.Event) {
 	if !c.live() {
 		return // released: emit nothing after released
 	}
-	seq := c.emit(now, turn, ev)
+	seq := c.emitFrom(now, turn, ev)
 	if ev.Type == messages.EvStarted {
 		if ev.ExternalSessionID != "" && ev.ExternalSessionID != c.ExternalID() {
 			c.rec.Runs[len(c.rec.Runs)-1].ExternalSessionID = ev.ExternalSessionID
@@ -539,7 +553,7 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 	c.deliver()
 }
 
-func (c *Core) costDelta(ev messages.Event) float64 {
+func (c *Core) costDelta(ev *messages.Event) float64 {
 	if ev.TotalCostUSD > 0 {
 		d := ev.TotalCostUSD - c.lastTotal
 		c.lastTotal = ev.TotalCostUSD
@@ -750,9 +764,9 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 		for n < len(c.held) && c.held[n].Seq <= seq {
 			n++
 		}
-		for _, pe := range c.held[:n] {
-			if pe.Seq > c.drained { // acknowledged before Drain saw it
-				c.out.Events = append(c.out.Events, pe)
+		for i := range c.held[:n] {
+			if c.held[i].Seq > c.drained { // acknowledged before Drain saw it
+				c.out.Events = append(c.out.Events, c.held[i])
 			}
 		}
 		if len(c.out.Durable) == 0 {

@@ -129,3 +129,50 @@ func BenchmarkCoreTextDeltas(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCoreTurnPersisted is BenchmarkCoreTurn with the acknowledgements
+// the shell sees under load: the turn's start is durable before its
+// streamed output comes (which is held for the rest of the turn), the
+// rest once the turn has ended. B/op is what the held events cost.
+func BenchmarkCoreTurnPersisted(b *testing.B) {
+	c := benchIdleCore(b)
+	now := t0.Add(time.Second)
+	var evs []messages.Event
+	for i := range 6 {
+		evs = append(evs, messages.Event{Type: messages.EvThinking, Text: fmt.Sprintf("step %d", i)},
+			messages.Event{Type: messages.EvToolUse, ToolUseID: fmt.Sprintf("t%d", i), ToolName: "Read", Input: []byte(`{"file_path":"a.go"}`)},
+			messages.Event{Type: messages.EvToolResult, ToolUseID: fmt.Sprintf("t%d", i), Output: "package a\n"})
+	}
+	evs = append(evs, messages.Event{Type: messages.EvText, Text: "Done.", Delta: false},
+		messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, NumTurns: 1})
+	token := uint64(1)
+	turns := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		turns++
+		if err := c.Guide(now, messages.Guide{Text: "next", Mode: messages.GuideQueue}); err != nil {
+			b.Fatal(err)
+		}
+		c.Drain()
+		turn := c.Turn()
+		c.BaselineReady(now, turn)
+		c.Drain()
+		c.Persisted(now, c.LastSeq(), nil)
+		c.Drain()
+		for _, ev := range evs {
+			c.AgentEvent(now, turn, ev)
+			c.Drain()
+		}
+		c.DiffReady(now, turn, nil)
+		c.Drain()
+		c.Persisted(now, c.LastSeq(), nil)
+		token++
+		if err := c.ReadTurn(token, false); err != nil {
+			b.Fatal(err)
+		}
+		if out := c.Drain(); len(out.Replies) != 1 || out.Replies[0].Result.Kind != messages.KindTurnComplete {
+			b.Fatalf("turn %d: %+v", turn, out.Replies)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(turns*len(evs)), "ns/event")
+}

@@ -160,8 +160,8 @@ func (a *Actor) receiveTransport(c *actor.Context, now time.Time, n transportNot
 	switch m := n.(type) {
 	case agentEvents:
 		evs := m.q.take()
-		for _, e := range evs {
-			a.core.AgentEvent(now, e.turn, e.ev)
+		for i := range evs {
+			a.core.agentEvent(now, evs[i].turn, &evs[i].ev)
 		}
 		if len(evs) > 0 {
 			a.armStall(c)

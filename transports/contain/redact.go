@@ -1,10 +1,12 @@
 package contain
 
 import (
+	"bytes"
 	"encoding/json"
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/codesession/codesession/messages"
 )
@@ -33,6 +35,11 @@ var keyShapes = regexp.MustCompile(strings.Join([]string{
 // redactor hides the values of a session's secrets and known key shapes.
 type redactor struct {
 	values []string // longest first, so a value containing another goes whole
+	raw    [][]byte // values as bytes, for plainJSON
+	// exhaustive skips the pre-checks (mayHoldKeyShape, plainJSON): every
+	// text goes through the regexps and every input is decoded. Tests hold
+	// the pre-checked redactor to it.
+	exhaustive bool
 }
 
 func newRedactor(values []string) *redactor {
@@ -45,7 +52,11 @@ func newRedactor(values []string) *redactor {
 		}
 	}
 	sort.Slice(vs, func(i, j int) bool { return len(vs[i]) > len(vs[j]) })
-	return &redactor{values: vs}
+	raw := make([][]byte, len(vs))
+	for i, v := range vs {
+		raw[i] = []byte(v)
+	}
+	return &redactor{values: vs, raw: raw}
 }
 
 func (r *redactor) text(s string) string {
@@ -55,7 +66,55 @@ func (r *redactor) text(s string) string {
 	for _, v := range r.values {
 		s = strings.ReplaceAll(s, v, Redacted)
 	}
+	if !r.exhaustive && !mayHoldKeyShape(s) {
+		return s // nearly every event: the regexps cannot match
+	}
 	return keyShapes.ReplaceAllString(s, Redacted)
+}
+
+// keyShapeStarts are literals every match of keyShapes contains: a string
+// holding none of them cannot match, and skips the regexps.
+var keyShapeStarts = []string{"sk-", "gh", "glpat-", "xox", "AKIA", "AIza", "-----BEGIN "}
+
+// keyShapeFirst marks the first bytes of keyShapeStarts.
+var keyShapeFirst = func() (t [256]bool) {
+	for _, l := range keyShapeStarts {
+		t[l[0]] = true
+	}
+	return t
+}()
+
+// mayHoldKeyShape reports whether s holds one of keyShapeStarts: false
+// means keyShapes finds nothing in s. One pass over s, where running the
+// regexps on every event was most of the redactor's cost.
+func mayHoldKeyShape[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if !keyShapeFirst[s[i]] {
+			continue
+		}
+		for _, l := range keyShapeStarts {
+			if len(s)-i >= len(l) && string(s[i:i+len(l)]) == l {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// plainJSON reports whether raw cannot hold anything to redact, without
+// decoding it: with no escape and valid UTF-8, every string it decodes to
+// is a substring of raw, so if raw holds no secret value and no key shape,
+// neither does any of its strings (nor raw itself, as text).
+func (r *redactor) plainJSON(raw json.RawMessage) bool {
+	if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) || mayHoldKeyShape(raw) {
+		return false
+	}
+	for _, v := range r.raw {
+		if bytes.Contains(raw, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // event returns ev with every text field redacted.
@@ -74,6 +133,9 @@ func (r *redactor) event(ev messages.Event) messages.Event {
 // secret is found too); a document that does not decode is redacted as text
 // and replaced by a placeholder if that breaks it.
 func (r *redactor) json(raw json.RawMessage) json.RawMessage {
+	if !r.exhaustive && r.plainJSON(raw) {
+		return raw
+	}
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		red := r.text(string(raw))

@@ -154,14 +154,46 @@ type vars struct {
 // {{effort}} and {{posture}} in a text or thinking step with the turn's
 // input, its number and the session's current model, effort and posture.
 func (v vars) expand(s string) string {
-	if !strings.Contains(s, "{{") {
+	i := strings.Index(s, "{{")
+	if i < 0 {
 		return s
 	}
-	return strings.NewReplacer(
-		"{{input}}", v.input,
-		"{{turn}}", strconv.Itoa(v.turn),
-		"{{model}}", v.model,
-		"{{effort}}", string(v.effort),
-		"{{posture}}", string(v.posture),
-	).Replace(s)
+	// One pass, no strings.Replacer: building one per call was the script
+	// backend's largest cost per event. The placeholders all start with
+	// "{{" and none is a prefix of another, so at each "{{" at most one
+	// matches, as the Replacer (leftmost match, then on past it) would
+	// choose; an unknown "{{" is kept and the scan goes on from its next byte.
+	var b strings.Builder
+	b.Grow(len(s) + len(v.input))
+	for i >= 0 {
+		b.WriteString(s[:i])
+		s = s[i:]
+		if name, val, ok := v.placeholder(s); ok {
+			b.WriteString(val)
+			s = s[len(name):]
+		} else {
+			b.WriteByte(s[0])
+			s = s[1:]
+		}
+		i = strings.Index(s, "{{")
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// placeholder returns the placeholder s starts with and its value.
+func (v vars) placeholder(s string) (name, val string, ok bool) {
+	switch {
+	case strings.HasPrefix(s, "{{input}}"):
+		return "{{input}}", v.input, true
+	case strings.HasPrefix(s, "{{turn}}"):
+		return "{{turn}}", strconv.Itoa(v.turn), true
+	case strings.HasPrefix(s, "{{model}}"):
+		return "{{model}}", v.model, true
+	case strings.HasPrefix(s, "{{effort}}"):
+		return "{{effort}}", string(v.effort), true
+	case strings.HasPrefix(s, "{{posture}}"):
+		return "{{posture}}", string(v.posture), true
+	}
+	return "", "", false
 }

@@ -2,6 +2,7 @@ package script
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,4 +91,57 @@ func TestExpand(t *testing.T) {
 	assert.Equal(t, int64(0), tokens(""))
 	assert.Equal(t, int64(1), tokens("abcd"))
 	assert.Equal(t, int64(2), tokens("abcde"))
+}
+
+// replacerExpand is expand as it was, through a strings.Replacer: the
+// reference the one-pass expand must agree with.
+func (v vars) replacerExpand(s string) string {
+	return strings.NewReplacer(
+		"{{input}}", v.input,
+		"{{turn}}", strconv.Itoa(v.turn),
+		"{{model}}", v.model,
+		"{{effort}}", string(v.effort),
+		"{{posture}}", string(v.posture),
+	).Replace(s)
+}
+
+func TestExpandAgreesWithReplacer(t *testing.T) {
+	v := vars{input: "{{turn}} in", turn: 12, model: "m{{", effort: messages.EffortLow, posture: messages.PostureAcceptEdits}
+	for _, s := range []string{
+		"", "{{", "{", "}}", "{{{input}}", "{{{{turn}}}}", "{{input}}{{input}}", "x{{inp", "{{input}",
+		"{{model}}{{effort}}{{posture}}", "a{{b}}c{{turn}}d", "{{turn}}{{", "héllo {{input}} 日本",
+	} {
+		assert.Equal(t, v.replacerExpand(s), v.expand(s), "%q", s)
+	}
+}
+
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"{{input}} {{turn}}", "{{{model}}", "{{effort}}}{{posture}}", "plain", "{{x}}{{"} {
+		f.Add(s, "in", 3)
+	}
+	f.Fuzz(func(t *testing.T, s, input string, turn int) {
+		v := vars{input: input, turn: turn, model: "model", effort: messages.EffortHigh, posture: messages.PosturePlan}
+		if got, want := v.expand(s), v.replacerExpand(s); got != want {
+			t.Fatalf("expand(%q) = %q, the Replacer gives %q", s, got, want)
+		}
+	})
+}
+
+// BenchmarkExpand: a text step's placeholders, expanded in one pass and
+// through a strings.Replacer built per call (as before); compare the two
+// in the same run.
+func BenchmarkExpand(b *testing.B) {
+	v := vars{input: "fix the failing test", turn: 3, model: "model", effort: messages.EffortHigh, posture: messages.PosturePlan}
+	s := "step 4 of turn {{turn}}"
+	for _, bc := range []struct {
+		name string
+		f    func(string) string
+	}{{"onepass", v.expand}, {"replacer", v.replacerExpand}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = bc.f(s)
+			}
+		})
+	}
 }
