@@ -56,16 +56,7 @@ func (c pipelinedCountingStore) StartAppend(ctx context.Context, sid string, evs
 	wait := c.Store.(store.Pipeliner).StartAppend(ctx, sid, evs, rec)
 	return func() error {
 		err := wait()
-		c.busy.Add(int64(time.Since(t0)))
-		if err == nil {
-			if len(evs) > 0 {
-				c.appends.Add(1)
-				c.events.Add(int64(len(evs)))
-			}
-			if rec != nil {
-				c.metas.Add(1)
-			}
-		}
+		c.counted(t0, evs, rec, err)
 		return err
 	}
 }
@@ -73,18 +64,24 @@ func (c pipelinedCountingStore) StartAppend(ctx context.Context, sid string, evs
 func (c pipelinedCountingStore) StartAppendThen(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) {
 	t0 := time.Now()
 	c.Store.(store.Pipeliner).StartAppendThen(ctx, sid, evs, rec, func(err error) {
-		c.busy.Add(int64(time.Since(t0)))
-		if err == nil {
-			if len(evs) > 0 {
-				c.appends.Add(1)
-				c.events.Add(int64(len(evs)))
-			}
-			if rec != nil {
-				c.metas.Add(1)
-			}
-		}
+		c.counted(t0, evs, rec, err)
 		done(err)
 	})
+}
+
+// counted counts a pipelined append started at t0 whose outcome is err.
+func (c pipelinedCountingStore) counted(t0 time.Time, evs []messages.PersistedEvent, rec *messages.SessionRecord, err error) {
+	c.busy.Add(int64(time.Since(t0)))
+	if err != nil {
+		return
+	}
+	if len(evs) > 0 {
+		c.appends.Add(1)
+		c.events.Add(int64(len(evs)))
+	}
+	if rec != nil {
+		c.metas.Add(1)
+	}
 }
 
 func (c *countingStore) Create(ctx context.Context, rec messages.SessionRecord) error {

@@ -53,6 +53,19 @@ func BenchmarkCoreAgentEvent(b *testing.B) {
 	}
 }
 
+// benchTurnEvents are a bench turn's 20 agent events: six rounds of
+// thinking, a Read and its result, then the closing text and the turn's end.
+func benchTurnEvents() []messages.Event {
+	var evs []messages.Event
+	for i := range 6 {
+		evs = append(evs, messages.Event{Type: messages.EvThinking, Text: fmt.Sprintf("step %d", i)},
+			messages.Event{Type: messages.EvToolUse, ToolUseID: fmt.Sprintf("t%d", i), ToolName: "Read", Input: []byte(`{"file_path":"a.go"}`)},
+			messages.Event{Type: messages.EvToolResult, ToolUseID: fmt.Sprintf("t%d", i), Output: "package a\n"})
+	}
+	return append(evs, messages.Event{Type: messages.EvText, Text: "Done.", Delta: false},
+		messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, NumTurns: 1})
+}
+
 // BenchmarkCoreTurn is a whole turn through the core, as the shell drives
 // it: guidance starts it, the baseline is ready, 20 agent events (thinking,
 // tool calls, text deltas, the turn's end), the diff is ready, the events
@@ -61,14 +74,7 @@ func BenchmarkCoreAgentEvent(b *testing.B) {
 func BenchmarkCoreTurn(b *testing.B) {
 	c := benchIdleCore(b)
 	now := t0.Add(time.Second)
-	var evs []messages.Event
-	for i := range 6 {
-		evs = append(evs, messages.Event{Type: messages.EvThinking, Text: fmt.Sprintf("step %d", i)},
-			messages.Event{Type: messages.EvToolUse, ToolUseID: fmt.Sprintf("t%d", i), ToolName: "Read", Input: []byte(`{"file_path":"a.go"}`)},
-			messages.Event{Type: messages.EvToolResult, ToolUseID: fmt.Sprintf("t%d", i), Output: "package a\n"})
-	}
-	evs = append(evs, messages.Event{Type: messages.EvText, Text: "Done.", Delta: false},
-		messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, NumTurns: 1})
+	evs := benchTurnEvents()
 	token := uint64(1)
 	turns := 0
 	b.ReportAllocs()
@@ -137,14 +143,7 @@ func BenchmarkCoreTextDeltas(b *testing.B) {
 func BenchmarkCoreTurnPersisted(b *testing.B) {
 	c := benchIdleCore(b)
 	now := t0.Add(time.Second)
-	var evs []messages.Event
-	for i := range 6 {
-		evs = append(evs, messages.Event{Type: messages.EvThinking, Text: fmt.Sprintf("step %d", i)},
-			messages.Event{Type: messages.EvToolUse, ToolUseID: fmt.Sprintf("t%d", i), ToolName: "Read", Input: []byte(`{"file_path":"a.go"}`)},
-			messages.Event{Type: messages.EvToolResult, ToolUseID: fmt.Sprintf("t%d", i), Output: "package a\n"})
-	}
-	evs = append(evs, messages.Event{Type: messages.EvText, Text: "Done.", Delta: false},
-		messages.Event{Type: messages.EvTurnEnd, State: messages.TurnCompleted, NumTurns: 1})
+	evs := benchTurnEvents()
 	token := uint64(1)
 	turns := 0
 	b.ReportAllocs()
