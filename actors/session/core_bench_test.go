@@ -79,7 +79,12 @@ func benchTurnEvents() []messages.Event {
 // tool calls, text deltas, the turn's end), the diff is ready, the events
 // are persisted, a reader takes the result; every step drained. ns/event
 // divides by the 20 agent events.
-func BenchmarkCoreTurn(b *testing.B) {
+func BenchmarkCoreTurn(b *testing.B) { benchCoreTurns(b, false) }
+
+// benchCoreTurns drives whole turns through an idle core; startDurable
+// acknowledges the turn's start before its streamed output comes, as
+// the shell sees under load.
+func benchCoreTurns(b *testing.B, startDurable bool) {
 	c := benchIdleCore(b)
 	now := t0.Add(time.Second)
 	evs := benchTurnEvents()
@@ -95,6 +100,10 @@ func BenchmarkCoreTurn(b *testing.B) {
 		turn := c.Turn()
 		c.BaselineReady(now, turn)
 		c.Drain()
+		if startDurable {
+			c.Persisted(now, c.LastSeq(), nil)
+			c.Drain()
+		}
 		for _, ev := range evs {
 			c.AgentEvent(now, turn, ev)
 			c.Drain()
@@ -148,38 +157,4 @@ func BenchmarkCoreTextDeltas(b *testing.B) {
 // the shell sees under load: the turn's start is durable before its
 // streamed output comes (which is held for the rest of the turn), the
 // rest once the turn has ended. B/op is what the held events cost.
-func BenchmarkCoreTurnPersisted(b *testing.B) {
-	c := benchIdleCore(b)
-	now := t0.Add(time.Second)
-	evs := benchTurnEvents()
-	token := uint64(1)
-	turns := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		turns++
-		if err := c.Guide(now, messages.Guide{Text: "next", Mode: messages.GuideQueue}); err != nil {
-			b.Fatal(err)
-		}
-		c.Drain()
-		turn := c.Turn()
-		c.BaselineReady(now, turn)
-		c.Drain()
-		c.Persisted(now, c.LastSeq(), nil)
-		c.Drain()
-		for _, ev := range evs {
-			c.AgentEvent(now, turn, ev)
-			c.Drain()
-		}
-		c.DiffReady(now, turn, nil)
-		c.Drain()
-		c.Persisted(now, c.LastSeq(), nil)
-		token++
-		if err := c.ReadTurn(token, false); err != nil {
-			b.Fatal(err)
-		}
-		if out := c.Drain(); len(out.Replies) != 1 || out.Replies[0].Result.Kind != messages.KindTurnComplete {
-			b.Fatalf("turn %d: %+v", turn, out.Replies)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(turns*len(evs)), "ns/event")
-}
+func BenchmarkCoreTurnPersisted(b *testing.B) { benchCoreTurns(b, true) }
