@@ -221,8 +221,11 @@ func (r *Rig) AcceptEdits(sid, text string) {
 // steers it with steer (when not empty), interrupts it and requires it
 // interrupted.
 func (r *Rig) SlowInterrupted(sid, steer string) {
-	r.Guide(sid, Slow, "")
+	// Count the model's requests before the guidance goes: the agent may
+	// send the slow turn's request before Guide returns (CI saw it once),
+	// and counting after would wait for a request that never comes.
 	n := len(r.Mock.MainRequests())
+	r.Guide(sid, Slow, "")
 	require.Eventually(r.T, func() bool { return len(r.Mock.MainRequests()) > n }, time.Minute, 20*time.Millisecond)
 	if steer != "" {
 		r.Guide(sid, steer, messages.GuideSteer)
