@@ -150,7 +150,7 @@ func TestTransportBeyondItsRestartWindowFailsTheSession(t *testing.T) {
 	require.Eventually(t, func() bool {
 		rec, err := rt.Store().GetMeta(ctx, sid)
 		return err == nil && rec.Status == messages.StatusFailed
-	}, 10*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	evs, err := rt.Store().ReadEvents(ctx, sid, 0, 0)
 	require.NoError(t, err)
 	lastEv := evs[len(evs)-1].Event
@@ -319,7 +319,7 @@ func TestSessionActorPanicEscalatesToTheRegistry(t *testing.T) {
 	require.Eventually(t, func() bool {
 		rec, err := rt.Store().GetMeta(ctx, st.SessionID)
 		return err == nil && rec.Status == messages.StatusFailed
-	}, 10*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
 	require.NoError(t, err)
 	for i, e := range evs {

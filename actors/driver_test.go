@@ -165,7 +165,7 @@ func TestDelegateDrivesASessionToAVerdict(t *testing.T) {
 		}
 		outs, _ := log.All()
 		return len(outs) == 1 && outs[0].SessionID == sid && outs[0].Outcome == messages.OutcomeSuccess
-	}, 20*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 
 	assert.Equal(t, 1.0, testutil.ToFloat64(f.rt.driverMetrics.Dispatched("script")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(f.rt.driverMetrics.Settled("script", driver.StateDone)))

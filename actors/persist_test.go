@@ -219,7 +219,7 @@ func TestFailingStoreIsUnavailableThenFailed(t *testing.T) {
 		defer cancel()
 		_, gerr = rt.ReadTurn(short, "s", messages.ReadTurn{SessionID: st.SessionID})
 		return messages.IsCode(gerr, messages.CodeUnavailable) || messages.IsCode(gerr, messages.CodeNotLive)
-	}, 10*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	if messages.IsCode(gerr, messages.CodeUnavailable) {
 		assert.Contains(t, gerr.Error(), "no space left on device")
 	}
@@ -230,7 +230,7 @@ func TestFailingStoreIsUnavailableThenFailed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		rec, err := faulty.Inner().GetMeta(ctx, st.SessionID)
 		return err == nil && rec.Status == messages.StatusFailed
-	}, 20*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	require.NoError(t, <-guided, "the guide's events are durable now")
 	evs := requireWholeLog(t, faulty.Inner(), st.SessionID, messages.ReleaseStore)
 	var inLog bool

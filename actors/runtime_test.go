@@ -140,7 +140,7 @@ func TestEndToEndWithScriptBackend(t *testing.T) {
 		defer cancel()
 		_, err := rt.ReadTurn(short, scope, messages.ReadTurn{SessionID: sid})
 		return messages.ErrorCode(err) == messages.CodeConflict
-	}, 5*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	_, err = rt.Interrupt(ctx, scope, messages.Interrupt{SessionID: sid})
 	require.NoError(t, err)
 	r = <-readDone

@@ -285,8 +285,28 @@ func drain(sub *subscription, wait time.Duration) []*item {
 	}
 }
 
+// await waits for the next n items of sub: the deadline only stops a
+// hang, so a timer that fires late on a loaded machine is no failure.
+func await(t *testing.T, sub *subscription, n int) []*item {
+	t.Helper()
+	var out []*item
+	deadline := time.After(time.Minute)
+	for len(out) < n {
+		select {
+		case it, ok := <-sub.ch:
+			require.True(t, ok, "the subscription closed after %d of %d items", len(out), n)
+			out = append(out, it)
+		case <-deadline:
+			require.FailNow(t, "items never came", "%d of %d in a minute", len(out), n)
+		}
+	}
+	return out
+}
+
 func TestBridgeCoalescesAndFlushesInOrder(t *testing.T) {
-	b := NewBridge(BridgeOptions{CoalesceWindow: 50 * time.Millisecond, Logger: quietLogger()})
+	// the window is long enough that no pause of a loaded machine between
+	// the Listens and the first drain ends it early
+	b := NewBridge(BridgeOptions{CoalesceWindow: 500 * time.Millisecond, Logger: quietLogger()})
 	defer b.Close(context.Background())
 	sid := messages.NewSessionID()
 	sub, err := b.subscribe(sid, topicSet{event: true})
@@ -297,8 +317,8 @@ func TestBridgeCoalescesAndFlushesInOrder(t *testing.T) {
 	b.Listen(sid, pe(2, messages.EvText, true))
 	b.Listen(sid, pe(3, messages.EvText, true))
 	assert.Empty(t, drain(sub, 10*time.Millisecond), "held for the window")
-	got := drain(sub, 200*time.Millisecond)
-	require.Len(t, got, 1, "the timer publishes the last delta")
+	got := await(t, sub, 1)
+	require.Empty(t, drain(sub, 20*time.Millisecond), "the timer publishes the last delta only")
 	assert.Equal(t, uint64(3), got[0].ev.Seq)
 	assert.Equal(t, uint64(1), got[0].from, "it stands for deltas 1..3")
 
@@ -335,7 +355,7 @@ func TestBridgeDropsASlowSubscriberWithoutBlocking(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Listen blocked on a slow subscriber")
 	}
 	got := drain(slow, 100*time.Millisecond)
@@ -353,7 +373,10 @@ func TestBridgeRepublishesTheRecordAfterStatusEvents(t *testing.T) {
 	rec := messages.SessionRecord{SessionID: sid, BackendID: "script", Status: messages.StatusRunning,
 		Runs: []messages.Run{{OwnerScopeID: "s"}}, Version: messages.RecordVersion}
 	require.NoError(t, st.Create(ctx, rec))
-	b := NewBridge(BridgeOptions{ChangedDebounce: 30 * time.Millisecond, Logger: quietLogger()})
+	// a debounce long enough that a loaded machine's pause between the
+	// Listens does not split the burst, and 20 settle tries (4 s) that
+	// outlast the test's own pause before the record settles
+	b := NewBridge(BridgeOptions{ChangedDebounce: 200 * time.Millisecond, Logger: quietLogger()})
 	b.Attach(st)
 	defer b.Close(ctx)
 	sub, err := b.subscribe(sid, topicSet{changed: true})
@@ -363,18 +386,16 @@ func TestBridgeRepublishesTheRecordAfterStatusEvents(t *testing.T) {
 	b.Listen(sid, pe(1, messages.EvTurnStarted, false))
 	b.Listen(sid, pe(2, messages.EvToolUse, false))
 	b.Listen(sid, pe(3, messages.EvTurnDiff, false))
-	got := drain(sub, 300*time.Millisecond)
-	require.Len(t, got, 1, "debounced: one record for the burst")
+	got := await(t, sub, 1)
+	require.Empty(t, drain(sub, 300*time.Millisecond), "debounced: one record for the burst")
 	assert.Equal(t, TopicChanged, got[0].topic)
 	assert.Equal(t, uint64(3), got[0].seq)
 
 	// after released the record is refreshed until the store shows it settled
 	b.Listen(sid, messages.PersistedEvent{Seq: 4, At: time.Now(), Event: messages.Event{Type: messages.EvReleased, ReleaseReason: messages.ReleaseExplicit}})
-	time.Sleep(100 * time.Millisecond)
-	assert.Empty(t, drain(sub, 10*time.Millisecond), "still live in the store: not yet")
+	assert.Empty(t, drain(sub, 500*time.Millisecond), "still live in the store: not yet")
 	rec.Status = messages.StatusEnded
 	require.NoError(t, st.PutMeta(ctx, rec))
-	got = drain(sub, 300*time.Millisecond)
-	require.Len(t, got, 1)
+	got = await(t, sub, 1)
 	assert.Equal(t, messages.StatusEnded, got[0].rec.Status)
 }

@@ -142,11 +142,11 @@ func TestRuntimeReportsCaptureFailures(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, 10*time.Millisecond, "a warning event follows the turn_diff")
+	}, time.Minute, 10*time.Millisecond, "a warning event follows the turn_diff")
 
 	// The metric counts durable turn_diff events: it follows the store's
 	// acknowledgement, so it may trail the event the reader just saw.
-	require.Eventually(t, func() bool { return captureFailures(t, reg) == 1 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return captureFailures(t, reg) == 1 }, time.Minute, 10*time.Millisecond,
 		"the failure is counted once")
 }
 

@@ -133,7 +133,7 @@ func (g *gatedPipeliner) gateN(t *testing.T, n int) chan error {
 			return true
 		}
 		return false
-	}, 10*time.Second, time.Millisecond)
+	}, time.Minute, time.Millisecond)
 	return gate
 }
 

@@ -729,9 +729,9 @@ func TestRealTimeRestart(t *testing.T) {
 		return &parent{j: j, sup: supervise.New(three(j, supervise.Permanent), p)}
 	}, "rt", supervise.RecoverOptions{})
 	e.Send(pid, sendTo{name: "b", msgs: []string{"boom", "after"}})
-	require.Eventually(t, func() bool { return j.has("b.2 got after") }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return j.has("b.2 got after") }, time.Minute, time.Millisecond)
 	e.Send(pid, stopReq{})
-	require.Eventually(t, func() bool { return j.has("parent done") }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return j.has("parent done") }, time.Minute, time.Millisecond)
 	<-e.Poison(pid).Done()
 }
 

@@ -327,7 +327,7 @@ func TestStartOwners(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := http.Get(srv.URL() + "/")
 		return err != nil
-	}, 5*time.Second, 10*time.Millisecond, "the server closes with its context")
+	}, time.Minute, 10*time.Millisecond, "the server closes with its context")
 
 	srv, err = Start(nil, nil, WithAddr("localhost:0"))
 	require.NoError(t, err)
@@ -350,7 +350,7 @@ func TestStartOwners(t *testing.T) {
 	select {
 	case r := <-seen:
 		assert.Equal(t, http.StatusOK, r.Status, "the hook sees the finished request")
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the hook was not called")
 	}
 }
