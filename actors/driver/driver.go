@@ -523,9 +523,8 @@ func (d *Delegator) finish(dl *delegation, rec Record, state State, report, errM
 		}
 	}
 	dl.mu.Unlock()
-	if err := d.o.Records.Put(rec); err != nil {
-		d.o.Logger.Error("the settled delegation record was not written", "delegation", dl.id, "err", err)
-	}
+	// the metrics first, the record second: whoever sees the record
+	// settled (GET /api/delegations/{id}) finds it counted too
 	backend, sessionRounds := dl.backend, 0
 	if d.o.Meta != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -538,6 +537,9 @@ func (d *Delegator) finish(dl *delegation, rec Record, state State, report, errM
 	}
 	if dl.sess != nil { // dispatched: it settles in the metrics
 		d.o.Metrics.settle(backend, state, float64(max(now.Sub(dl.created), 0).Milliseconds()), sessionRounds)
+	}
+	if err := d.o.Records.Put(rec); err != nil {
+		d.o.Logger.Error("the settled delegation record was not written", "delegation", dl.id, "err", err)
 	}
 	d.mu.Lock()
 	delete(d.live, dl.id)
