@@ -357,7 +357,7 @@ func (a *Actor) lifeEffects(c *actor.Context, effs []LifeEffect) {
 // for the boot sweep (orphaned), and nobody is told it was released.
 func (a *Actor) abandonParked() {
 	a.log().Warn("session: the store did not take the released event before the shutdown deadline; the record is left for the boot sweep",
-		"session", a.o.Spec.SessionID, "held", len(a.core.Unpersisted(0)))
+		"session", a.o.Spec.SessionID, "held", a.core.Held())
 	err := messages.Errorf(messages.CodeUnavailable, messages.OpStop,
 		"the runtime shut down before the session's release was durable; its record will be marked orphaned")
 	for _, p := range a.parked {
@@ -587,12 +587,7 @@ func (a *Actor) send(c *actor.Context, child string, msg any) {
 // the held events not yet sent (up to a chunk each) and the latest record.
 func (a *Actor) pump(c *actor.Context) {
 	for a.inflight < a.persistDepth() && !a.retryArmed && a.created && a.core.Life() < LifeStoppingPersist {
-		held := a.core.Unpersisted(0)
-		i := 0
-		for i < len(held) && held[i].Seq <= a.sentUpTo {
-			i++
-		}
-		evs := held[i:min(len(held), i+persistChunk)]
+		evs := a.core.Unsent(a.sentUpTo, persistChunk)
 		if len(evs) == 0 && (a.pendingMeta == nil || a.inflight > 0) {
 			return // a record alone waits for the batches in flight
 		}
@@ -604,6 +599,7 @@ func (a *Actor) pump(c *actor.Context) {
 		req := persistReq{id: a.reqID, events: evs, meta: a.pendingMeta}
 		if len(evs) > 0 {
 			a.sentUpTo = evs[len(evs)-1].Seq
+			a.core.Sent(a.sentUpTo)
 		}
 		if a.pendingMeta != nil {
 			a.lastMetaSent, a.metaSentID = a.pendingMeta, a.reqID
@@ -786,7 +782,7 @@ func (a *Actor) flush(c *actor.Context) {
 	}
 	a.releaseParked()
 	a.pump(c)
-	a.gate.set(len(a.core.Unpersisted(0)))
+	a.gate.set(a.core.Held())
 	a.lifeEffects(c, out.Life)
 }
 
