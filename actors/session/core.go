@@ -765,6 +765,9 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 			}
 		}
 		c.durableSeq = seq
+		if c.phase == PhaseIdle {
+			c.held.release() // between turns: nothing is held for a while
+		}
 	}
 	if err != nil {
 		c.persistWarns++

@@ -201,3 +201,30 @@ func TestHeldEventsAgainstAModel(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleSessionLetsGoOfItsChunk: once a turn is over and everything is
+// durable the session holds no chunk (an idle session keeps nothing of
+// its events), and the next turn's first chunk is as large as the last
+// turn's, so a burst like the last one is never moved to a larger chunk
+// (it used to be copied once per turn, growing from heldChunk again).
+func TestIdleSessionLetsGoOfItsChunk(t *testing.T) {
+	h := newHarness(t)
+	h.startTurn1()
+	ev := messages.Event{Type: messages.EvText, Text: "a whole text"}
+	const burst = 24 // more than heldChunk
+	for range burst {
+		h.c.AgentEvent(h.now, 1, ev)
+	}
+	h.endTurn("done", nil)
+	require.Equal(t, PhaseIdle, h.c.Phase())
+	assert.Zero(t, h.c.held.tailCap(), "idle and durable: no chunk kept")
+
+	require.NoError(t, h.c.Guide(h.tick(), messages.Guide{Text: "again", Mode: messages.GuideQueue}))
+	h.c.BaselineReady(h.tick(), 2)
+	h.drain()
+	first := &h.c.Unpersisted(1)[0]
+	for range burst {
+		h.c.AgentEvent(h.now, 2, ev) // nothing sent meanwhile: all of it would move
+	}
+	assert.Same(t, first, &h.c.Unpersisted(1)[0], "the turn's burst stayed in its first chunk")
+}

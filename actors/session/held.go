@@ -29,9 +29,12 @@ type heldEvents struct {
 }
 
 // heldChunk bounds how much of a new chunk is sized by the last one rather
-// than by the events that move into it: what an idle session keeps of
-// events already durable, until its next chunk replaces it.
+// than by the events that move into it, within a turn.
 const heldChunk = 16
+
+// heldTurn bounds the first chunk of a turn, sized by the last turn's
+// chunk (release): a backlog's size is not kept.
+const heldTurn = 64
 
 func (h *heldEvents) len() int { return h.n }
 
@@ -61,7 +64,17 @@ func (h *heldEvents) grow() {
 		i--
 	}
 	moved := tail[i:]
-	h.size = max(2*len(moved), min(2*h.size, heldChunk), 4)
+	if tail == nil && h.size > 0 {
+		// the first chunk after release: as large as the last turn's, so
+		// a turn's burst like the last one fills it without a move
+		h.size = min(h.size, heldTurn)
+		h.chunks = append(h.chunks, make([]messages.PersistedEvent, 0, h.size))
+		return
+	}
+	// sized by the whole full chunk, as a single array was: a turn's burst
+	// mostly waits unsent behind the request in flight, and a chunk sized
+	// by what moves alone would fill, and move it, again
+	h.size = max(2*len(tail), min(2*h.size, heldChunk), 4)
 	next := make([]messages.PersistedEvent, len(moved), h.size)
 	copy(next, moved)
 	switch {
@@ -72,6 +85,17 @@ func (h *heldEvents) grow() {
 	default:
 		h.chunks[k] = tail[:i:i]
 		h.chunks = append(h.chunks, next)
+	}
+}
+
+// release lets go of the last chunk once nothing is held: an idle
+// session keeps no array of events already durable, and its next turn's
+// first chunk is sized by this one (grow), not grown again from heldChunk
+// with its burst copied.
+func (h *heldEvents) release() {
+	if h.n == 0 {
+		clear(h.chunks)
+		h.chunks = h.chunks[:0]
 	}
 }
 
