@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -164,6 +165,14 @@ type Actor struct {
 	retry         *time.Timer
 	retryArmed    bool
 	fallback      *persistWriter // used when the persist child is gone for good
+	// path is the writer the session shares with its persist child: the
+	// session starts its pipelined appends on it itself (startDirect),
+	// the child takes the rest. viaChild is the last request id sent to
+	// the child, ackedID the last one whose ack was taken: the session
+	// starts none itself while a request of the child's is unanswered.
+	path     atomic.Pointer[persistPath]
+	viaChild uint64
+	ackedID  uint64
 	// holding: streamed output is held back for the rest of its turn
 	// (coalesce.go) until holdTimer fires; holdGen tells its stale fires
 	// apart, holdDue says the wait is over.
@@ -348,7 +357,7 @@ func (a *Actor) lifeEffects(c *actor.Context, effs []LifeEffect) {
 // for the boot sweep (orphaned), and nobody is told it was released.
 func (a *Actor) abandonParked() {
 	a.log().Warn("session: the store did not take the released event before the shutdown deadline; the record is left for the boot sweep",
-		"session", a.o.Spec.SessionID, "held", len(a.core.Unpersisted(0)))
+		"session", a.o.Spec.SessionID, "held", a.core.Held())
 	err := messages.Errorf(messages.CodeUnavailable, messages.OpStop,
 		"the runtime shut down before the session's release was durable; its record will be marked orphaned")
 	for _, p := range a.parked {
@@ -377,9 +386,10 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	a.quick, _ = capturer.(diffcapture.Quick)
 	a.core.SetStoreGiveUp(a.o.StoreGiveUp)
 	a.gate = newPressure(a.o.MaxHeld)
+	a.path.Store(newPersistPath(a.o.Store, a.o.Spec.SessionID, self, a.o.Hooks.Append))
 	specs := []supervise.ChildSpec{
 		{Name: ChildPersist, Restart: supervise.Permanent, ShutdownTimeout: timeout,
-			Producer: newPersister(a.o.Store, a.o.Spec.SessionID, self, a.o.Hooks.Append)},
+			Producer: newPathPersister(a.path.Load)},
 	}
 	if !captureOff {
 		// with capture off the core decides each turn's diff itself and
@@ -398,6 +408,13 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 	a.sup.OnEvent = func(ev supervise.Event) {
 		if a.o.Hooks.Supervision != nil {
 			a.o.Hooks.Supervision(ev)
+		}
+		if ev.Child == ChildPersist && (ev.Kind == supervise.EventFailed || ev.Kind == supervise.EventEscalated) {
+			// the failed child's writer may have been mid-write: the
+			// restarted child and the session's own appends go on a
+			// fresh one, which re-reads LastSeq first (the old path's
+			// late acks are ignored by their ids)
+			a.path.Store(newPersistPath(a.o.Store, a.o.Spec.SessionID, self, a.o.Hooks.Append))
 		}
 		if ev.Child == ChildPersist && (ev.Kind == supervise.EventFailed || ev.Kind == supervise.EventEscalated) && !a.created && a.inflight > 0 {
 			a.reqID++ // the create (or adopt) request died with the child: again
@@ -570,12 +587,7 @@ func (a *Actor) send(c *actor.Context, child string, msg any) {
 // the held events not yet sent (up to a chunk each) and the latest record.
 func (a *Actor) pump(c *actor.Context) {
 	for a.inflight < a.persistDepth() && !a.retryArmed && a.created && a.core.Life() < LifeStoppingPersist {
-		held := a.core.Unpersisted(0)
-		i := 0
-		for i < len(held) && held[i].Seq <= a.sentUpTo {
-			i++
-		}
-		evs := held[i:min(len(held), i+persistChunk)]
+		evs := a.core.Unsent(a.sentUpTo, persistChunk)
 		if len(evs) == 0 && (a.pendingMeta == nil || a.inflight > 0) {
 			return // a record alone waits for the batches in flight
 		}
@@ -587,6 +599,7 @@ func (a *Actor) pump(c *actor.Context) {
 		req := persistReq{id: a.reqID, events: evs, meta: a.pendingMeta}
 		if len(evs) > 0 {
 			a.sentUpTo = evs[len(evs)-1].Seq
+			a.core.Sent(a.sentUpTo)
 		}
 		if a.pendingMeta != nil {
 			a.lastMetaSent, a.metaSentID = a.pendingMeta, a.reqID
@@ -632,12 +645,30 @@ func (a *Actor) persistDepth() int {
 	return 1
 }
 
+// startDirect starts req's append itself, on the path it shares with its
+// persist child, when the store pipelines appends and nothing the child
+// was sent is unanswered: the store reports it on its own goroutine,
+// where the ack is sent (ackQueue), so the request costs no hop through
+// the child. It reports false when req must go to the child (a create or
+// adoption, a writer that must re-read LastSeq, a store that panicked).
+func (a *Actor) startDirect(c *actor.Context, req persistReq) bool {
+	pl, ok := a.o.Store.(store.Pipeliner)
+	if !ok || a.fallback != nil || (a.viaChild > a.ackedID && a.viaChild >= a.liveFrom) {
+		return false
+	}
+	return a.path.Load().startPipelined(pl, c.Engine(), req)
+}
+
 // sendPersist hands a request to the persist child, or, when that child is
 // gone for good (escalated), to a writer goroutine of the session's own, so
 // that release can still make `released` durable.
 func (a *Actor) sendPersist(c *actor.Context, req persistReq) {
 	if st := a.sup.State(ChildPersist); st != supervise.StateEscalated && st != supervise.StateDown {
+		if a.startDirect(c, req) {
+			return
+		}
 		if err := a.sup.Send(c, ChildPersist, req); err == nil {
+			a.viaChild = req.id
 			return
 		}
 	}
@@ -657,6 +688,7 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 		return // the ack of a request given up on (its child restarted)
 	}
 	a.inflight--
+	a.ackedID = m.id
 	if !a.created {
 		if m.createErr != nil {
 			a.o.StartReply <- Result[messages.StartResult]{Err: messages.AsError(messages.OpStart, m.createErr)}
@@ -750,7 +782,7 @@ func (a *Actor) flush(c *actor.Context) {
 	}
 	a.releaseParked()
 	a.pump(c)
-	a.gate.set(len(a.core.Unpersisted(0)))
+	a.gate.set(a.core.Held())
 	a.lifeEffects(c, out.Life)
 }
 

@@ -785,9 +785,51 @@ type persister struct {
 
 func newPersister(s store.Store, sid string, parent *actor.PID, onAppend func(time.Duration, error)) actor.Producer {
 	return func() actor.Receiver {
-		w := &persistWriter{store: s, sessionID: sid, onAppend: onAppend}
-		return &persister{w: w, parent: parent, acks: &ackQueue{w: w, parent: parent}}
+		p := newPersistPath(s, sid, parent, onAppend)
+		return &persister{w: p.w, parent: parent, acks: p.acks}
 	}
+}
+
+// persistPath is a writer and the queue of its pipelined acks, shared by
+// the session, which starts its appends on it itself (the fast path: no
+// hop through the persist child), and its persist child, which takes what
+// the fast path cannot (creates, adoptions, re-syncs after a failure, a
+// store that panicked). The two never start a request at once: the session
+// takes the fast path only while no request of its child's is unanswered,
+// and the child waits for every pipelined ack before it writes, so acks go
+// back in request order. A persist child that fails takes its path with
+// it: the session makes a new one (a fresh writer re-reads LastSeq) for
+// the restarted child and itself.
+type persistPath struct {
+	w    *persistWriter
+	acks *ackQueue
+}
+
+func newPersistPath(s store.Store, sid string, parent *actor.PID, onAppend func(time.Duration, error)) *persistPath {
+	w := &persistWriter{store: s, sessionID: sid, onAppend: onAppend}
+	return &persistPath{w: w, acks: &ackQueue{w: w, parent: parent}}
+}
+
+// newPathPersister is the persist child of a session on the path the
+// session shares with it, the current one at each (re)start.
+func newPathPersister(cur func() *persistPath) actor.Producer {
+	return func() actor.Receiver {
+		p := cur()
+		return &persister{w: p.w, parent: p.acks.parent, acks: p.acks}
+	}
+}
+
+// startPipelined starts req's append on a Pipeliner at once, the ack to
+// come from the store's report (see persister.Receive). It reports false,
+// having started nothing, when req must go through write.
+func (p *persistPath) startPipelined(pl store.Pipeliner, engine *actor.Engine, req persistReq) bool {
+	a := p.acks.add(engine, req.id)
+	if pending, ok := p.w.start(pl, req, func(err error) { p.acks.complete(a, err) }); ok {
+		p.acks.started(a, pending)
+		return true
+	}
+	p.acks.drop(a)
+	return false
 }
 
 func (p *persister) Receive(c *actor.Context) {
@@ -804,12 +846,10 @@ func (p *persister) Receive(c *actor.Context) {
 		return
 	}
 	if pl, ok := p.w.store.(store.Pipeliner); ok {
-		a := p.acks.add(c.Engine(), m.id)
-		if pending, ok := p.w.start(pl, m, func(err error) { p.acks.complete(a, err) }); ok {
-			p.acks.started(a, pending)
+		path := persistPath{w: p.w, acks: p.acks}
+		if path.startPipelined(pl, c.Engine(), m) {
 			return
 		}
-		p.acks.drop(a)
 	}
 	p.acks.wait() // write needs every pipelined append answered
 	ack := p.w.write(m)

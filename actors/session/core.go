@@ -114,17 +114,11 @@ type Core struct {
 	durableSeq uint64 // highest seq the store acknowledged
 	// held are the events after durableSeq, in seq order: the session (not
 	// its persist child, whose restart would lose them) keeps them until
-	// the store takes them. Nothing is ever dropped to make room.
-	//
-	// Its backing array is write-once: emit only appends, into spare
-	// capacity or a new array, and Persisted only reslices, so no element
-	// once written is written again. That makes a view of it (capped at its
-	// length: Unpersisted, Output.Events, Output.Durable) safe to hand to
-	// the shell and on to the persist child without a copy. heldCap is the
-	// capacity of the last array: a new one is at least that large (up to
-	// heldChunk), not one again after every acknowledgement.
-	held    []messages.PersistedEvent
-	heldCap int
+	// the store takes them. Nothing is ever dropped to make room. Their
+	// chunks are write-once (heldEvents), so a view of them (Unsent,
+	// Unpersisted, Output.Events, Output.Durable) is safe to hand to the
+	// shell and on to the store without a copy.
+	held heldEvents
 	// drained is the last seq a Drain handed out in Output.Events.
 	drained uint64
 	// storeErr is the last store failure while the store keeps failing;
@@ -332,11 +326,7 @@ func (c *Core) Drain() Output {
 	c.out = Output{}
 	// the events emitted since the last Drain are held's tail, but for
 	// any acknowledged meanwhile (Persisted kept those in out.Events)
-	k := len(c.held)
-	for k > 0 && c.held[k-1].Seq > c.drained {
-		k--
-	}
-	if tail := c.held[k:len(c.held):len(c.held)]; len(o.Events) > 0 {
+	if tail := c.held.from(c.drained, 0); len(o.Events) > 0 {
 		o.Events = append(o.Events, tail...)
 	} else if len(tail) > 0 {
 		o.Events = tail
@@ -344,11 +334,6 @@ func (c *Core) Drain() Output {
 	c.drained = c.seq
 	return o
 }
-
-// heldChunk bounds how much of a new array for held events is sized by the
-// last one rather than by the events held: what an idle session keeps of
-// events already durable, until its next array replaces it.
-const heldChunk = 16
 
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 	return c.emitFrom(now, turn, &ev)
@@ -359,30 +344,33 @@ func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 // level is a copy the collector's write barriers see too).
 func (c *Core) emitFrom(now time.Time, turn int, ev *messages.Event) uint64 {
 	c.seq++
-	if len(c.held) == cap(c.held) {
-		// a new array: appending to a full one would too, but from the
-		// capacity of what is left after Persisted's reslices (often none)
-		c.heldCap = max(2*len(c.held), min(c.heldCap, heldChunk), 4)
-		grown := make([]messages.PersistedEvent, len(c.held), c.heldCap)
-		copy(grown, c.held)
-		c.held = grown
-	}
-	c.held = c.held[:len(c.held)+1]
-	pe := &c.held[len(c.held)-1]
+	pe := c.held.add()
 	pe.Seq, pe.At, pe.Turn, pe.Event = c.seq, now, turn, *ev
 	c.tally.Observe(pe.Event)
 	return c.seq
 }
 
 // Unpersisted returns the events the store has not acknowledged yet, oldest
-// first, at most max of them (max <= 0: all). The slice is the core's: the
-// caller must not modify it.
+// first, at most max of them (max <= 0: all). The slice is the core's (or,
+// when they span two chunks, a copy): the caller must not modify it.
 func (c *Core) Unpersisted(max int) []messages.PersistedEvent {
-	if max > 0 && len(c.held) > max {
-		return c.held[:max:max]
-	}
-	return c.held[:len(c.held):len(c.held)]
+	return c.held.from(c.durableSeq, max)
 }
+
+// Held is how many events the store has not acknowledged yet.
+func (c *Core) Held() int { return c.held.len() }
+
+// Unsent returns the held events after seq after (the last one the shell
+// handed to the store), at most max of them, as Unpersisted does: one
+// chunk's view unless a failed write sends everything held again.
+func (c *Core) Unsent(after uint64, max int) []messages.PersistedEvent {
+	return c.held.from(after, max)
+}
+
+// Sent says the shell handed the held events up to seq to the store: they
+// stay where they are until acknowledged, and only the events after seq
+// move when a new chunk starts.
+func (c *Core) Sent(seq uint64) { c.held.markSent(seq) }
 
 // DurableSeq returns the highest seq the store has acknowledged.
 func (c *Core) DurableSeq() uint64 { return c.durableSeq }
@@ -760,22 +748,26 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 		seq = c.seq
 	}
 	if seq > c.durableSeq {
-		n := 0
-		for n < len(c.held) && c.held[n].Seq <= seq {
-			n++
-		}
-		for i := range c.held[:n] {
-			if c.held[i].Seq > c.drained { // acknowledged before Drain saw it
-				c.out.Events = append(c.out.Events, c.held[i])
+		for {
+			acked := c.held.takeFront(seq)
+			if len(acked) == 0 {
+				break
+			}
+			for i := range acked {
+				if acked[i].Seq > c.drained { // acknowledged before Drain saw it
+					c.out.Events = append(c.out.Events, acked[i])
+				}
+			}
+			if len(c.out.Durable) == 0 {
+				c.out.Durable = acked
+			} else {
+				c.out.Durable = append(c.out.Durable, acked...)
 			}
 		}
-		if len(c.out.Durable) == 0 {
-			c.out.Durable = c.held[:n:n]
-		} else {
-			c.out.Durable = append(c.out.Durable, c.held[:n]...)
-		}
-		c.held = c.held[n:]
 		c.durableSeq = seq
+		if c.phase == PhaseIdle {
+			c.held.release() // between turns: nothing is held for a while
+		}
 	}
 	if err != nil {
 		c.persistWarns++

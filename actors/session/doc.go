@@ -21,10 +21,15 @@
 // taken. With capture
 // off (diffcapture.Noop) the core decides the baseline and the diff itself
 // (Core.CaptureOff): no round trip to the diff child, and a turn's
-// turn_end and turn_diff reach the store in one write. The persist child
-// writes a request's events and record with one store call
-// (store.AppendRecord). A panic in the session answers every caller it
-// holds (Spawn).
+// turn_end and turn_diff reach the store in one write. On a store that
+// pipelines appends (store.Pipeliner) the session starts each append
+// itself, on the writer it shares with its persist child (persistPath),
+// and the store's report sends the ack: no hop through the child per
+// batch. The child takes the rest (the record's creation or adoption, a
+// re-sync after a failure, a store that panicked), writing a request's
+// events and record with one store call (store.AppendRecord). The events
+// wait in write-once chunks until durable (heldEvents). A panic in the
+// session answers every caller it holds (Spawn).
 //
 // Effects are typed: the core's Output carries TransportCmds and DiffCmds,
 // sealed interfaces whose handlers are type switches over a closed set. The

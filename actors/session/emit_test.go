@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -93,14 +94,137 @@ func TestHeldArraysShrinkAfterABacklog(t *testing.T) {
 		h.c.AgentEvent(h.now, 1, ev)
 	}
 	h.drain()
-	require.GreaterOrEqual(t, cap(h.c.held), 1000)
+	require.GreaterOrEqual(t, h.c.held.tailCap(), 1000)
 	h.c.Persisted(h.now, h.c.LastSeq(), nil)
 	h.drain()
-	left := cap(h.c.held) // what is left of the backlog's array is used first
+	left := h.c.held.tailCap() // what is left of the backlog's array is used first
 	for range left + 1 {
 		h.c.AgentEvent(h.now, 1, ev)
 	}
-	assert.LessOrEqual(t, cap(h.c.held), max(heldChunk, 2*left), "the array after the backlog's")
-	assert.Less(t, cap(h.c.held), 1000)
+	assert.LessOrEqual(t, h.c.held.tailCap(), max(heldChunk, 2*left), "the array after the backlog's")
+	assert.Less(t, h.c.held.tailCap(), 1000)
 	assert.Len(t, h.c.Unpersisted(0), left+1)
+}
+
+// TestFullChunkMovesOnlyUnsentEvents: when the chunk of held events fills,
+// the events already handed to the store stay where they are (no copy of
+// them, however long the store takes), and those not sent yet move to the
+// new chunk with the next ones, so the next request is still one chunk's
+// run, handed out without a copy.
+func TestFullChunkMovesOnlyUnsentEvents(t *testing.T) {
+	h := newHarness(t)
+	h.startTurn1()
+	h.drain()
+	ev := messages.Event{Type: messages.EvText, Text: "a whole text"}
+	for h.c.held.len() < h.c.held.tailCap() {
+		h.c.AgentEvent(h.now, 1, ev)
+	}
+	sent := h.c.Unsent(h.c.DurableSeq(), 0)
+	h.c.Sent(sent[len(sent)-1].Seq)
+	first := &sent[0]
+	h.c.AgentEvent(h.now, 1, ev) // unsent, moves
+	h.c.AgentEvent(h.now, 1, ev)
+	h.c.AgentEvent(h.now, 1, ev) // the full chunk's
+	unsent := h.c.Unsent(sent[len(sent)-1].Seq, 0)
+	require.Len(t, unsent, 3)
+	assert.Same(t, first, &h.c.Unsent(h.c.DurableSeq(), 1)[0], "the sent events were not copied")
+	chunks := h.c.held.chunks
+	assert.Same(t, &chunks[len(chunks)-1][0], &unsent[0], "the next request is a view of the new chunk")
+	assert.Equal(t, h.c.LastSeq(), unsent[2].Seq)
+}
+
+// TestHeldEventsAgainstAModel: random emits, sends, acknowledgements and
+// drains against a model: every Drain's Events and Durable, Unpersisted and
+// Unsent say what the model says, and no view handed out ever changes.
+func TestHeldEventsAgainstAModel(t *testing.T) {
+	for seed := range 20 {
+		r := rand.New(rand.NewPCG(uint64(seed), 7))
+		h := newHarness(t)
+		h.startTurn1()
+		h.drain()
+		var views, was [][]messages.PersistedEvent
+		keep := func(v []messages.PersistedEvent) {
+			views, was = append(views, v), append(was, slices.Clone(v))
+		}
+		drained, sent := h.c.LastSeq(), h.c.DurableSeq()
+		for range 400 {
+			switch r.IntN(6) {
+			case 0, 1, 2:
+				h.c.AgentEvent(h.now, 1, messages.Event{Type: messages.EvText, Text: fmt.Sprint(r.Int())})
+			case 3:
+				if r.IntN(4) == 0 {
+					sent = h.c.DurableSeq() // a failed write: everything held goes again
+				}
+				u := h.c.Unsent(sent, 1+r.IntN(8))
+				for i, e := range u {
+					require.Equal(t, sent+uint64(i)+1, e.Seq)
+				}
+				if len(u) > 0 {
+					sent = u[len(u)-1].Seq
+					h.c.Sent(sent)
+					keep(u)
+				}
+			case 4:
+				if sent > h.c.DurableSeq() {
+					upTo := h.c.DurableSeq() + 1 + uint64(r.IntN(int(sent-h.c.DurableSeq())))
+					before := h.c.DurableSeq()
+					h.c.Persisted(h.now, upTo, nil)
+					o := h.c.Drain()
+					for i, e := range o.Durable {
+						require.Equal(t, before+uint64(i)+1, e.Seq)
+					}
+					require.Len(t, o.Durable, int(upTo-before))
+					keep(o.Durable)
+					for i, e := range o.Events {
+						require.Equal(t, drained+uint64(i)+1, e.Seq)
+					}
+					drained = h.c.LastSeq()
+				}
+			case 5:
+				o := h.c.Drain()
+				for i, e := range o.Events {
+					require.Equal(t, drained+uint64(i)+1, e.Seq)
+				}
+				require.Len(t, o.Events, int(h.c.LastSeq()-drained))
+				drained = h.c.LastSeq()
+				keep(o.Events)
+			}
+			u := h.c.Unpersisted(0)
+			require.Len(t, u, h.c.Held())
+			require.Len(t, u, int(h.c.LastSeq()-h.c.DurableSeq()))
+			for i, e := range u {
+				require.Equal(t, h.c.DurableSeq()+uint64(i)+1, e.Seq)
+			}
+		}
+		for i := range views {
+			require.Equal(t, was[i], views[i], "seed %d: view %d changed", seed, i)
+		}
+	}
+}
+
+// TestIdleSessionLetsGoOfItsChunk: once a turn is over and everything is
+// durable the session holds no chunk (an idle session keeps nothing of
+// its events), and the next turn's first chunk is as large as the last
+// turn's, so a burst like the last one is never moved to a larger chunk
+// (it used to be copied once per turn, growing from heldChunk again).
+func TestIdleSessionLetsGoOfItsChunk(t *testing.T) {
+	h := newHarness(t)
+	h.startTurn1()
+	ev := messages.Event{Type: messages.EvText, Text: "a whole text"}
+	const burst = 24 // more than heldChunk
+	for range burst {
+		h.c.AgentEvent(h.now, 1, ev)
+	}
+	h.endTurn("done", nil)
+	require.Equal(t, PhaseIdle, h.c.Phase())
+	assert.Zero(t, h.c.held.tailCap(), "idle and durable: no chunk kept")
+
+	require.NoError(t, h.c.Guide(h.tick(), messages.Guide{Text: "again", Mode: messages.GuideQueue}))
+	h.c.BaselineReady(h.tick(), 2)
+	h.drain()
+	first := &h.c.Unpersisted(1)[0]
+	for range burst {
+		h.c.AgentEvent(h.now, 2, ev) // nothing sent meanwhile: all of it would move
+	}
+	assert.Same(t, first, &h.c.Unpersisted(1)[0], "the turn's burst stayed in its first chunk")
 }

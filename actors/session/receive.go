@@ -64,6 +64,12 @@ func (a *Actor) Receive(c *actor.Context) {
 		return
 	case actor.Stopped:
 		a.stopTimers()
+		if p := a.path.Load(); p != nil {
+			// as a stopped persist child does: the appends the session
+			// started itself are answered before it is gone, so a record
+			// in flight lands before whoever stopped it writes the next
+			p.acks.wait()
+		}
 		return
 	case Op:
 		a.receiveOp(c, now, m)

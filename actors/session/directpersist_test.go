@@ -1,0 +1,143 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/codesession/codesession/actors/store"
+	"github.com/codesession/codesession/actors/supervise"
+	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports/script"
+)
+
+// reportingPipeliner is a store.Pipeliner over a memory store: each
+// StartAppendThen writes its batch at once and reports it from one
+// goroutine of its own, in the order started, as the file store's applier
+// does. Its panicAt-th call (from 1) panics after the batch landed and its
+// report was queued.
+type reportingPipeliner struct {
+	store.Store
+	mu      sync.Mutex
+	reports chan func()
+	calls   int
+	panicAt int
+}
+
+func (p *reportingPipeliner) StartAppend(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord) func() error {
+	ch := make(chan error, 1)
+	p.StartAppendThen(ctx, sid, evs, rec, func(err error) { ch <- err })
+	return func() error { return <-ch }
+}
+
+func (p *reportingPipeliner) StartAppendThen(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) {
+	p.mu.Lock()
+	if p.reports == nil {
+		p.reports = make(chan func(), 1024)
+		go func() {
+			for r := range p.reports {
+				r()
+			}
+		}()
+	}
+	var err error
+	if rec != nil {
+		err = p.Store.AppendRecord(ctx, sid, evs, *rec)
+	} else {
+		err = p.Store.Append(ctx, sid, evs)
+	}
+	p.calls++
+	boom := p.calls == p.panicAt
+	p.reports <- func() { done(err) }
+	p.mu.Unlock()
+	if boom {
+		panic("the store broke after queueing the batch")
+	}
+}
+
+// directSession runs a session actor on st whose backend answers every
+// turn with a text, counting the persist requests its persist child gets.
+func directSession(t *testing.T, st store.Store) (e *actor.Engine, pid *actor.PID, toChild *atomic.Int64) {
+	t.Helper()
+	e, err := actor.NewEngine(actor.NewEngineConfig())
+	require.NoError(t, err)
+	registry := e.SpawnFunc(func(*actor.Context) {}, "registry")
+	toChild = new(atomic.Int64)
+	started := make(chan Result[messages.StartResult], 1)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Thinking("hm"), script.Text("ok")}}}
+	spec := testSpec()
+	spec.Cwd = t.TempDir()
+	pid = e.Spawn(NewProducer(Options{
+		Spec: spec, Transport: script.New(script.WithScenario(sc)), Store: st,
+		Policy: supervise.DefaultPolicy(), ShutdownTimeout: 5 * time.Second, Registry: registry, StartReply: started,
+		Inject: func(name string, msg any) {
+			if _, ok := msg.(persistReq); ok && name == ChildPersist {
+				toChild.Add(1)
+			}
+		},
+	}), "session")
+	select {
+	case r := <-started:
+		require.NoError(t, r.Err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session did not start")
+	}
+	return e, pid, toChild
+}
+
+// waitTurnEnd waits until the store holds the first turn's end, and
+// returns the session's log, checked gapless.
+func waitTurnEnd(t *testing.T, st store.Store) []messages.PersistedEvent {
+	t.Helper()
+	var evs []messages.PersistedEvent
+	require.Eventually(t, func() bool {
+		var err error
+		evs, err = st.ReadEvents(context.Background(), testSessionID, 0, 0)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			if ev.Event.Type == messages.EvTurnEnd {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 5*time.Millisecond)
+	for i, ev := range evs {
+		require.EqualValues(t, i+1, ev.Seq, "the log is gapless, without duplicates")
+	}
+	return evs
+}
+
+// TestSessionStartsItsAppendsItself: on a store that pipelines appends the
+// session starts each append itself; its persist child gets only the
+// record's creation (each append used to cost a hop through the child).
+func TestSessionStartsItsAppendsItself(t *testing.T) {
+	st := &reportingPipeliner{Store: store.NewMemory()}
+	e, pid, toChild := directSession(t, st)
+	evs := waitTurnEnd(t, st)
+	assert.GreaterOrEqual(t, len(evs), 4, "turn_started, thinking, text, turn_end")
+	assert.EqualValues(t, 1, toChild.Load(), "the persist child got the create only")
+	st.mu.Lock()
+	assert.GreaterOrEqual(t, st.calls, 1, "the appends were pipelined")
+	st.mu.Unlock()
+	<-e.Poison(pid).Done()
+}
+
+// TestStorePanicOnTheSessionsAppendGoesThroughItsChild: a store that panics
+// in the StartAppendThen the session called itself (after the batch
+// landed) does not fail the session: the request goes to the persist
+// child, which re-reads LastSeq and writes what did not land; the store's
+// late report of the panicked batch sends no second ack (the log is
+// gapless and the turn completes).
+func TestStorePanicOnTheSessionsAppendGoesThroughItsChild(t *testing.T) {
+	st := &reportingPipeliner{Store: store.NewMemory(), panicAt: 1}
+	e, pid, toChild := directSession(t, st)
+	waitTurnEnd(t, st)
+	assert.EqualValues(t, 2, toChild.Load(), "the create, then the request the store panicked on")
+	<-e.Poison(pid).Done()
+}
