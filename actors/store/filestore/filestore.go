@@ -88,6 +88,10 @@ type Store struct {
 	maxOpen         int
 	noSync          bool                  // tests only: skip fsyncs
 	walFault        func() error          // tests only: fail WAL writes
+	// logFault, tests only: consulted before each write to an
+	// events.jsonl; landed says the write is made anyway (a write that
+	// lands but reports an error)
+	logFault func() (err error, landed bool)
 	syncFault       func(syncPoint) error // tests only: fail fsyncs
 	noSyncFS        bool                  // tests only: checkpoint file by file
 	checkpointBytes int64
@@ -1222,7 +1226,10 @@ func withOp(err error, op string) error {
 // file's copy, which replay rewrites from the WAL. If the file refuses
 // the write the lines stay held, warned about, and go with the next.
 func (st *Store) writeLines(s *session, b []byte) {
-	if len(s.behind)+len(b) < holdBytes && st.held.Load() < maxHeldBytes {
+	// the first lines create the file, at once: held back, the creation
+	// (the costly part of a first write) would land on a checkpoint's
+	// flush, beside its syncfs
+	if s.exists && len(s.behind)+len(b) < holdBytes && st.held.Load() < maxHeldBytes {
 		st.hold(s, b)
 		return
 	}
@@ -1283,7 +1290,7 @@ func (st *Store) writeFile(s *session, b []byte) error {
 		return err
 	}
 	defer st.release(h)
-	if _, err := h.f.Write(b); err != nil {
+	if err := st.writeLog(h.f, b); err != nil {
 		if terr := h.f.Truncate(s.size); terr != nil {
 			s.loaded = false // rescan on next use
 		}
@@ -1294,6 +1301,21 @@ func (st *Store) writeFile(s *session, b []byte) error {
 	s.fileSeq += uint64(bytes.Count(b, []byte{'\n'}))
 	s.exists, s.logUnsynced = true, true
 	return nil
+}
+
+// writeLog writes b to an events.jsonl, through the tests' fault seam.
+func (st *Store) writeLog(f *os.File, b []byte) error {
+	var err error
+	landed := true
+	if st.logFault != nil {
+		err, landed = st.logFault()
+	}
+	if err == nil || landed {
+		if _, werr := f.Write(b); werr != nil {
+			return werr
+		}
+	}
+	return err
 }
 
 // ReadEvents returns the events with seq > afterSeq, at most limit of them
