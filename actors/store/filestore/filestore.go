@@ -82,16 +82,16 @@ func WithCheckpointBytes(n int64) Option {
 
 // Store is the file-backed store.Store. Build it with Open.
 type Store struct {
-	dir             string // <home>/sessions
-	walPath         string
-	log             *slog.Logger
-	maxOpen         int
-	noSync          bool                  // tests only: skip fsyncs
-	walFault        func() error          // tests only: fail WAL writes
+	dir      string // <home>/sessions
+	walPath  string
+	log      *slog.Logger
+	maxOpen  int
+	noSync   bool         // tests only: skip fsyncs
+	walFault func() error // tests only: fail WAL writes
 	// logFault, tests only: consulted before each write to an
 	// events.jsonl; landed says the write is made anyway (a write that
 	// lands but reports an error)
-	logFault func() (err error, landed bool)
+	logFault        func() (err error, landed bool)
 	syncFault       func(syncPoint) error // tests only: fail fsyncs
 	noSyncFS        bool                  // tests only: checkpoint file by file
 	checkpointBytes int64

@@ -192,4 +192,3 @@ func TestRefusedLogWritesLoseNothing(t *testing.T) {
 		})
 	}
 }
-
