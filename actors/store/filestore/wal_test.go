@@ -47,6 +47,10 @@ func TestReplayMakesFilesExact(t *testing.T) {
 	require.NoError(t, st.PutMeta(ctx, idle))
 	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(41, 30)))
 
+	// a read writes the lines held back (writeLines): the file holds
+	// everything before the damage
+	_, err := st.ReadEvents(ctx, rec.SessionID, 0, 0)
+	require.NoError(t, err)
 	// Damage what was never fsynced: the log loses its last 1000 bytes and
 	// gains garbage, and meta.json is gone.
 	lp := logPath(home, rec.SessionID)
