@@ -1686,12 +1686,9 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // bufPool: at ten thousand sessions a collection runs every few hundred
 // milliseconds, and each append then grew a new buffer (a tenth of the
 // store's CPU per append). Buffers past spareBufMax go to bufPool only.
-var spareBufs = make(chan *bytes.Buffer, 8192)
+var spareBufs = make(chan *bytes.Buffer, 4096)
 
-const (
-	spareBufMax  = 64 << 10
-	minAppendBuf = 4 << 10
-)
+const spareBufMax = 64 << 10
 
 // getBuffer is an empty append buffer.
 func getBuffer() *bytes.Buffer {
@@ -1715,9 +1712,7 @@ func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []b
 	// one allocation at about the size the frames take, where a buffer
 	// grown from empty would take several (the pool is emptied by GCs)
 	frame := frameHeader + 2 + len(sid)
-	// (at least minAppendBuf, so a reused buffer fits the next append
-	// whatever its size and is not grown again)
-	buf.Grow(max(frame+len(events)*eventBytesGuess+len(rec)+frame, minAppendBuf))
+	buf.Grow(frame + len(events)*eventBytesGuess + len(rec) + frame)
 	var head [frameHeader + 2]byte
 	head[frameHeader], head[frameHeader+1] = frameEvents, byte(len(sid))
 	buf.Write(head[:])
