@@ -17,7 +17,11 @@
 // wait; one goroutine writes every frame that arrived while the previous
 // fsync ran with one write and one fsync (group commit), then answers them
 // all. Only then are the lines written to the session's events.jsonl, and
-// without an fsync: the WAL already holds them. A failed write or sync is
+// without an fsync: the WAL already holds them. The applier holds a
+// session's lines back and writes them a few KiB at a time (8 KiB a
+// session, 32 MiB across sessions); a read, a checkpoint and Close write
+// the held lines first, and a crash replays them from the WAL, which a
+// checkpoint empties only after writing and syncing them. A failed write or sync is
 // cut back off the WAL, so a batch is either committed or absent; the
 // error is unavailable (retryable, naming the cause: no space, read-only).
 // No timer decides durability: once queued, a frame waits for the disk.

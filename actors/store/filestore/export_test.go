@@ -19,6 +19,20 @@ func (st *Store) OpenHandles() int {
 // result fails the whole group as a disk would (ENOSPC, EROFS).
 func WithWALFault(fn func() error) Option { return func(s *Store) { s.walFault = fn } }
 
+// WithLogWriteFault consults fn before each write to a session's
+// events.jsonl: a non-nil error fails the write, which is made anyway when
+// landed is set (it reached the file but reported the failure).
+func WithLogWriteFault(fn func() (err error, landed bool)) Option {
+	return func(s *Store) { s.logFault = fn }
+}
+
+// HeldBytes reports how many bytes of committed lines the sessions hold
+// back from their events.jsonl.
+func (st *Store) HeldBytes() int64 { return st.held.Load() }
+
+// HoldBytes is how many bytes of lines a session holds before writing.
+const HoldBytes = holdBytes
+
 // SyncPoint names one fsync the store is about to make (see syncPoint).
 type SyncPoint = syncPoint
 

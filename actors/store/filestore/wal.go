@@ -249,6 +249,11 @@ type wal struct {
 	// which applies them in order and answers their callers, while the
 	// loop writes and syncs the next group.
 	committed chan []*walReq
+	// spent carries the groups' slices back from the applier, emptied, so
+	// the queue of the next groups grows into them instead of from nil
+	// (at ten thousand sessions a group is thousands of requests, and
+	// growing its slice anew each time showed in the profile)
+	spent chan []*walReq
 }
 
 // openWAL opens the log at path, and the log that follows it (walNext)
@@ -366,6 +371,7 @@ func tornBytes(f *os.File, good int64) (int64, error) {
 
 func (w *wal) start() {
 	w.committed = make(chan []*walReq, 64)
+	w.spent = make(chan []*walReq, 4)
 	applied := make(chan struct{})
 	go w.applier(applied)
 	go w.loop(applied)
@@ -404,6 +410,11 @@ func (w *wal) applier(done chan<- struct{}) {
 			}
 			r.done(r.err)
 		}
+		clear(batch) // the requests, their frames and callbacks, go
+		select {
+		case w.spent <- batch[:0]:
+		default:
+		}
 	}
 }
 
@@ -419,6 +430,10 @@ func (w *wal) loop(applied <-chan struct{}) {
 		}
 		queued := w.queue
 		w.queue = nil
+		select {
+		case w.queue = <-w.spent:
+		default:
+		}
 		closing := w.closing
 		done, ckErr := w.ckDone, w.ckErr
 		w.ckDone, w.ckErr = false, nil
@@ -432,15 +447,25 @@ func (w *wal) loop(applied <-chan struct{}) {
 		// queued goes to the applier whole, each request with its
 		// verdict: the stale ones are answered in their place, not ahead
 		// of the commits queued before them
-		buf = buf[:0]
-		n := 0
+		n, size := 0, 0
 		for _, r := range queued {
 			if r.stale != nil && r.stale() {
 				r.err = errStale
 				continue
 			}
-			buf = append(buf, r.frame...)
+			size += len(r.frame)
 			n++
+		}
+		if size > cap(buf) {
+			// one allocation with room to spare, not a doubling chain
+			// (each step zeroed and copied) while the groups grow
+			buf = make([]byte, 0, size+size/2)
+		}
+		buf = buf[:0]
+		for _, r := range queued {
+			if r.err == nil {
+				buf = append(buf, r.frame...)
+			}
 		}
 		if n == 0 {
 			if len(queued) > 0 {
