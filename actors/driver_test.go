@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors/driver"
+	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/learning/lessons"
 	"github.com/codesession/codesession/messages"
@@ -59,7 +61,7 @@ type driverFixture struct {
 	cwd  string
 }
 
-func newDriverFixture(t *testing.T, sc *modelmock.Scenario, turns *script.Scenario, mutate func(*config.Config)) *driverFixture {
+func newDriverFixture(t *testing.T, sc *modelmock.Scenario, turns *script.Scenario, mutate func(*config.Config), extra ...Option) *driverFixture {
 	t.Helper()
 	mock, err := modelmock.Start(t, sc)
 	require.NoError(t, err)
@@ -73,7 +75,8 @@ func newDriverFixture(t *testing.T, sc *modelmock.Scenario, turns *script.Scenar
 	}
 	reg := prometheus.NewRegistry()
 	loop := native.New(native.WithProcessEnv(nil))
-	rt, err := New(cfg, WithBackends(transports.NewRegistry(script.New(script.WithScenario(turns)), loop)), WithMetrics(reg), WithDriverLoop(loop))
+	opts := []Option{WithBackends(transports.NewRegistry(script.New(script.WithScenario(turns)), loop)), WithMetrics(reg), WithDriverLoop(loop)}
+	rt, err := New(cfg, append(opts, extra...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -114,6 +117,59 @@ func (f *driverFixture) driverRequests() []modelmock.Request {
 		}
 	}
 	return out
+}
+
+// metaWatcher is a store whose GetMeta calls check first.
+type metaWatcher struct {
+	store.Store
+	check func()
+}
+
+func (m metaWatcher) GetMeta(ctx context.Context, sid string) (messages.SessionRecord, error) {
+	m.check()
+	return m.Store.GetMeta(ctx, sid)
+}
+
+// TestASettledDelegationIsCountedBeforeItShows: whoever reads a delegation
+// settled finds it counted in the metrics already (a console polls the
+// record, then /metrics). The driver reads its sessions' records while it
+// settles; at each read the store looks: no delegation may show done
+// while the metrics count fewer done. With the record written before the
+// metrics, the settling read saw exactly that (CI once caught the gap in
+// TestDelegationsOverHTTP).
+func TestASettledDelegationIsCountedBeforeItShows(t *testing.T) {
+	var fx atomic.Pointer[driverFixture]
+	var uncounted atomic.Int32
+	check := func() {
+		f := fx.Load()
+		if f == nil || f.rt.delegator == nil {
+			return
+		}
+		recs, err := f.rt.delegator.List()
+		if err != nil {
+			return
+		}
+		done := 0
+		for _, r := range recs {
+			if r.State == driver.StateDone {
+				done++
+			}
+		}
+		if float64(done) > testutil.ToFloat64(f.rt.driverMetrics.Settled("script", driver.StateDone)) {
+			uncounted.Add(1)
+		}
+	}
+	f := newDriverFixture(t, driverScenario(map[string]any{"backend": "script"}), nil, nil,
+		WithStore(metaWatcher{Store: store.NewMemory(), check: check}))
+	fx.Store(f)
+	rec := f.delegate(t, driver.Request{Brief: "DRIVE the scripted agent", Overrides: driver.Overrides{Backend: "script"}})
+	done := f.wait(t, rec.ID)
+	require.Equal(t, driver.StateDone, done.State, "%+v", done)
+	require.Len(t, done.Sessions, 1)
+	_, err := f.rt.Store().GetMeta(context.Background(), done.Sessions[0]) // one more look, settled
+	require.NoError(t, err)
+	assert.Zero(t, uncounted.Load(), "a read saw the delegation settled before the metrics counted it")
+	assert.Equal(t, 1.0, testutil.ToFloat64(f.rt.driverMetrics.Settled("script", driver.StateDone)))
 }
 
 func lastReleased(t *testing.T, rt *Runtime, sid string) messages.Event {
