@@ -85,7 +85,7 @@ func directSession(t *testing.T, st store.Store) (e *actor.Engine, pid *actor.PI
 	select {
 	case r := <-started:
 		require.NoError(t, r.Err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the session did not start")
 	}
 	return e, pid, toChild
@@ -106,7 +106,7 @@ func waitTurnEnd(t *testing.T, st store.Store) []messages.PersistedEvent {
 			}
 		}
 		return false
-	}, 30*time.Second, 5*time.Millisecond)
+	}, time.Minute, 5*time.Millisecond)
 	for i, ev := range evs {
 		require.EqualValues(t, i+1, ev.Seq, "the log is gapless, without duplicates")
 	}
