@@ -86,6 +86,12 @@ type liveEntry struct {
 	pid   *actor.PID
 	scope string
 	cwd   string // the session's working directory, cleaned
+	// provisioned: the session may have provisioned files to remove at
+	// release (a plan was applied, or it was resumed: an earlier run's
+	// plan). A fresh start without a plan has only its manifest there,
+	// and reading the directory at every release was 1.7% of the CPU of
+	// 10,000 sessions' turns, on the registry's one goroutine.
+	provisioned bool
 }
 
 type releasedEntry struct {
@@ -316,7 +322,8 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 		opts.Inject = func(who string, msg any) { inj(sid, who, msg) }
 	}
 	pid := session.Spawn(c, opts)
-	r.live[spec.SessionID] = liveEntry{pid: pid, scope: spec.OwnerScope, cwd: cleanCwd(spec.Cwd)}
+	r.live[spec.SessionID] = liveEntry{pid: pid, scope: spec.OwnerScope, cwd: cleanCwd(spec.Cwd),
+		provisioned: spec.Provision != nil || adopt != nil}
 	delete(r.released, spec.SessionID)
 	r.metrics.started.WithLabelValues(spec.Descriptor.ID).Inc()
 }
@@ -536,7 +543,9 @@ func (r *registry) done(c *actor.Context, m session.Done) {
 	}
 	delete(r.live, m.SessionID)
 	r.stopping[m.SessionID] = e.scope
-	releaseProvision(r.cfg.Home, m.SessionID) // every release path ends here
+	if e.provisioned {
+		releaseProvision(r.cfg.Home, m.SessionID) // every release path of one ends here
+	}
 	if m.Abandoned {
 		r.log.Warn("session abandoned at shutdown before its release was durable; the boot sweep will mark it orphaned", "session", m.SessionID)
 		r.metrics.live.Dec()
