@@ -683,52 +683,6 @@ func (a *Actor) sendPersist(c *actor.Context, req persistReq) {
 	}()
 }
 
-// persistedAll takes the pipelined acks an ackQueue posted, in request
-// order. A run of successes is one step of the core, to the last one's seq:
-// the events they acknowledge go to the feed as one view of their chunk,
-// where a step per ack before the flush would copy them into one list.
-func (a *Actor) persistedAll(c *actor.Context, now time.Time, acks []persistAck) {
-	for len(acks) > 0 {
-		n := 0
-		for n < len(acks) && a.created && acks[n].ok() {
-			n++
-		}
-		if n <= 1 {
-			a.persisted(c, now, acks[0])
-			acks = acks[1:]
-			continue
-		}
-		a.persistedRun(now, acks[:n])
-		acks = acks[n:]
-	}
-}
-
-// ok says the request succeeded, its record with it if it had one.
-func (m persistAck) ok() bool { return m.err == nil && m.createErr == nil && !m.metaFailed }
-
-// persistedRun is persisted for acks that all succeeded, of a created
-// session, in request order: what persisted does for each, with one step
-// of the core for all of them.
-func (a *Actor) persistedRun(now time.Time, acks []persistAck) {
-	upTo, took := uint64(0), false
-	for _, m := range acks {
-		if m.id < a.liveFrom || m.id > a.reqID || a.inflight == 0 {
-			continue // the ack of a request given up on (its child restarted)
-		}
-		a.inflight--
-		a.ackedID = m.id
-		if m.metaSent != nil {
-			a.metaAckedID = max(a.metaAckedID, m.id)
-		}
-		upTo, took = max(upTo, m.upTo), true
-	}
-	if !took {
-		return
-	}
-	a.core.Persisted(now, upTo, nil)
-	a.retryIn = 0
-}
-
 func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 	if m.id < a.liveFrom || m.id > a.reqID || a.inflight == 0 {
 		return // the ack of a request given up on (its child restarted)

@@ -862,15 +862,6 @@ func (p *persister) Receive(c *actor.Context) {
 // its head: the store's, which reports each append (complete), or the
 // persister's, when the store answered before StartAppendThen returned
 // (started). An ack is sent once its append is both started and reported.
-//
-// Sent means posted to ready: the session is told with one persistAcks
-// message when ready stops being empty and takes every ack posted by the
-// time it reads it, as agentEvents does for the backend's events. Acks were
-// one message each, the most frequent message a session gets (one per
-// append, 0.18 per event at 10,000 sessions): each a hollywood send and,
-// for an idle session, a wake-up. A message sent to the session after wait
-// returned (the persist child's own ack) still comes after every ack posted
-// before: the persistAcks that takes them is in the inbox ahead of it.
 type ackQueue struct {
 	w      *persistWriter
 	parent *actor.PID
@@ -879,47 +870,6 @@ type ackQueue struct {
 	engine *actor.Engine
 	q      []*inflightAppend // in request order; acks not yet sent
 	idle   chan struct{}     // closed when q empties, for wait
-	// ready are the acks posted and not yet taken by the session, in
-	// request order; spare is the array the session gave back
-	ready, spare []persistAck
-}
-
-// persistAcks tells the session that q has acks ready: it takes them all.
-type persistAcks struct{ q *ackQueue }
-
-// postLocked posts ack, telling the session when ready was empty (q.mu
-// held).
-func (q *ackQueue) postLocked(ack persistAck) {
-	first := len(q.ready) == 0
-	if q.ready == nil {
-		q.ready, q.spare = q.spare, nil
-	}
-	q.ready = append(q.ready, ack)
-	if first {
-		q.engine.Send(q.parent, persistAcks{q: q})
-	}
-}
-
-// take returns the acks posted since the last take, in request order.
-func (q *ackQueue) take() []persistAck {
-	q.mu.Lock()
-	acks := q.ready
-	q.ready, q.spare = q.spare, nil
-	q.mu.Unlock()
-	return acks
-}
-
-// recycle gives back an array take returned, once its acks are handled.
-func (q *ackQueue) recycle(acks []persistAck) {
-	if cap(acks) == 0 || cap(acks) > persistDepth*2 {
-		return
-	}
-	clear(acks) // keeps no record alive
-	q.mu.Lock()
-	if q.spare == nil {
-		q.spare = acks[:0]
-	}
-	q.mu.Unlock()
 }
 
 // inflightAppend is one pipelined request whose ack is not yet sent.
@@ -978,7 +928,7 @@ func (q *ackQueue) flushLocked() {
 			}
 			ack := q.w.finish(a.pending, a.err)
 			ack.id = a.id
-			q.postLocked(ack)
+			q.engine.Send(q.parent, ack)
 		}
 		n++
 	}
@@ -996,7 +946,7 @@ func (q *ackQueue) flushLocked() {
 	}
 }
 
-// wait returns once every pipelined request's ack is sent (posted).
+// wait returns once every pipelined request's ack is sent.
 func (q *ackQueue) wait() {
 	q.mu.Lock()
 	if len(q.q) == 0 {

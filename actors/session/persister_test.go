@@ -16,21 +16,13 @@ import (
 )
 
 // ackCollector spawns an actor that hands every persistAck it gets to the
-// returned channel, in arrival order: the persist child's own, and those an
-// ackQueue posted (persistAcks), as the session takes them.
+// returned channel, in arrival order.
 func ackCollector(t *testing.T, e *actor.Engine) (*actor.PID, chan persistAck) {
 	t.Helper()
 	acks := make(chan persistAck, 64)
 	pid := e.SpawnFunc(func(c *actor.Context) {
-		switch m := c.Message().(type) {
-		case persistAck:
-			acks <- m
-		case persistAcks:
-			taken := m.q.take()
-			for _, a := range taken {
-				acks <- a
-			}
-			m.q.recycle(taken)
+		if a, ok := c.Message().(persistAck); ok {
+			acks <- a
 		}
 	}, "collector")
 	return pid, acks
@@ -191,91 +183,4 @@ func TestStoppedPersisterAnswersInFlightFirst(t *testing.T) {
 	assert.EqualValues(t, 2, a.id)
 	require.NoError(t, a.err)
 	assert.False(t, a.metaFailed)
-}
-
-// TestAckQueuePostsAcksReadyTogetherAsOneMessage: acks that become ready
-// together (a head reported last, the store's group commit answering
-// several of a session's appends) reach the session as one persistAcks
-// message that takes them all, in request order, not a message each.
-func TestAckQueuePostsAcksReadyTogetherAsOneMessage(t *testing.T) {
-	e, err := actor.NewEngine(actor.NewEngineConfig())
-	require.NoError(t, err)
-	var got atomic.Int64
-	acks := make(chan persistAck, 64)
-	sentinel := make(chan struct{})
-	parent := e.SpawnFunc(func(c *actor.Context) {
-		switch m := c.Message().(type) {
-		case persistAck:
-			got.Add(1)
-			acks <- m
-		case persistAcks:
-			got.Add(1)
-			taken := m.q.take()
-			for _, a := range taken {
-				acks <- a
-			}
-			m.q.recycle(taken)
-		case struct{}:
-			close(sentinel)
-		}
-	}, "collector")
-	w := &persistWriter{sessionID: "s", synced: true}
-	q := &ackQueue{w: w, parent: parent}
-	as := []*inflightAppend{q.add(e, 1), q.add(e, 2), q.add(e, 3)}
-	for i, a := range as {
-		q.started(a, pendingAppend{end: uint64(2 * (i + 1))})
-	}
-	q.complete(as[2], nil)
-	q.complete(as[1], nil)
-	q.complete(as[0], nil) // the head: all three are ready at once
-	for i := range as {
-		a := nextAck(t, acks)
-		assert.EqualValues(t, i+1, a.id)
-		assert.EqualValues(t, 2*(i+1), a.upTo)
-	}
-	e.Send(parent, struct{}{}) // after the acks' messages, from the same sender
-	select {
-	case <-sentinel:
-	case <-time.After(time.Minute):
-		t.Fatal("the collector never got the sentinel")
-	}
-	assert.EqualValues(t, 1, got.Load(), "one message for the three acks")
-
-	q.complete(q.add(e, 4), nil) // reported before started: no ack yet
-	assert.Empty(t, q.take())
-	q.started(q.q[0], pendingAppend{end: 8})
-	a := nextAck(t, acks)
-	assert.EqualValues(t, 4, a.id, "a later ack is posted with a message of its own")
-	q.wait()
-}
-
-// TestAcksTakenTogetherAreOneStepOfTheCore: the session takes a run of
-// successful acks as one step of the core, to the last one's seq, so the
-// events they acknowledge go to the feed as one view of their chunk (a step
-// per ack copied them into a list), and its bookkeeping is each ack's.
-func TestAcksTakenTogetherAreOneStepOfTheCore(t *testing.T) {
-	h := newHarness(t)
-	h.startTurn1()
-	for range 5 {
-		h.c.AgentEvent(h.now, 1, messages.Event{Type: messages.EvText, Text: "a whole text"})
-	}
-	h.drain()
-	held := h.c.Unpersisted(0)
-	require.GreaterOrEqual(t, len(held), 6)
-	first := &held[0]
-	last := held[len(held)-1].Seq
-	meta := h.c.rec
-	a := &Actor{core: h.c, created: true, reqID: 3, liveFrom: 1, inflight: 3}
-	a.persistedAll(nil, h.tick(), []persistAck{
-		{id: 1, upTo: held[1].Seq},
-		{id: 2, upTo: held[3].Seq, metaSent: &meta},
-		{id: 3, upTo: last},
-	})
-	assert.Zero(t, a.inflight)
-	assert.EqualValues(t, 3, a.ackedID)
-	assert.EqualValues(t, 2, a.metaAckedID)
-	assert.Equal(t, last, h.c.DurableSeq())
-	out := h.c.Drain()
-	require.Len(t, out.Durable, len(held))
-	assert.Same(t, first, &out.Durable[0], "the acknowledged events are a view of their chunk, not a copy")
 }

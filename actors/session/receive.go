@@ -37,7 +37,6 @@ func (diffReady) diffNote()     {}
 func (diffDue) diffNote()       {}
 
 func (persistAck) persistNote()      {}
-func (persistAcks) persistNote()     {}
 func (persistRetry) persistNote()    {}
 func (persistFlushDue) persistNote() {}
 
@@ -219,10 +218,6 @@ func (a *Actor) receivePersist(c *actor.Context, now time.Time, n persistNote) {
 	switch m := n.(type) {
 	case persistAck:
 		a.persisted(c, now, m)
-	case persistAcks:
-		acks := m.q.take()
-		a.persistedAll(c, now, acks)
-		m.q.recycle(acks)
 	case persistRetry:
 		a.retryArmed = false
 	case persistFlushDue:
