@@ -267,21 +267,6 @@ func TestTurnsFirstChunkIsSizedByItsEvents(t *testing.T) {
 	assert.Less(t, capAt, 2*short+heldChunk/2, "a short turn's first chunk after short turns")
 }
 
-// TestFirstTurnFillsOneChunk: a session's first chunk takes heldChunk
-// events, so a first turn of up to that many (its start's events and a
-// burst, nothing sent meanwhile) is never moved (it filled chunks of 4, 8
-// and 16, moving them on each time).
-func TestFirstTurnFillsOneChunk(t *testing.T) {
-	h := newHarness(t)
-	h.startTurn1()
-	first := &h.c.Unpersisted(1)[0]
-	for h.c.Held() < heldChunk {
-		h.c.AgentEvent(h.now, 1, messages.Event{Type: messages.EvText, Text: "a whole text"})
-	}
-	assert.Same(t, first, &h.c.Unpersisted(1)[0], "the first turn stayed in the first chunk")
-	assert.Equal(t, heldChunk, h.c.held.tailCap())
-}
-
 // TestSessionWaitingOnAnAnswerLetsGoOfItsChunk: a turn that waits on a
 // clarification's answer with every event durable holds no chunk (a
 // session can wait on a person for long: the bench's memory snapshot is

@@ -80,14 +80,8 @@ func (h *heldEvents) grow() {
 	}
 	// sized by the whole full chunk, as a single array was: a turn's burst
 	// mostly waits unsent behind the request in flight, and a chunk sized
-	// by what moves alone would fill, and move it, again. A session's very
-	// first chunk is heldChunk: its first turn (a start's events and a
-	// burst) filled chunks of 4, 8 and 16 and moved each one's unsent
-	// events on
+	// by what moves alone would fill, and move it, again
 	h.size = max(2*len(tail), min(2*h.size, heldChunk), 4)
-	if k < 0 && h.size < heldChunk {
-		h.size = heldChunk
-	}
 	next := make([]messages.PersistedEvent, len(moved), h.size)
 	copy(next, moved)
 	switch {
