@@ -765,13 +765,8 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 			}
 		}
 		c.durableSeq = seq
-		switch {
-		case c.phase == PhaseIdle:
+		if c.phase == PhaseIdle {
 			c.held.release() // between turns: nothing is held for a while
-		case len(c.pending) > 0:
-			// the turn waits on a person's answer: as long as between
-			// turns, and its events go on in a chunk as large as this one
-			c.held.park()
 		}
 	}
 	if err != nil {

@@ -266,29 +266,3 @@ func TestTurnsFirstChunkIsSizedByItsEvents(t *testing.T) {
 	capAt := turn(short, true)
 	assert.Less(t, capAt, 2*short+heldChunk/2, "a short turn's first chunk after short turns")
 }
-
-// TestSessionWaitingOnAnAnswerLetsGoOfItsChunk: a turn that waits on a
-// clarification's answer with every event durable holds no chunk (a
-// session can wait on a person for long: the bench's memory snapshot is
-// taken there), and once answered its events go on in a chunk as large as
-// the one let go, counted with the turn's.
-func TestSessionWaitingOnAnAnswerLetsGoOfItsChunk(t *testing.T) {
-	h := newHarness(t)
-	h.startTurn1()
-	h.agent(1, clarify("c1", "Bash", `{}`))
-	size := h.c.held.tailCap()
-	require.Positive(t, size)
-	h.persistAll()
-	assert.Zero(t, h.c.held.tailCap(), "waiting on the answer, everything durable: no chunk kept")
-	added := h.c.held.added
-
-	_, err := h.c.Answer(h.tick(), messages.Answer{ClarificationID: "c1", Decision: messages.DecisionAllowOnce})
-	require.NoError(t, err)
-	h.c.AgentEvent(h.now, 1, messages.Event{Type: messages.EvText, Text: "a whole text"})
-	assert.Equal(t, size, h.c.held.tailCap(), "the turn goes on in a chunk as large as the last")
-	assert.Greater(t, h.c.held.added, added, "the turn's events are still counted")
-
-	h.agent(1, clarify("c2", "Bash", `{}`)) // an answer still pending keeps it
-	h.c.Persisted(h.tick(), h.c.LastSeq()-1, nil)
-	assert.Positive(t, h.c.held.tailCap(), "an event not durable yet keeps the chunk")
-}

@@ -108,17 +108,6 @@ func (h *heldEvents) release() {
 	}
 }
 
-// park lets go of the last chunk once nothing is held, in the middle of a
-// turn that waits (on a clarification's answer): the rest of the turn
-// starts a chunk as large as this one (size is kept), and its events still
-// count towards the turn's.
-func (h *heldEvents) park() {
-	if h.n == 0 && len(h.chunks) > 0 {
-		clear(h.chunks)
-		h.chunks = h.chunks[:0]
-	}
-}
-
 // turnSize is the first chunk for a turn of n events: a little room over
 // n (a turn one or two events longer than the last ones is not moved to a
 // new chunk), at most heldTurn (a backlog's size is not kept).
