@@ -30,8 +30,8 @@ type heldEvents struct {
 	// added counts the events added since the last release (a turn's
 	// burst), last the count before it: the next turn's first chunk is
 	// sized by what the last two turns held, not by the capacity their
-	// chunks grew to (a turn of 24 events in a chunk of 64 zeroed 17 KiB
-	// it never used, every turn)
+	// chunks grew to (after one long turn, a turn of 24 events got a
+	// chunk of 64: 17 KiB allocated and never used, every turn)
 	added, last int
 }
 
