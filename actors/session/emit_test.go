@@ -228,3 +228,41 @@ func TestIdleSessionLetsGoOfItsChunk(t *testing.T) {
 	}
 	assert.Same(t, first, &h.c.Unpersisted(1)[0], "the turn's burst stayed in its first chunk")
 }
+
+// TestTurnsFirstChunkIsSizedByItsEvents: the first chunk of a turn is as
+// large as the last turns' events, not as the capacity their chunks grew
+// to: after one long turn, short turns get short chunks again (each turn
+// of about 10 events used to zero a chunk of 64, some 27 KiB, forever after
+// one long turn), and a short turn's burst still fills its first chunk
+// without a move.
+func TestTurnsFirstChunkIsSizedByItsEvents(t *testing.T) {
+	h := newHarness(t)
+	h.startTurn1()
+	ev := messages.Event{Type: messages.EvText, Text: "a whole text"}
+	turn := func(n int, next bool) (capAt int) {
+		if next {
+			require.NoError(t, h.c.Guide(h.tick(), messages.Guide{Text: "again", Mode: messages.GuideQueue}))
+			h.c.BaselineReady(h.tick(), h.c.Turn())
+		}
+		h.drain()
+		first := &h.c.Unpersisted(1)[0]
+		capAt = h.c.held.tailCap()
+		for range n {
+			h.c.AgentEvent(h.now, h.c.Turn(), ev) // nothing sent meanwhile: all of it would move
+		}
+		if next {
+			require.Same(t, first, &h.c.Unpersisted(1)[0], "the turn's burst stayed in its first chunk")
+		}
+		h.endTurn("done", nil)
+		require.Equal(t, PhaseIdle, h.c.Phase())
+		require.Zero(t, h.c.held.tailCap(), "idle and durable: no chunk kept")
+		return capAt
+	}
+	turn(50, false) // grows its chunks to heldTurn
+	const short = 8
+	for range 3 {
+		turn(short, true)
+	}
+	capAt := turn(short, true)
+	assert.Less(t, capAt, 2*short+heldChunk/2, "a short turn's first chunk after short turns")
+}

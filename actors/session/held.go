@@ -24,16 +24,23 @@ type heldEvents struct {
 	sent   uint64 // the last seq the shell handed to the store
 	// size is the capacity of the last chunk made: a new one is at least
 	// that large, up to heldChunk, not four again after every
-	// acknowledgement
+	// acknowledgement; after release, the size of the next turn's first
+	// chunk
 	size int
+	// added counts the events added since the last release (a turn's
+	// burst), last the count before it: the next turn's first chunk is
+	// sized by what the last two turns held, not by the capacity their
+	// chunks grew to (after one long turn, a turn of 24 events got a
+	// chunk of 64: 17 KiB allocated and never used, every turn)
+	added, last int
 }
 
 // heldChunk bounds how much of a new chunk is sized by the last one rather
 // than by the events that move into it, within a turn.
 const heldChunk = 16
 
-// heldTurn bounds the first chunk of a turn, sized by the last turn's
-// chunk (release): a backlog's size is not kept.
+// heldTurn bounds the first chunk of a turn, sized by the last turns'
+// events (release): a backlog's size is not kept.
 const heldTurn = 64
 
 func (h *heldEvents) len() int { return h.n }
@@ -48,6 +55,7 @@ func (h *heldEvents) add() *messages.PersistedEvent {
 	t := h.chunks[k][:len(h.chunks[k])+1]
 	h.chunks[k] = t
 	h.n++
+	h.added++
 	return &t[len(t)-1]
 }
 
@@ -65,9 +73,8 @@ func (h *heldEvents) grow() {
 	}
 	moved := tail[i:]
 	if tail == nil && h.size > 0 {
-		// the first chunk after release: as large as the last turn's, so
-		// a turn's burst like the last one fills it without a move
-		h.size = min(h.size, heldTurn)
+		// the first chunk after release: as large as the last turns'
+		// bursts (release), so a turn like them fills it without a move
 		h.chunks = append(h.chunks, make([]messages.PersistedEvent, 0, h.size))
 		return
 	}
@@ -90,13 +97,22 @@ func (h *heldEvents) grow() {
 
 // release lets go of the last chunk once nothing is held: an idle
 // session keeps no array of events already durable, and its next turn's
-// first chunk is sized by this one (grow), not grown again from heldChunk
-// with its burst copied.
+// first chunk is sized by the events the last two turns added (turnSize),
+// not grown again from heldChunk with its burst copied.
 func (h *heldEvents) release() {
-	if h.n == 0 {
+	if h.n == 0 && len(h.chunks) > 0 {
 		clear(h.chunks)
 		h.chunks = h.chunks[:0]
+		h.size = turnSize(max(h.added, h.last))
+		h.added, h.last = 0, h.added
 	}
+}
+
+// turnSize is the first chunk for a turn of n events: a little room over
+// n (a turn one or two events longer than the last ones is not moved to a
+// new chunk), at most heldTurn (a backlog's size is not kept).
+func turnSize(n int) int {
+	return min(max(n+n/8+2, 4), heldTurn)
 }
 
 // markSent says the shell handed the events up to seq to the store.
