@@ -220,7 +220,13 @@ func TestAppendRecordJSONEveryField(t *testing.T) {
 // zero a third of the time), whole runs, containment, worktree and
 // provision included, encode as json.Marshal encodes them.
 func TestAppendRecordJSONRandom(t *testing.T) {
-	rng := rand.New(rand.NewPCG(35, uint64(time.Now().UnixNano())))
+	seed := uint64(time.Now().UnixNano())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d (rand.NewPCG(35, seed) repeats the run)", seed)
+		}
+	})
+	rng := rand.New(rand.NewPCG(35, seed))
 	full := 0
 	for range 3000 {
 		var rec messages.SessionRecord
