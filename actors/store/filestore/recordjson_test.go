@@ -1,11 +1,14 @@
 package filestore
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -317,6 +320,36 @@ func TestEncodeRecordAllocs(t *testing.T) {
 	}), 1.0)
 }
 
+// TestAppendRecordJSONRealRecord: a real session's meta.json (a `bench
+// sessions` session's, as main's store wrote it with encoding/json before
+// appendRecordJSON: indented from the compact encoding) decodes and
+// encodes back to that compact encoding, and writeMetaFile's indenting of
+// it is the very file.
+func TestAppendRecordJSONRealRecord(t *testing.T) {
+	meta, err := os.ReadFile(filepath.Join("testdata", "bench-meta.json"))
+	require.NoError(t, err)
+	rec := benchMetaRecord(t)
+	require.True(t, requireSameRecord(t, &rec))
+	var compact bytes.Buffer
+	require.NoError(t, json.Compact(&compact, meta))
+	got, ok := appendRecordJSON(nil, &rec)
+	require.True(t, ok)
+	require.Equal(t, compact.String(), string(got))
+	var indented bytes.Buffer
+	require.NoError(t, json.Indent(&indented, got, "", "  "))
+	require.Equal(t, string(bytes.TrimSpace(meta)), indented.String())
+}
+
+// benchMetaRecord is testdata/bench-meta.json's record.
+func benchMetaRecord(t testing.TB) messages.SessionRecord {
+	meta, err := os.ReadFile(filepath.Join("testdata", "bench-meta.json"))
+	require.NoError(t, err)
+	var rec messages.SessionRecord
+	require.NoError(t, json.Unmarshal(meta, &rec))
+	require.NotEmpty(t, rec.Runs)
+	return rec
+}
+
 // benchRecord is a record as a `bench sessions` session has it mid-load:
 // a run with its containment, a provision, a worktree.
 func benchRecord() messages.SessionRecord {
@@ -364,27 +397,41 @@ func FuzzAppendRecordJSON(f *testing.F) {
 	})
 }
 
-// BenchmarkEncodeRecord: a `bench sessions` session's record encoded by
-// encodeRecord (appendRecordJSON) and by json.Marshal with the newline
-// appended (what the store did before), in the same run.
+// BenchmarkEncodeRecord: records encoded by encodeRecord
+// (appendRecordJSON) and by json.Marshal with the newline appended (what
+// the store did before), in the same run: a `bench sessions` session's
+// (testdata/bench-meta.json: a run, a provision with its manifest) and a
+// full one (a run with its containment, a worktree, a provision with
+// tiers).
 func BenchmarkEncodeRecord(b *testing.B) {
-	rec := benchRecord()
-	b.Run("append", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := encodeRecord("bench", &rec); err != nil {
-				b.Fatal(err)
-			}
+	for _, c := range []struct {
+		name string
+		rec  messages.SessionRecord
+	}{{"bench", benchMetaRecord(b)}, {"full", benchRecord()}} {
+		rec := c.rec
+		data, err := encodeRecord("bench", &rec)
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("encoding_json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			data, err := json.Marshal(rec)
-			if err != nil {
-				b.Fatal(err)
+		b.Run(c.name+"/append", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encodeRecord("bench", &rec); err != nil {
+					b.Fatal(err)
+				}
 			}
-			_ = append(data, '\n')
-		}
-	})
+		})
+		b.Run(c.name+"/encoding_json", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := json.Marshal(rec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = append(data, '\n')
+			}
+		})
+	}
 }
