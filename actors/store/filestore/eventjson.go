@@ -128,14 +128,33 @@ func optFloat(b []byte, key string, f float64) ([]byte, bool) {
 const hexDigits = "0123456789abcdef"
 
 // appendJSONString is encoding/json's string encoding with HTML escaping
-// off: quotes, backslashes and control bytes escaped, invalid UTF-8 as
-// U+FFFD, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
+// off (an Encoder with SetEscapeHTML(false)): quotes, backslashes and
+// control bytes escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029
+// escaped.
+func appendJSONString(b []byte, s string) []byte { return appendJSONStringSafe(b, s, &jsonSafe) }
+
+// appendJSONStringHTML is json.Marshal's string encoding: appendJSONString
+// with <, > and & escaped too.
+func appendJSONStringHTML(b []byte, s string) []byte {
+	return appendJSONStringSafe(b, s, &jsonHTMLSafe)
+}
+
+// jsonSafe and jsonHTMLSafe say which ASCII bytes a JSON string holds as
+// they are (encoding/json's safeSet and htmlSafeSet).
+var jsonSafe, jsonHTMLSafe = func() (safe, html [utf8.RuneSelf]bool) {
+	for c := range utf8.RuneSelf {
+		safe[c] = c >= 0x20 && c != '"' && c != '\\'
+		html[c] = safe[c] && c != '<' && c != '>' && c != '&'
+	}
+	return
+}()
+
+func appendJSONStringSafe(b []byte, s string, safe *[utf8.RuneSelf]bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if safe[c] {
 				i++
 				continue
 			}

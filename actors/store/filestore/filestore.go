@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -693,12 +694,12 @@ func (st *Store) markDirty(s *session) {
 	st.mu.Unlock()
 }
 
-// commit puts one frame through the WAL and waits: apply runs once it is
+// commitFrame puts one sealed frame through the WAL and waits: apply runs once it is
 // durable, in commit order with every other request. A failure is
 // unavailable (the disk refused: full, read-only, failing), and the frame
 // is not in the log.
-func (st *Store) commit(op, sid string, kind byte, body []byte, apply func()) error {
-	req, done := waitReq(encodeFrame(kind, sid, body), apply)
+func (st *Store) commitFrame(op, sid string, frame []byte, apply func()) error {
+	req, done := waitReq(frame, apply)
 	if err := st.wal.enqueue(req); err != nil {
 		return walError(op, sid, err)
 	}
@@ -736,13 +737,29 @@ func corruptLog(sid string, line int, why error) error {
 // record rides with most appends, and MarshalIndent cost 3x Marshal (about
 // a third of the store's CPU per append at 10,000 sessions) and doubled
 // the frame. meta.json, written at create, release and checkpoints, is
-// indented from it (writeMetaFile).
-func encodeRecord(op string, rec messages.SessionRecord) ([]byte, error) {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return nil, messages.Wrap(messages.CodeInvalid, op, err, "cannot encode the record of session "+rec.SessionID)
+// indented from it (writeMetaFile). The encoding is appendRecordJSON's
+// (json.Marshal's bytes) in a slice of its own size: the session keeps it
+// until the record changes again.
+func encodeRecord(op string, rec *messages.SessionRecord) ([]byte, error) {
+	var data []byte
+	if err := recordJSON(rec, func(b []byte) { data = slices.Clone(b) }); err != nil {
+		return nil, recordError(op, rec, err)
 	}
-	return append(data, '\n'), nil
+	return data, nil
+}
+
+// encodeRecordFrame is a record's WAL frame for a commit of its own
+// (Create, PutMeta) and its encoding, which is the frame's body: the
+// session keeps that in place of a copy (the WAL only reads a frame).
+func encodeRecordFrame(op string, rec *messages.SessionRecord) (frame, data []byte, err error) {
+	if err := recordJSON(rec, func(b []byte) { frame = encodeFrame(frameRecord, rec.SessionID, b) }); err != nil {
+		return nil, nil, recordError(op, rec, err)
+	}
+	return frame, frameBody(frame), nil
+}
+
+func recordError(op string, rec *messages.SessionRecord, err error) error {
+	return messages.Wrap(messages.CodeInvalid, op, err, "cannot encode the record of session "+rec.SessionID)
 }
 
 // Create writes a new record; conflict if the session already has one.
@@ -754,7 +771,7 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 	if err := store.CheckRecord(op, &rec); err != nil {
 		return err
 	}
-	data, err := encodeRecord(op, rec)
+	frame, data, err := encodeRecordFrame(op, &rec)
 	if err != nil {
 		return err
 	}
@@ -783,7 +800,7 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 	if err := os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return unavailable(op, err, "cannot create the directory of session %s", s.id)
 	}
-	return st.commit(op, s.id, frameRecord, data, func() { st.applyRecord(s, rec, data, true) })
+	return st.commitFrame(op, s.id, frame, func() { st.applyRecord(s, rec, data, true) })
 }
 
 // applyRecord caches a committed record and writes meta.json when its
@@ -823,7 +840,7 @@ func (st *Store) PutMeta(ctx context.Context, rec messages.SessionRecord) error 
 	if err := store.CheckRecord(op, &rec); err != nil {
 		return err
 	}
-	data, err := encodeRecord(op, rec)
+	frame, data, err := encodeRecordFrame(op, &rec)
 	if err != nil {
 		return err
 	}
@@ -847,7 +864,7 @@ func (st *Store) PutMeta(ctx context.Context, rec messages.SessionRecord) error 
 			return ioError(op, err, "cannot stat the record of session %s", s.id)
 		}
 	}
-	return st.commit(op, s.id, frameRecord, data, func() { st.applyRecord(s, rec, data, false) })
+	return st.commitFrame(op, s.id, frame, func() { st.applyRecord(s, rec, data, false) })
 }
 
 // writeMetaFile replaces meta.json: temp file, rename; with sync, the temp
@@ -1108,7 +1125,7 @@ func (st *Store) queueAppend(op, sessionID string, events []messages.PersistedEv
 	var data []byte
 	if rec != nil {
 		var err error
-		if data, err = encodeRecord(op, *rec); err != nil {
+		if data, err = encodeRecord(op, rec); err != nil {
 			return err
 		}
 	}
