@@ -30,6 +30,22 @@ func crashStore(t *testing.T, home string, d *disk, opts ...filestore.Option) *f
 	t.Helper()
 	st, err := filestore.Open(home, append([]filestore.Option{d.option()}, opts...)...)
 	require.NoError(t, err)
+	// A crashed store is never closed by the test, but a checkpoint it
+	// started may still be renaming and creating files in home when the
+	// test ends, and t.TempDir's removal then fails ("directory not
+	// empty"; one run in five of TestFailedCheckpointRetriesAtTheNextThreshold).
+	// Closing it after the test (cleanups run last-in first-out, so
+	// before the removal) waits for that checkpoint; what it writes then
+	// is past every assertion.
+	t.Cleanup(func() {
+		closed := make(chan struct{})
+		go func() { _ = st.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(time.Minute): // only stops a hang
+			t.Error("the crashed store did not close within a minute")
+		}
+	})
 	return st
 }
 
