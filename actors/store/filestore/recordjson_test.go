@@ -103,6 +103,14 @@ func requireSameRecord(t testing.TB, rec *messages.SessionRecord) (handled bool)
 	data, err := encodeRecord("test", rec)
 	require.NoError(t, err)
 	require.Equal(t, string(want)+"\n", string(data))
+	if len(rec.SessionID) > 255 {
+		// a frame holds a session id of at most 255 bytes (its length is
+		// one byte); Create and PutMeta refuse a record whose id is not a
+		// valid one (cs_ and 64 hex digits) before they encode it, so
+		// such an id never reaches encodeRecordFrame (the fuzz target
+		// found this: testdata/fuzz/FuzzAppendRecordJSON/7100b1c6bb4b76b0)
+		return true
+	}
 	frame, body, err := encodeRecordFrame("test", rec)
 	require.NoError(t, err)
 	require.Equal(t, string(encodeFrame(frameRecord, rec.SessionID, data)), string(frame))
