@@ -33,7 +33,7 @@ func crashStore(t *testing.T, home string, d *disk, opts ...filestore.Option) *f
 	// A crashed store is never closed by the test, but a checkpoint it
 	// started may still be renaming and creating files in home when the
 	// test ends, and t.TempDir's removal then fails ("directory not
-	// empty"; one run in five of TestFailedCheckpointRetriesAtTheNextThreshold).
+	// empty"; 3 runs in 40 of TestFailedCheckpointRetriesAtTheNextThreshold).
 	// Closing it after the test (cleanups run last-in first-out, so
 	// before the removal) waits for that checkpoint; what it writes then
 	// is past every assertion.
