@@ -92,6 +92,10 @@ type subscriber struct {
 	reason   string
 	err      error
 	lat      []time.Duration
+	// readAt is when it read each event's id line (unix ns), by the
+	// event's place in the publishing order (0: not read); nil for a slow
+	// subscriber
+	readAt []int64
 }
 
 func (s *subscriber) note(format string, args ...any) {
@@ -191,6 +195,9 @@ func (f *feedRun) received(s *subscriber, id []byte, now int64) {
 	if seq == f.lastSeq[g] {
 		s.finals.Add(1)
 	}
+	if s.readAt != nil {
+		s.readAt[(seq-1)*uint64(len(f.sids))+uint64(g)] = now
+	}
 	s.received.Add(1)
 	s.progress.Add(1)
 	if at := f.pubAt[g][seq].Load(); !s.slow && at != 0 {
@@ -215,7 +222,10 @@ func parseSeq(b []byte) (uint64, bool) {
 
 // feedOutcome is what one fan-out measured.
 type feedOutcome struct {
-	lat                    summary
+	lat summary
+	// first and last are, per event, the first and the last subscriber's
+	// read of it (spread)
+	first, last            summary
 	rate                   float64 // events published per second
 	deliveries             float64 // deliveries to fast subscribers per second
 	fastDropped, slowDropd int
@@ -303,6 +313,7 @@ func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutco
 		s := &subscriber{slow: i >= f.o.Subscribers, next: make([]uint64, len(f.sids)), progress: &progress}
 		if !s.slow {
 			s.lat = make([]time.Duration, 0, f.published)
+			s.readAt = make([]int64, f.perSess*len(f.sids))
 		}
 		subs[i] = s
 		wg.Add(1)
@@ -480,7 +491,34 @@ func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutco
 		}
 	}
 	out.lat = summarize(all)
+	out.first, out.last = f.spread(subs[:f.o.Subscribers])
 	return out, nil
+}
+
+// spread is, over the events past the warm-up, how long after its publish
+// the first and the last of subs read each event: the time to reach the
+// first subscriber, and to reach every one (the fan-out's length, which a
+// delivery p99 follows).
+func (f *feedRun) spread(subs []*subscriber) (first, last summary) {
+	var fs, ls []time.Duration
+	n := len(f.sids)
+	for i := range f.published {
+		at := f.pubAt[i%n][i/n+1].Load()
+		if at == 0 {
+			continue // the warm-up's
+		}
+		lo, hi := int64(math.MaxInt64), int64(0)
+		for _, s := range subs {
+			if s.readAt == nil || s.readAt[i] == 0 {
+				continue
+			}
+			lo, hi = min(lo, s.readAt[i]), max(hi, s.readAt[i])
+		}
+		if hi > 0 {
+			fs, ls = append(fs, time.Duration(lo-at)), append(ls, time.Duration(hi-at))
+		}
+	}
+	return summarize(fs), summarize(ls)
 }
 
 // settled reports whether every subscriber of subs has received the last
@@ -772,6 +810,9 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 	}
 
 	res.latencyRows("delivery latency", cp.lat, "raw net/http fan-out", raw.lat)
+	res.vs("an event's first read, p50 over events", ms(cp.first.p50), UnitMs, "raw net/http fan-out", ms(raw.first.p50))
+	res.vs("an event's last read (all subscribers have it), p50 over events", ms(cp.last.p50), UnitMs, "raw net/http fan-out", ms(raw.last.p50))
+	res.vs("an event's last read, p99 over events", ms(cp.last.p99), UnitMs, "raw net/http fan-out", ms(raw.last.p99))
 	res.vs("load average (1 min) at the start", cp.load, UnitCount, "raw net/http fan-out", raw.load)
 	res.vs("deliveries to subscribers", cp.deliveries, UnitPerSec, "raw net/http fan-out", raw.deliveries)
 	res.row("events published (target "+strconv.FormatFloat(o.Rate, 'f', 0, 64)+"/s)", cp.rate, UnitPerSec)
@@ -800,7 +841,8 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 			float64(controlplane.DefaultQueueSize)/controlplane.DefaultWriteTimeout.Seconds())
 	}
 	res.note("latency runs from the bridge's Listen (the event already durable: stamped after the store's append) to the subscriber reading its id line; the raw baseline is stamped when handed the event, encodes it once and writes the same frames through plain net/http; "+
-		"both are read by the same subscribers (one goroutine each, nothing allocated per event) in this process, on the same cores; the first %d events of each run are a warm-up, delivered and checked but left out of the latency", feedWarmUp(o))
+		"both are read by the same subscribers (one goroutine each, nothing allocated per event) in this process, on the same cores; the first %d events of each run are a warm-up, delivered and checked but left out of the latency; "+
+		"an event's first and last read are the first and the last subscriber that kept up reading its id line, so the last read is the fan-out's length, which the delivery p99 follows", feedWarmUp(o))
 	if cp.fastDropped+cp.fastCut > 0 {
 		res.note("%d subscribers meant to keep up fell behind and were dropped or cut: the machine did not serve %d subscribers at this rate (reported, not a failure)", cp.fastDropped+cp.fastCut, o.Subscribers)
 	}

@@ -77,6 +77,12 @@ func TestFeedCurve(t *testing.T) {
 	for _, r := range res.Rows {
 		rows[r.Figure] = r
 	}
+	for _, fig := range []string{"an event's first read, p50 over events", "an event's last read (all subscribers have it), p50 over events", "an event's last read, p99 over events"} {
+		r, ok := rows[fig]
+		require.True(t, ok, "no row %q", fig)
+		require.NotNil(t, r.Baseline, "%s: no raw fan-out beside it", fig)
+		assert.Positive(t, r.Value, fig)
+	}
 	for _, n := range o.FeedCurve {
 		for _, fig := range []string{"delivery latency p50", "delivery latency p99", "events lost by subscribers that kept up", "subscribers dropped or cut", "load average (1 min) at the start"} {
 			r, ok := rows[fmt.Sprintf("curve, %d subscribers: %s", n, fig)]
@@ -86,4 +92,38 @@ func TestFeedCurve(t *testing.T) {
 		assert.Zero(t, rows[fmt.Sprintf("curve, %d subscribers: events lost by subscribers that kept up", n)].Value)
 		assert.Positive(t, rows[fmt.Sprintf("curve, %d subscribers: delivery latency p50", n)].Value)
 	}
+}
+
+// TestFeedSpreadIsTheFirstAndLastReadOfEachEvent: per event past the
+// warm-up, the first and the last subscriber's read of it, from its
+// publish; a subscriber that did not read an event is left out of it.
+func TestFeedSpreadIsTheFirstAndLastReadOfEachEvent(t *testing.T) {
+	sids := []string{messages.NewSessionID(), messages.NewSessionID()}
+	f := newFeedRun(Options{FeedEvents: 5, Rate: 1}, sids) // events 0-4: (session, seq) 0:1 1:1 0:2 1:2 0:3; event 0 is the warm-up, 4 never published
+	require.Equal(t, 1, f.warm)
+	const ms = int64(time.Millisecond)
+	base := time.Now().UnixNano()
+	var progress atomic.Int64
+	subs := []*subscriber{
+		{next: make([]uint64, 2), progress: &progress, readAt: make([]int64, 6)},
+		{next: make([]uint64, 2), progress: &progress, readAt: make([]int64, 6)},
+	}
+	f.pubAt[1][1].Store(base) // event 1
+	f.pubAt[0][2].Store(base) // event 2
+	f.pubAt[1][2].Store(base) // event 3
+	read := func(s *subscriber, sid string, seq uint64, after int64) {
+		f.received(s, []byte(controlplane.EventID(sid, seq)), base+after)
+	}
+	read(subs[0], sids[0], 1, 50*ms) // the warm-up's: left out
+	read(subs[0], sids[1], 1, 2*ms)
+	read(subs[1], sids[1], 1, 9*ms)
+	read(subs[0], sids[0], 2, 4*ms)
+	read(subs[1], sids[0], 2, 3*ms)
+	read(subs[1], sids[1], 2, 7*ms) // subs[0] never reads event 3
+	first, last := f.spread(subs)
+	assert.Equal(t, 3, first.n)
+	assert.Equal(t, 3, last.n)
+	assert.Equal(t, 3*time.Millisecond, first.p50, "firsts 2, 3, 7 ms")
+	assert.Equal(t, 7*time.Millisecond, last.p50, "lasts 9, 4, 7 ms")
+	assert.Equal(t, 9*time.Millisecond, last.mx)
 }

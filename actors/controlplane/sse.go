@@ -164,8 +164,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
+	// On HTTP/1.1 the body is delimited by the connection's close, not
+	// chunked (net/http's setup for SSE, from the SSE recommendation): a
+	// stream is the connection's last response anyway (a client reconnects
+	// on a new one), and each flush is then the frames alone, without a
+	// chunk header for the server to format and every client to parse.
+	// HTTP/2 drops the header and frames the stream itself.
+	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
 	st := &stream{s: s, w: w, rc: http.NewResponseController(w), topics: topics, last: map[string]uint64{}}
 	if err := st.raw("retry: 1000\n\n"); err != nil {
@@ -182,8 +188,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		s.stallLive()
 	}
 	scope, seen := s.scopeOf(r), map[string]bool{}
-	hb := time.NewTicker(s.o.Heartbeat)
+	beat, hb := heartbeat(s.o.Heartbeat)
 	defer hb.Stop()
+	done := ctx.Done()
 	for {
 		select {
 		case it, ok := <-sub.ch:
@@ -208,14 +215,33 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if err := st.flush(); err != nil {
 				return nil
 			}
-		case <-hb.C:
+		case <-beat:
 			if err := st.raw(": heartbeat\n\n"); err != nil {
 				return nil
 			}
-		case <-ctx.Done():
+			hb.Reset(s.o.Heartbeat)
+		case <-done:
 			return nil
 		}
 	}
+}
+
+// heartbeat returns a channel that receives d after it is made, and again
+// d after each Reset of the timer. It is a plain channel fed by a func
+// timer, not a Ticker's channel: since Go 1.23 a select that blocks on a
+// timer channel locks its timer and puts it back in the timer heap if it
+// left it, and each wake-up marks it for removal again (runtime
+// blockTimerChan, unblockTimerChan), for a stream that wakes once per
+// event; a func timer just stays in the heap while the stream sends.
+func heartbeat(d time.Duration) (<-chan struct{}, *time.Timer) {
+	c := make(chan struct{}, 1)
+	t := time.AfterFunc(d, func() {
+		select {
+		case c <- struct{}{}:
+		default: // one beat already waits
+		}
+	})
+	return c, t
 }
 
 // stream is one SSE response and its cursors.

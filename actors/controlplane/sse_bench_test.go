@@ -159,3 +159,45 @@ func (f *rawFanOut) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// BenchmarkStreamWake times one wake-up of a stream's select (an item
+// handed over, the stream parked again) with its heartbeat on a Ticker's
+// channel and on the plain channel heartbeat returns, in the same run:
+// a select that blocks on a timer channel updates the timer heap on each
+// park and wake-up. Compare the two ns/op (a ratio; never a verdict).
+func BenchmarkStreamWake(b *testing.B) {
+	run := func(b *testing.B, beat <-chan struct{}, tick <-chan time.Time) {
+		ch, ack := make(chan *item, 1), make(chan struct{})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := ctx.Done()
+		go func() {
+			for {
+				select {
+				case <-ch:
+					ack <- struct{}{}
+				case <-beat:
+				case <-tick:
+				case <-done:
+					return
+				}
+			}
+		}()
+		it := &item{}
+		b.ResetTimer()
+		for range b.N {
+			ch <- it
+			<-ack
+		}
+	}
+	b.Run("ticker", func(b *testing.B) {
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		run(b, nil, t.C)
+	})
+	b.Run("func-timer", func(b *testing.B) {
+		beat, t := heartbeat(time.Hour)
+		defer t.Stop()
+		run(b, beat, nil)
+	})
+}

@@ -1,0 +1,76 @@
+package controlplane
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSSEStreamIsCloseDelimitedOnHTTP11 reads /api/events off the socket:
+// on HTTP/1.1 the body is the frames themselves up to the connection's
+// close (no chunk headers for the server to format and each client to
+// parse), the response says Connection: close, and a Go client, which
+// reads such a body until EOF, still receives the stream's events and
+// its end.
+func TestSSEStreamIsCloseDelimitedOnHTTP11(t *testing.T) {
+	f := newFixture(t)
+	u, err := url.Parse(f.srv.URL)
+	require.NoError(t, err)
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = io.WriteString(conn, "GET /api/events?topics="+TopicEvent+" HTTP/1.1\r\nHost: "+u.Host+
+		"\r\nAuthorization: Bearer "+f.token+"\r\nAccept: text/event-stream\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	status, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 200 OK\r\n", status)
+	hdr := map[string]string{}
+	for {
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		if line == "\r\n" {
+			break
+		}
+		k, v, _ := strings.Cut(strings.TrimRight(line, "\r\n"), ": ")
+		hdr[http.CanonicalHeaderKey(k)] = v
+	}
+	assert.Equal(t, "text/event-stream", hdr["Content-Type"])
+	assert.Empty(t, hdr["Transfer-Encoding"], "no chunked framing")
+	assert.Equal(t, "close", hdr["Connection"], "the body ends with the connection")
+	first, err := br.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "retry: 1000\n", first, "the body starts with the first frame, not a chunk header")
+
+	// a Go client: events arrive, and the daemon's shutdown ends the
+	// stream with a reconnect event, then EOF
+	c := f.sse("topics="+TopicEvent, "")
+	require.Equal(t, http.StatusOK, c.status)
+	st := f.start("STREAM it")
+	ev, ok := c.next(20 * time.Second)
+	require.True(t, ok, "an event of the started session")
+	assert.Equal(t, st.SessionID, ev.eventData(t).SessionID)
+	go f.d.Shutdown(t.Context())
+	for {
+		ev, ok = c.next(20 * time.Second)
+		require.True(t, ok, "the stream ended without a reconnect event")
+		if ev.event == ReconnectEvent {
+			break
+		}
+	}
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream did not end after its reconnect event")
+	}
+}
