@@ -2,12 +2,8 @@ package native
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"reflect"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 )
 
 // anthropicWire encodes a session's requests for the Messages API.
@@ -18,11 +14,12 @@ import (
 // only grows: messages are appended, and only the last one gains blocks
 // (session.appendUser). So the SDK encodes each message once, each tool
 // definition once and the request's fixed fields once, and a call's body
-// is those bytes joined, handed to the SDK as a param.Override of the
-// whole request, which it sends as it is. What goes on the wire is what
-// sdkParams would have sent (TestAnthropicWireMatchesSDK); if the SDK
-// cannot encode a piece, the call falls back to sdkParams and the SDK
-// reports the error as before.
+// is those bytes joined, "stream": true first, handed to the SDK's
+// client as the whole body (option.WithRequestBody), which it sends as it
+// is. What goes on the wire is what NewStreaming would have sent for
+// sdkParams (TestAnthropicWireMatchesSDK, TestAnthropicRequestMatchesSDK);
+// if the SDK cannot encode a piece, the call fails with the SDK's error,
+// as NewStreaming's did.
 //
 // It is owned by the session's goroutine, the only caller of its provider.
 type anthropicWire struct {
@@ -68,16 +65,7 @@ type encodedTool struct {
 	raw         []byte
 }
 
-// params returns req as the SDK's parameters.
-func (w *anthropicWire) params(req request) anthropic.MessageNewParams {
-	body, err := w.body(req)
-	if err != nil {
-		return sdkParams(req)
-	}
-	return param.Override[anthropic.MessageNewParams](json.RawMessage(body))
-}
-
-// body encodes req.
+// body encodes req as the body of a streamed call.
 func (w *anthropicWire) body(req request) ([]byte, error) {
 	key := headKey{model: req.model, system: req.system, effort: string(req.effort), maxTokens: req.maxTokens}
 	if w.head == nil || w.headKey != key {
@@ -112,7 +100,11 @@ func (w *anthropicWire) body(req request) ([]byte, error) {
 	}
 	w.sent = w.sent[:len(req.messages)]
 
-	b := append(make([]byte, 0, w.size+len(w.head)+512), w.head[:len(w.head)-1]...)
+	// "stream" first: the SDK's NewStreaming sets it in the body it sends
+	b := append(make([]byte, 0, w.size+len(w.head)+512), `{"stream":true`...)
+	if len(w.head) > 2 {
+		b = append(append(b, ','), w.head[1:len(w.head)-1]...)
+	}
 	sep := func() {
 		if b[len(b)-1] != '{' {
 			b = append(b, ',')

@@ -30,22 +30,24 @@ func wireConversation() []message {
 	}
 }
 
-// sdkJSON is what the SDK itself encodes for req, decoded.
+// sdkJSON is what the SDK itself encodes for req, decoded, with the
+// "stream": true NewStreaming adds.
 func sdkJSON(t *testing.T, req request) any {
 	t.Helper()
 	raw, err := sdkParams(req).MarshalJSON()
 	require.NoError(t, err)
-	var v any
+	var v map[string]any
 	require.NoError(t, json.Unmarshal(raw, &v))
+	v["stream"] = true
 	return v
 }
 
-// wireJSON is what the SDK sends for wire's parameters, decoded.
+// wireJSON is wire's body for req, decoded.
 func wireJSON(t *testing.T, w *anthropicWire, req request) any {
 	t.Helper()
-	raw, err := w.params(req).MarshalJSON()
+	raw, err := w.body(req)
 	require.NoError(t, err)
-	var v any
+	var v map[string]any
 	require.NoError(t, json.Unmarshal(raw, &v), "%s", raw)
 	return v
 }
@@ -120,10 +122,10 @@ func TestAnthropicWireEncodesEachMessageOnce(t *testing.T) {
 		w := &anthropicWire{}
 		req := request{model: "claude-mock", system: "be brief", messages: long(turns),
 			tools: offered(messages.PostureDefault, nil), maxTokens: 1024}
-		_, err := w.params(req).MarshalJSON() // the session's earlier calls
+		_, err := w.body(req) // the session's earlier calls
 		require.NoError(t, err)
 		return testing.AllocsPerRun(20, func() {
-			if _, err := w.params(req).MarshalJSON(); err != nil {
+			if _, err := w.body(req); err != nil {
 				t.Fatal(err)
 			}
 		})
