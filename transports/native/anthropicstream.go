@@ -99,8 +99,12 @@ func (e *fastEvent) known() bool {
 		case "text":
 			c := bytes.TrimSpace(e.ContentBlock.Citations)
 			return len(c) == 0 || string(c) == "null" || string(c) == "[]"
-		case "thinking", "tool_use":
+		case "thinking":
 			return true
+		case "tool_use":
+			// an object or none; the SDK keeps a null input as none
+			in := e.ContentBlock.Input
+			return len(in) == 0 || in[0] == '{'
 		}
 		return false
 	case "content_block_delta":

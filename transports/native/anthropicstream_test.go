@@ -120,6 +120,18 @@ func streamCases() map[string]string {
 			`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"tu_3","name":"ls","input":{ }}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"x"}}`,
 			f(evStop, 0), evMsgDelta, evMsgStop),
+		"tool input null": anthSSE(evStart,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"tu_4","name":"ls","input":null}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`,
+			f(evStop, 0), evMsgDelta, evMsgStop),
+		"tool input absent": anthSSE(evStart,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"tu_5","name":"ls"}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":2}"}}`,
+			f(evStop, 0), evMsgDelta, evMsgStop),
+		"fields null": anthSSE(`{"type":"message_start","message":{"model":null,"content":null,"stop_reason":null,"usage":{"input_tokens":null,"output_tokens":3}}}`,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":null,"signature":null}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"t"}}`,
+			f(evStop, 0), `{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":null}}`, evMsgStop),
 		"text that starts non-empty, ping, max_tokens": anthSSE(evStart, `{"type":"ping"}`,
 			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Pre"}}`,
 			f(evTextDelta, 0, "fix"), f(evTextDelta, 0, ""), f(evStop, 0),
@@ -200,10 +212,10 @@ func TestAnthropicStreamDecodesWithoutTheSDKsDecoder(t *testing.T) {
 	body := modelmockStream(t)
 	cases := streamCases()
 	assert.False(t, onSDK(body), "modelmock's stream")
-	for _, name := range []string{"text", "thinking, text, tool", "tool without input deltas", "text that starts non-empty, ping, max_tokens"} {
+	for _, name := range []string{"text", "thinking, text, tool", "tool without input deltas", "tool input absent", "fields null", "text that starts non-empty, ping, max_tokens"} {
 		assert.False(t, onSDK(cases[name]), name)
 	}
-	for _, name := range []string{"redacted thinking mid-stream", "citations", "unknown event type", "usage of a wrong type", "message_start with content"} {
+	for _, name := range []string{"redacted thinking mid-stream", "citations", "unknown event type", "usage of a wrong type", "message_start with content", "tool input null"} {
 		assert.True(t, onSDK(cases[name]), name)
 	}
 	fast := testing.AllocsPerRun(20, func() { fastDecoded(body) })
