@@ -10,8 +10,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
-
-	"github.com/codesession/codesession/messages"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 )
 
 // anthropicDefaultURL is the Messages API when ANTHROPIC_BASE_URL is unset.
@@ -124,50 +123,28 @@ func orEmptyObject(b json.RawMessage) json.RawMessage {
 	return b
 }
 
+// wholeBody is the parameters of a call whose body is given whole (by
+// option.WithRequestBody): the SDK encodes nothing of its own.
+var wholeBody = param.Override[anthropic.MessageNewParams](json.RawMessage(`{}`))
+
+// stream makes one streamed call. The body is wire's (the request as the
+// SDK would encode it, "stream": true included, as NewStreaming adds it),
+// sent through the SDK's client as a POST like NewStreaming's, so the
+// SDK neither encodes the parameters again nor rewrites the body to set
+// "stream" (each a pass over the whole conversation); the answer is read
+// by decodeStream (anthropicstream.go).
 func (p *anthropicProvider) stream(ctx context.Context, req request, emit func(delta)) (response, error) {
-	st := p.client.Messages.NewStreaming(ctx, p.wire.params(req))
+	body, err := p.wire.body(req)
+	if err != nil {
+		return response{}, err
+	}
+	var raw *http.Response
+	err = p.client.Post(ctx, "v1/messages", wholeBody, &raw, option.WithRequestBody("application/json", body))
+	st := ssestream.NewStream[streamEvent](ssestream.NewDecoder(raw), err)
 	defer st.Close()
-	var acc anthropic.Message
-	for st.Next() {
-		ev := st.Current()
-		if err := acc.Accumulate(ev); err != nil {
-			return response{}, err
-		}
-		if ev.Type == "content_block_delta" {
-			switch ev.Delta.Type {
-			case "text_delta":
-				if ev.Delta.Text != "" {
-					emit(delta{text: ev.Delta.Text})
-				}
-			case "thinking_delta":
-				if ev.Delta.Thinking != "" {
-					emit(delta{thinking: true, text: ev.Delta.Thinking})
-				}
-			}
-		}
-	}
-	if err := st.Err(); err != nil {
+	resp, err := decodeStream(st, emit)
+	if err != nil {
 		return response{}, p.apiError(err)
-	}
-	resp := response{stop: string(acc.StopReason), model: string(acc.Model), usage: messages.Usage{
-		InputTokens:      acc.Usage.InputTokens,
-		OutputTokens:     acc.Usage.OutputTokens,
-		CacheReadTokens:  acc.Usage.CacheReadInputTokens,
-		CacheWriteTokens: acc.Usage.CacheCreationInputTokens,
-	}}
-	for _, cb := range acc.Content {
-		switch cb.Type {
-		case "text":
-			resp.blocks = append(resp.blocks, block{kind: blockText, text: cb.Text})
-		case "thinking":
-			resp.blocks = append(resp.blocks, block{kind: blockThinking, text: cb.Thinking, signature: cb.Signature})
-		case "tool_use":
-			resp.blocks = append(resp.blocks, block{kind: blockToolUse, id: cb.ID, name: cb.Name, input: orEmptyObject(cb.Input)})
-		default:
-			if raw := cb.RawJSON(); raw != "" {
-				resp.blocks = append(resp.blocks, block{kind: blockOpaque, raw: json.RawMessage(raw), rawOwner: ProviderAnthropic})
-			}
-		}
 	}
 	return resp, nil
 }

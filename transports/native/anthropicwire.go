@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	"strconv"
 )
 
 // anthropicWire encodes a session's requests for the Messages API.
@@ -18,11 +16,12 @@ import (
 // only grows: messages are appended, and only the last one gains blocks
 // (session.appendUser). So the SDK encodes each message once, each tool
 // definition once and the request's fixed fields once, and a call's body
-// is those bytes joined, handed to the SDK as a param.Override of the
-// whole request, which it sends as it is. What goes on the wire is what
-// sdkParams would have sent (TestAnthropicWireMatchesSDK); if the SDK
-// cannot encode a piece, the call falls back to sdkParams and the SDK
-// reports the error as before.
+// is those bytes joined, "stream": true first, handed to the SDK's
+// client as the whole body (option.WithRequestBody), which it sends as it
+// is. What goes on the wire is what NewStreaming would have sent for
+// sdkParams (TestAnthropicWireMatchesSDK, TestAnthropicRequestMatchesSDK);
+// if the SDK cannot encode a piece, the call fails with the SDK's error,
+// as NewStreaming's did.
 //
 // It is owned by the session's goroutine, the only caller of its provider.
 type anthropicWire struct {
@@ -68,16 +67,7 @@ type encodedTool struct {
 	raw         []byte
 }
 
-// params returns req as the SDK's parameters.
-func (w *anthropicWire) params(req request) anthropic.MessageNewParams {
-	body, err := w.body(req)
-	if err != nil {
-		return sdkParams(req)
-	}
-	return param.Override[anthropic.MessageNewParams](json.RawMessage(body))
-}
-
-// body encodes req.
+// body encodes req as the body of a streamed call.
 func (w *anthropicWire) body(req request) ([]byte, error) {
 	key := headKey{model: req.model, system: req.system, effort: string(req.effort), maxTokens: req.maxTokens}
 	if w.head == nil || w.headKey != key {
@@ -100,7 +90,9 @@ func (w *anthropicWire) body(req request) ([]byte, error) {
 		if len(m.blocks) > 0 {
 			e.first = &m.blocks[0]
 		}
-		if mp, ok := sdkMessage(m); ok {
+		if raw, ok := encodeMessage(m); ok {
+			e.raw = raw
+		} else if mp, ok := sdkMessage(m); ok {
 			raw, err := mp.MarshalJSON()
 			if err != nil {
 				w.sent = w.sent[:min(i, len(w.sent))]
@@ -112,7 +104,11 @@ func (w *anthropicWire) body(req request) ([]byte, error) {
 	}
 	w.sent = w.sent[:len(req.messages)]
 
-	b := append(make([]byte, 0, w.size+len(w.head)+512), w.head[:len(w.head)-1]...)
+	// "stream" first: the SDK's NewStreaming sets it in the body it sends
+	b := append(make([]byte, 0, w.size+len(w.head)+512), `{"stream":true`...)
+	if len(w.head) > 2 {
+		b = append(append(b, ','), w.head[1:len(w.head)-1]...)
+	}
 	sep := func() {
 		if b[len(b)-1] != '{' {
 			b = append(b, ',')
@@ -171,6 +167,86 @@ func (w *anthropicWire) tool(t ToolSpec) ([]byte, error) {
 	}
 	w.tools[t.Name] = encodedTool{description: t.Description, schema: schema, raw: raw}
 	return raw, nil
+}
+
+// encodeMessage encodes m byte for byte as the SDK's MessageParam would
+// be (the fields in the SDK's order, strings and tool inputs as its
+// encoding/json escapes and compacts them; TestAnthropicMessageEncoding
+// holds the bytes to the SDK's): its reflective encoder was most of a
+// call's encoding. It encodes the blocks a conversation is made of (text,
+// thinking, tool_use, tool_result); false for a message with another
+// block (an opaque one), which the SDK encodes, or with none to send.
+func encodeMessage(m message) ([]byte, bool) {
+	b := make([]byte, 0, 64+messageSize(m))
+	b = append(b, `{"content":[`...)
+	n := 0
+	for _, bl := range m.blocks {
+		if bl.kind == blockText && bl.text == "" {
+			continue // the SDK leaves an empty text out
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		switch bl.kind {
+		case blockText:
+			b = append(b, `{"text":`...)
+			b = appendJSONString(b, bl.text)
+			b = append(b, `,"type":"text"}`...)
+		case blockThinking:
+			b = append(b, `{"signature":`...)
+			b = appendJSONString(b, bl.signature)
+			b = append(b, `,"thinking":`...)
+			b = appendJSONString(b, bl.text)
+			b = append(b, `,"type":"thinking"}`...)
+		case blockToolUse:
+			input, err := json.Marshal(json.RawMessage(orEmptyObject(bl.input)))
+			if err != nil {
+				return nil, false
+			}
+			b = append(b, `{"id":`...)
+			b = appendJSONString(b, bl.id)
+			b = append(b, `,"input":`...)
+			b = append(b, input...)
+			b = append(b, `,"name":`...)
+			b = appendJSONString(b, bl.name)
+			b = append(b, `,"type":"tool_use"}`...)
+		case blockToolResult:
+			b = append(b, `{"tool_use_id":`...)
+			b = appendJSONString(b, bl.id)
+			b = append(b, `,"is_error":`...)
+			b = strconv.AppendBool(b, bl.isError)
+			b = append(b, `,"content":[{"text":`...)
+			b = appendJSONString(b, bl.text)
+			b = append(b, `,"type":"text"}],"type":"tool_result"}`...)
+		default:
+			return nil, false
+		}
+	}
+	if n == 0 {
+		return nil, false
+	}
+	if m.role == roleAssistant {
+		return append(b, `],"role":"assistant"}`...), true
+	}
+	return append(b, `],"role":"user"}`...), true
+}
+
+// messageSize is about the length of m's text, to size its encoding.
+func messageSize(m message) int {
+	n := 0
+	for _, bl := range m.blocks {
+		n += 48 + len(bl.text) + len(bl.signature) + len(bl.id) + len(bl.name) + len(bl.input)
+	}
+	return n
+}
+
+// appendJSONString appends s as encoding/json encodes a string (HTML
+// characters, U+2028 and U+2029 escaped; invalid UTF-8 as U+FFFD), as
+// the SDK's encoder does.
+func appendJSONString(b []byte, s string) []byte {
+	raw, _ := json.Marshal(s) // a string always encodes
+	return append(b, raw...)
 }
 
 // errNotAnObject: the SDK encoded a request as something other than a JSON

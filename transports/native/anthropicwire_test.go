@@ -3,6 +3,7 @@ package native
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,22 +31,24 @@ func wireConversation() []message {
 	}
 }
 
-// sdkJSON is what the SDK itself encodes for req, decoded.
+// sdkJSON is what the SDK itself encodes for req, decoded, with the
+// "stream": true NewStreaming adds.
 func sdkJSON(t *testing.T, req request) any {
 	t.Helper()
 	raw, err := sdkParams(req).MarshalJSON()
 	require.NoError(t, err)
-	var v any
+	var v map[string]any
 	require.NoError(t, json.Unmarshal(raw, &v))
+	v["stream"] = true
 	return v
 }
 
-// wireJSON is what the SDK sends for wire's parameters, decoded.
+// wireJSON is wire's body for req, decoded.
 func wireJSON(t *testing.T, w *anthropicWire, req request) any {
 	t.Helper()
-	raw, err := w.params(req).MarshalJSON()
+	raw, err := w.body(req)
 	require.NoError(t, err)
-	var v any
+	var v map[string]any
 	require.NoError(t, json.Unmarshal(raw, &v), "%s", raw)
 	return v
 }
@@ -120,10 +123,10 @@ func TestAnthropicWireEncodesEachMessageOnce(t *testing.T) {
 		w := &anthropicWire{}
 		req := request{model: "claude-mock", system: "be brief", messages: long(turns),
 			tools: offered(messages.PostureDefault, nil), maxTokens: 1024}
-		_, err := w.params(req).MarshalJSON() // the session's earlier calls
+		_, err := w.body(req) // the session's earlier calls
 		require.NoError(t, err)
 		return testing.AllocsPerRun(20, func() {
-			if _, err := w.params(req).MarshalJSON(); err != nil {
+			if _, err := w.body(req); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -131,4 +134,51 @@ func TestAnthropicWireEncodesEachMessageOnce(t *testing.T) {
 	short, longer := allocs(2), allocs(20)
 	t.Logf("allocations per call: %.0f after 2 turns, %.0f after 20", short, longer)
 	assert.LessOrEqual(t, longer, short+4, "a call's encoding grows with the conversation before it")
+}
+
+// TestAnthropicMessageEncoding: encodeMessage's bytes are the SDK's for
+// every kind of block and every kind of string (HTML, line separators,
+// control characters, invalid UTF-8, tool inputs spaced, nested, empty,
+// invalid), and it leaves to the SDK what it does not encode.
+func TestAnthropicMessageEncoding(t *testing.T) {
+	texts := []string{"", "plain", "list the files <b>&</b> \u2028 \u2029 say \"hi\"", "tab\tnew\nline\r\\ \x00 \x01 \x1f \x7f",
+		"bad utf-8 \xff\xfe \xc3", "emoji 😀 é 中文", strings.Repeat("long ", 500)}
+	inputs := []json.RawMessage{nil, json.RawMessage(`{}`), json.RawMessage(`{ "path" : "." , "n": [1, 2.50, true, null] }`),
+		json.RawMessage(`{"html":"<script>&</script>","ls":"\u2028"}`), json.RawMessage(`{"nested":{"a":{"b":[{}]}}}`),
+		json.RawMessage(`not json`), json.RawMessage(` {"padded":1} `)}
+	var conv []message
+	for i, s := range texts {
+		conv = append(conv,
+			message{role: roleUser, blocks: []block{{kind: blockText, text: s}}},
+			message{role: roleAssistant, blocks: []block{
+				{kind: blockThinking, text: s, signature: s + "sig"},
+				{kind: blockText, text: s},
+				{kind: blockToolUse, id: "tu_" + s, name: ToolLs, input: inputs[i%len(inputs)]}}},
+			message{role: roleUser, blocks: []block{
+				{kind: blockToolResult, id: "tu_" + s, text: s, isError: i%2 == 0},
+				{kind: blockText, text: "note " + s}}})
+	}
+	for _, in := range inputs {
+		conv = append(conv, message{role: roleAssistant, blocks: []block{{kind: blockToolUse, id: "x", name: ToolBash, input: in}}})
+	}
+	conv = append(conv, wireConversation()...)
+	encoded := 0
+	for i, m := range conv {
+		mp, sdkSends := sdkMessage(m)
+		raw, ok := encodeMessage(m)
+		if !ok {
+			continue
+		}
+		encoded++
+		require.True(t, sdkSends, "message %d: the SDK sends nothing", i)
+		want, err := mp.MarshalJSON()
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(raw), "message %d", i)
+	}
+	assert.Greater(t, encoded, len(texts)*3)
+	// what it leaves to the SDK: an opaque block, nothing to send
+	_, ok := encodeMessage(wireConversation()[1])
+	assert.False(t, ok, "a message with an opaque block")
+	_, ok = encodeMessage(message{role: roleAssistant, blocks: []block{{kind: blockText}}})
+	assert.False(t, ok, "a message with nothing to send")
 }
