@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -110,8 +111,14 @@ func (w Workspace) Resolve(p string) (string, error) {
 		raws = []string{w.given + string(filepath.Separator) + p, w.real + string(filepath.Separator) + p}
 	}
 	got := ""
+	var walked [4]string // the readings walked so far: the same string resolves the same way
+	n := 0
 	for _, raw := range raws {
 		for _, cand := range []string{filepath.Clean(raw), raw} {
+			if slices.Contains(walked[:n], cand) {
+				continue
+			}
+			walked[n], n = cand, n+1
 			r, err := physical(cand)
 			if err != nil {
 				return "", &Refusal{Path: p, Reason: err.Error()}
