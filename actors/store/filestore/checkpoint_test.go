@@ -321,12 +321,12 @@ func runCrashCase(t *testing.T, c crashCase, opts []filestore.Option) {
 		}
 		return false
 	}
-	d.gate = func(p filestore.SyncPoint) {
+	d.setGate(func(p filestore.SyncPoint) {
 		if c.hold > 0 && cuts.Load() >= holdCut && held(p) {
 			<-release // the syncfs waits; the commits go on
 		}
-	}
-	d.fault = func(p filestore.SyncPoint) (error, bool) {
+	})
+	d.setFault(func(p filestore.SyncPoint) (error, bool) {
 		if p.Kind == filestore.SyncWALReset && isNext(p) {
 			armed.Store(true)
 			cuts.Add(1)
@@ -344,8 +344,8 @@ func runCrashCase(t *testing.T, c crashCase, opts []filestore.Option) {
 			}
 		}
 		return nil, false
-	}
-	d.after = func(p filestore.SyncPoint, err error) {
+	})
+	d.setAfter(func(p filestore.SyncPoint, err error) {
 		if !armed.Load() {
 			return
 		}
@@ -375,7 +375,7 @@ func runCrashCase(t *testing.T, c crashCase, opts []filestore.Option) {
 			close(crashed)
 			once.Do(func() { close(release) })
 		}
-	}
+	})
 	st := crashStore(t, home, d, append(opts, filestore.WithCheckpointBytes(256<<10))...)
 	load.start(st, 4)
 	select {

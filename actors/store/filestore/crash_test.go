@@ -131,13 +131,13 @@ func TestCrashAfterFailedCheckpoint(t *testing.T) {
 			d := newDisk(t, home)
 			st := crashStore(t, home, d, append(mode.opts, filestore.WithCheckpointBytes(4<<10))...)
 			failed := false
-			d.fault = func(p filestore.SyncPoint) (error, bool) {
+			d.setFault(func(p filestore.SyncPoint) (error, bool) {
 				if p.Kind == mode.kind && !failed {
 					failed = true
 					return errIO, false
 				}
 				return nil, false
-			}
+			})
 			a, b := newWriter(t, st), newWriter(t, st)
 			if mode.kind == filestore.SyncMeta {
 				// a meta.json for the checkpoint to sync: a release
@@ -199,7 +199,7 @@ func TestCrashAfterWALCommitLandsThenFails(t *testing.T) {
 				require.NoError(t, w.next())
 			}
 			commits, cuts := 0, 0
-			d.fault = func(p filestore.SyncPoint) (error, bool) {
+			d.setFault(func(p filestore.SyncPoint) (error, bool) {
 				switch p.Kind {
 				case filestore.SyncWALCommit:
 					if commits++; commits == 1 {
@@ -211,7 +211,7 @@ func TestCrashAfterWALCommitLandsThenFails(t *testing.T) {
 					}
 				}
 				return nil, false
-			}
+			})
 			err := st.Append(ctx, w.sid, storetest.NewEvents(6, 3))
 			storetest.RequireCode(t, err, messages.CodeUnavailable)
 			if !failCut {
@@ -245,13 +245,13 @@ func TestCrashAfterNoSpaceThenRecovery(t *testing.T) {
 		require.NoError(t, w.next())
 	}
 	left := 3
-	d.fault = func(p filestore.SyncPoint) (error, bool) {
+	d.setFault(func(p filestore.SyncPoint) (error, bool) {
 		if p.Kind == filestore.SyncWALCommit && left > 0 {
 			left--
 			return &os.PathError{Op: "fsync", Path: "wal", Err: syscall.ENOSPC}, false
 		}
 		return nil, false
-	}
+	})
 	for range 3 {
 		err := w.next()
 		require.Error(t, err)
@@ -280,7 +280,7 @@ func TestFailedCheckpointRetriesAtTheNextThreshold(t *testing.T) {
 	d := newDisk(t, home)
 	st := crashStore(t, home, d, filestore.WithCheckpointBytes(every))
 	var at []int64 // the WAL's committed end at each checkpoint after Open
-	d.fault = func(p filestore.SyncPoint) (error, bool) {
+	d.setFault(func(p filestore.SyncPoint) (error, bool) {
 		if p.Kind != filestore.SyncFS {
 			return nil, false
 		}
@@ -300,7 +300,7 @@ func TestFailedCheckpointRetriesAtTheNextThreshold(t *testing.T) {
 			return errIO, false
 		}
 		return nil, false
-	}
+	})
 	w := newWriter(t, st)
 	for i := 0; ; i++ {
 		nextRetried(t, w)
@@ -347,12 +347,12 @@ func TestTornTailCutIsDurable(t *testing.T) {
 			d := newDisk(t, home)
 			st := crashStore(t, home, d)
 			if failFirst {
-				d.fault = func(p filestore.SyncPoint) (error, bool) {
+				d.setFault(func(p filestore.SyncPoint) (error, bool) {
 					if p.Kind == filestore.SyncRepair && d.countLocked(filestore.SyncRepair) == 1 {
 						return errIO, false
 					}
 					return nil, false
-				}
+				})
 				_, err := st.LastSeq(ctx, sid)
 				require.Error(t, err, "a cut that is not durable is not done")
 				assert.Empty(t, st.Repairs())

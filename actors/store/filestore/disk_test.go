@@ -72,9 +72,33 @@ func newDisk(t *testing.T, home string) *disk {
 // option is the store option that routes every fsync through d.
 func (d *disk) option() filestore.Option { return filestore.WithSyncFault(d.sync) }
 
+// setFault, setGate and setAfter set d's hooks while the store may be
+// syncing: the WAL writes its zeros ahead on a goroutine of its own, whose
+// fsyncs can come at any time.
+func (d *disk) setFault(fn func(p filestore.SyncPoint) (err error, lands bool)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fault = fn
+}
+
+func (d *disk) setGate(fn func(p filestore.SyncPoint)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gate = fn
+}
+
+func (d *disk) setAfter(fn func(p filestore.SyncPoint, err error)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.after = fn
+}
+
 func (d *disk) sync(p filestore.SyncPoint) error {
-	if d.gate != nil {
-		d.gate(p)
+	d.mu.Lock()
+	gate := d.gate
+	d.mu.Unlock()
+	if gate != nil {
+		gate(p)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

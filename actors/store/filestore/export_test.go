@@ -88,3 +88,9 @@ func EncodeRecordFrame(sid string, body []byte, carried bool) []byte {
 	}
 	return encodeFrame(frameRecord, sid, body)
 }
+
+// EncodeEventsFrame is one WAL frame holding the events.jsonl lines of one
+// Append, for tests that write a log by hand.
+func EncodeEventsFrame(sid string, lines []byte) []byte {
+	return encodeFrame(frameEvents, sid, lines)
+}
