@@ -76,9 +76,11 @@ type feedRun struct {
 	byID    map[string]int // session id -> index in sids
 	pubSpan time.Duration
 	// childEnv is added to the subscribers' child process's environment
-	// (tests: feedChildExitAfterEnv); childPID is its pid once started
-	childEnv []string
-	childPID int
+	// (tests: feedChildExitAfterEnv); childPID is its pid once started;
+	// childSilence is how long it may say nothing before it is found hung
+	childEnv     []string
+	childPID     int
+	childSilence time.Duration // 0: childSilence
 }
 
 // subscriber is one SSE client's account of what it received.

@@ -282,3 +282,20 @@ func TestFeedChildExitsWhenItsParentIsGone(t *testing.T) {
 		t.Fatal("the child did not end when its stdin did")
 	}
 }
+
+// TestFeedChildThatFallsSilentFailsTheRun: a child that stops talking (a
+// hang) fails the run once it has been silent too long, and is killed.
+func TestFeedChildThatFallsSilentFailsTheRun(t *testing.T) {
+	t.Parallel()
+	f, rt, p := childFeedRun(t, 300)
+	f.childEnv = []string{feedChildHangEnv + "=1"}
+	f.childSilence = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // only stops a hang
+	defer cancel()
+	_, err := f.run(ctx, rt, p)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the run hung until the test's bound")
+	assert.Contains(t, err.Error(), "said nothing for")
+	assert.Contains(t, err.Error(), "silent from here on", "the child's stderr")
+	requireGone(t, f.childPID)
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/gob"
 	"errors"
@@ -54,6 +55,18 @@ const feedChildExitAfterEnv = "CODESESSION_BENCH_FEED_CHILD_EXIT_AFTER"
 // before it calls it hung: the child says "alive" every half second, so
 // this only stops a hang.
 const childSilence = 60 * time.Second
+
+// feedConnectBound is how long the subscribers may take to be live, and
+// childPhaseBound how long the parent waits for any one phase of the
+// child's (the child's own waits end long before): both only stop a hang.
+const (
+	feedConnectBound = 3 * time.Minute
+	childPhaseBound  = 15 * time.Minute
+)
+
+// feedChildHangEnv (tests only) makes the child fall silent once its
+// subscribers are live: no heartbeat, no answer.
+const feedChildHangEnv = "CODESESSION_BENCH_FEED_CHILD_HANG"
 
 // FeedChildMain returns at once unless FeedChildEnv is "1"; then this
 // process is the feed bench's subscribers: it serves them and exits. Any
@@ -220,7 +233,17 @@ func (l *localSubs) start(ctx context.Context, fastURL, slowURL string) error {
 			f.consume(r, s, func() {})
 		}()
 	}
-	ready.Wait()
+	live := make(chan struct{})
+	go func() {
+		ready.Wait()
+		close(live)
+	}()
+	select {
+	case <-live:
+	case <-time.After(feedConnectBound): // only stops a hang
+		l.close()
+		return fmt.Errorf("subscribers: not all %d live after %s", n, feedConnectBound)
+	}
 	if connErrs.n > 0 {
 		l.close()
 		return fmt.Errorf("subscribers could not connect: %s", strings.Join(connErrs.first, "; "))
@@ -336,6 +359,8 @@ func serveFeedChild(in io.Reader, out, errw io.Writer) int {
 			}
 		}
 	}()
+	beatCtx, silence := context.WithCancel(ctx)
+	defer silence()
 	go func() {
 		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
@@ -346,7 +371,7 @@ func serveFeedChild(in io.Reader, out, errw io.Writer) int {
 					cancel()
 					return
 				}
-			case <-ctx.Done():
+			case <-beatCtx.Done():
 				return
 			}
 		}
@@ -393,6 +418,12 @@ func serveFeedChild(in io.Reader, out, errw io.Writer) int {
 	if err := send(childMsg{Kind: "ready"}); err != nil {
 		return 2
 	}
+	if os.Getenv(feedChildHangEnv) != "" {
+		silence()
+		fmt.Fprintf(errw, "feed child: silent from here on (%s, a test)\n", feedChildHangEnv)
+		<-ctx.Done()
+		return 2
+	}
 	if err := await("published"); err != nil {
 		return fail(err)
 	}
@@ -432,12 +463,14 @@ type childSubs struct {
 	gone    chan struct{} // closed when the child's stdout ended
 	goneErr error         // why (set before gone is closed)
 	exited  chan struct{} // closed when the child was waited for
+	// silence is how long the child may say nothing (childSilence)
+	silence time.Duration
 	stderr  tailBuffer
 	closed  sync.Once
 }
 
 func newChildSubs(f *feedRun) *childSubs {
-	return &childSubs{f: f, msgs: make(chan childMsg, 8), gone: make(chan struct{}), exited: make(chan struct{})}
+	return &childSubs{f: f, msgs: make(chan childMsg, 8), gone: make(chan struct{}), exited: make(chan struct{}), silence: cmp.Or(f.childSilence, childSilence)}
 }
 
 func (c *childSubs) where() string {
@@ -514,6 +547,8 @@ func (c *childSubs) start(ctx context.Context, fastURL, slowURL string) error {
 func (c *childSubs) await(ctx context.Context, kind string) (childMsg, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	bound := time.NewTimer(childPhaseBound)
+	defer bound.Stop()
 	for {
 		select {
 		case m := <-c.msgs:
@@ -539,9 +574,11 @@ func (c *childSubs) await(ctx context.Context, kind string) (childMsg, error) {
 			}
 			return childMsg{}, c.died(fmt.Errorf("it ended before saying %q (%v)", kind, c.goneErr))
 		case <-tick.C:
-			if silent := time.Since(time.Unix(0, c.heard.Load())); silent > childSilence {
+			if silent := time.Since(time.Unix(0, c.heard.Load())); silent > c.silence {
 				return childMsg{}, c.died(fmt.Errorf("it said nothing for %s while %q was due", silent.Round(time.Second), kind))
 			}
+		case <-bound.C:
+			return childMsg{}, c.died(fmt.Errorf("%q did not come within %s", kind, childPhaseBound))
 		case <-ctx.Done():
 			return childMsg{}, ctx.Err()
 		}
