@@ -75,6 +75,12 @@ type feedRun struct {
 	warm    int
 	byID    map[string]int // session id -> index in sids
 	pubSpan time.Duration
+	// childEnv is added to the subscribers' child process's environment
+	// (tests: feedChildExitAfterEnv); childPID is its pid once started;
+	// childSilence is how long it may say nothing before it is found hung
+	childEnv     []string
+	childPID     int
+	childSilence time.Duration // 0: childSilence
 }
 
 // subscriber is one SSE client's account of what it received.
@@ -112,7 +118,8 @@ func (s *subscriber) note(format string, args ...any) {
 // and nothing allocated per event (the session is looked up by the id's
 // bytes, the seq parsed by hand); only a reconnect event's data is
 // decoded. An event's latency is the time of reading its id line less
-// the time the publisher handed it to the fan-out (one clock, one process).
+// the time the publisher handed it to the fan-out, both on the wall clock
+// (unix ns): the subscribers may be another process on the same machine.
 func (f *feedRun) consume(body io.Reader, s *subscriber, ready func()) {
 	r := bufio.NewReaderSize(body, 64<<10)
 	reconnect := false // the current event is a reconnect
@@ -256,7 +263,8 @@ func loadAverage() float64 {
 }
 
 // run serves t on two loopback listeners (the slow subscribers' with a
-// small send buffer), connects the subscribers, publishes, and accounts.
+// small send buffer), connects the subscribers (in a child process, or in
+// this one with Options.SubscribersInProcess), publishes, and accounts.
 func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutcome, error) {
 	out := feedOutcome{load: loadAverage()}
 	h := t.handler()
@@ -282,97 +290,20 @@ func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutco
 		slowSrv.Close()
 	}()
 
-	fastClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}}
-	var slowMu sync.Mutex
-	var slowConns []*net.TCPConn
-	slowClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetReadBuffer(slowClientRecvBuf)
-				slowMu.Lock()
-				slowConns = append(slowConns, tc)
-				slowMu.Unlock()
-			}
-			return c, err
-		}}}
-	defer fastClient.CloseIdleConnections()
-	defer slowClient.CloseIdleConnections()
-
-	sctx, cancelSubs := context.WithCancel(ctx)
-	defer cancelSubs()
+	var set subscriberSet
+	if f.o.SubscribersInProcess {
+		set = newLocalSubs(f, feedToken, true)
+	} else {
+		set = newChildSubs(f)
+	}
+	// runs before the servers' shutdown: the streams end first, and no
+	// child process outlives the run on any path
+	defer set.close()
 	n := f.o.Subscribers + f.o.SlowSubscribers
-	subs := make([]*subscriber, n)
-	var progress atomic.Int64
-	var ready sync.WaitGroup
-	ready.Add(n)
-	slowGo := make(chan struct{})
-	var wg sync.WaitGroup
-	connErrs := &failures{}
-	for i := range n {
-		s := &subscriber{slow: i >= f.o.Subscribers, next: make([]uint64, len(f.sids)), progress: &progress}
-		if !s.slow {
-			s.lat = make([]time.Duration, 0, f.published)
-			s.readAt = make([]int64, f.perSess*len(f.sids))
-		}
-		subs[i] = s
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var once sync.Once
-			markReady := func() { once.Do(ready.Done) }
-			defer markReady()
-			client, base := fastClient, "http://"+fastLn.Addr().String()
-			if s.slow {
-				client, base = slowClient, "http://"+slowLn.Addr().String()
-			}
-			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/api/events?topics="+controlplane.TopicEvent, nil)
-			req.Header.Set("Authorization", "Bearer "+feedToken)
-			resp, err := client.Do(req)
-			if err != nil {
-				connErrs.add("subscriber %d: %v", i, err)
-				s.ended.Store(true)
-				return
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				connErrs.add("subscriber %d: HTTP %d", i, resp.StatusCode)
-				s.ended.Store(true)
-				return
-			}
-			if !s.slow {
-				f.consume(resp.Body, s, markReady)
-				return
-			}
-			// slow: wait for the stream to be live, then stop reading
-			// until the publishing is over
-			r := bufio.NewReaderSize(resp.Body, 512)
-			for {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					s.ended.Store(true)
-					return
-				}
-				if strings.HasPrefix(line, "retry:") {
-					break
-				}
-			}
-			markReady()
-			select {
-			case <-slowGo:
-			case <-sctx.Done():
-				return
-			}
-			f.consume(r, s, func() {})
-		}()
+	if err := set.start(ctx, "http://"+fastLn.Addr().String(), "http://"+slowLn.Addr().String()); err != nil {
+		return out, err
 	}
-	ready.Wait()
-	if connErrs.n > 0 {
-		cancelSubs()
-		wg.Wait()
-		return out, fmt.Errorf("subscribers could not connect: %s", strings.Join(connErrs.first, "; "))
-	}
-	p.printf("%d subscribers live (%d slow); publishing %d events at %.0f/s", n, f.o.SlowSubscribers, f.published, f.o.Rate)
+	p.printf("%d subscribers live (%d slow, %s); publishing %d events at %.0f/s", n, f.o.SlowSubscribers, set.where(), f.published, f.o.Rate)
 
 	// publish at the target rate, spread over the sessions
 	seqs := make([]uint64, len(f.sids))
@@ -383,8 +314,6 @@ func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutco
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
-				cancelSubs()
-				wg.Wait()
 				return out, ctx.Err()
 			}
 		}
@@ -397,60 +326,26 @@ func (f *feedRun) run(ctx context.Context, t feedTarget, p *progress) (feedOutco
 			at = &f.pubAt[g][seqs[g]]
 		}
 		if err := t.publish(ctx, f.sids[g], ev, at); err != nil {
-			cancelSubs()
-			wg.Wait()
 			return out, fmt.Errorf("publish: %w", err)
 		}
 	}
 	f.pubSpan = time.Since(t0)
 
-	// wait for the fast subscribers while they make progress
-	want := int64(f.o.Subscribers * f.published)
-	last, lastAt := progress.Load(), time.Now()
-	for {
-		cur := progress.Load()
-		if cur >= want || f.settled(subs[:f.o.Subscribers]) {
-			break
-		}
-		if cur != last {
-			last, lastAt = cur, time.Now()
-		} else if time.Since(lastAt) > 10*time.Second {
-			break // nothing moves: whatever is missing is lost
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-ctx.Done():
-			cancelSubs()
-			wg.Wait()
-			return out, ctx.Err()
-		}
+	fastDelivered, err := set.awaitFast(ctx)
+	if err != nil {
+		return out, err
 	}
 	deliveredSpan := time.Since(t0)
-	fastDelivered := progress.Load()
 	p.printf("published in %.1fs; fast subscribers done after %.1fs", f.pubSpan.Seconds(), deliveredSpan.Seconds())
-
-	// let the slow subscribers read what they were sent, through a
-	// window as wide as anyone's
-	slowMu.Lock()
-	for _, c := range slowConns {
-		_ = c.SetReadBuffer(4 << 20)
-	}
-	slowMu.Unlock()
-	close(slowGo)
-	slowWant := progress.Load() + int64(f.o.SlowSubscribers*f.published)
-	last, lastAt = progress.Load(), time.Now()
-	for !f.settled(subs[f.o.Subscribers:]) && progress.Load() < slowWant {
-		if cur := progress.Load(); cur != last {
-			last, lastAt = cur, time.Now()
-		} else if time.Since(lastAt) > 5*time.Second {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := set.awaitSlow(ctx); err != nil {
+		return out, err
 	}
 	out.serverDropped = t.dropped()
 	p.printf("slow subscribers done")
-	cancelSubs()
-	wg.Wait()
+	subs, err := set.finish(ctx)
+	if err != nil {
+		return out, err
+	}
 	p.printf("subscribers gone")
 
 	out.rate = rate(f.published, f.pubSpan)
@@ -799,8 +694,12 @@ func curveEvents(o Options) int { return max(o.FeedEvents/3, 300) }
 
 func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 	p := newProgress(o, SuiteFeed)
-	res := &Result{Suite: SuiteFeed, Params: fmt.Sprintf("%d subscribers keeping up + %d deliberately slow, %d events over %d sessions at a target %.0f events/s, SSE on 127.0.0.1",
-		o.Subscribers, o.SlowSubscribers, o.FeedEvents, feedSessions, o.Rate)}
+	mode := "in a child process"
+	if o.SubscribersInProcess {
+		mode = "in the bench's process"
+	}
+	res := &Result{Suite: SuiteFeed, Params: fmt.Sprintf("%d subscribers keeping up + %d deliberately slow (%s), %d events over %d sessions at a target %.0f events/s, SSE on 127.0.0.1",
+		o.Subscribers, o.SlowSubscribers, mode, o.FeedEvents, feedSessions, o.Rate)}
 	if len(o.FeedCurve) > 0 {
 		res.Params += fmt.Sprintf("; then a curve at %v subscribers (%d events each, none slow)", o.FeedCurve, curveEvents(o))
 	}
@@ -840,9 +739,13 @@ func runFeed(ctx context.Context, o Options, dir string) (*Result, error) {
 			"which is what happens below %.0f events/s", slowServerSendBuf>>10, slowClientRecvBuf>>10, controlplane.DefaultQueueSize, controlplane.DefaultWriteTimeout,
 			float64(controlplane.DefaultQueueSize)/controlplane.DefaultWriteTimeout.Seconds())
 	}
-	res.note("latency runs from the bridge's Listen (the event already durable: stamped after the store's append) to the subscriber reading its id line; the raw baseline is stamped when handed the event, encodes it once and writes the same frames through plain net/http; "+
-		"both are read by the same subscribers (one goroutine each, nothing allocated per event) in this process, on the same cores; the first %d events of each run are a warm-up, delivered and checked but left out of the latency; "+
-		"an event's first and last read are the first and the last subscriber that kept up reading its id line, so the last read is the fan-out's length, which the delivery p99 follows", feedWarmUp(o))
+	where := "in a child process (the same executable re-run; it reports each subscriber's reads back over a pipe when the run ends), so their reads do not queue behind the server's writes in one Go scheduler"
+	if o.SubscribersInProcess {
+		where = "in this process, beside the server (--subscribers-in-process): their reads queue behind the server's writes in one Go scheduler, which inflates both fan-outs' latency"
+	}
+	res.note("latency runs from the bridge's Listen (the event already durable: stamped after the store's append) to the subscriber reading its id line, both stamped on the wall clock (unix ns; one machine, one clock); the raw baseline is stamped when handed the event, encodes it once and writes the same frames through plain net/http; "+
+		"both are read by the same subscribers (one goroutine each, nothing allocated per event) %s, on the same cores; the first %d events of each run are a warm-up, delivered and checked but left out of the latency; "+
+		"an event's first and last read are the first and the last subscriber that kept up reading its id line, so the last read is the fan-out's length, which the delivery p99 follows", where, feedWarmUp(o))
 	if cp.fastDropped+cp.fastCut > 0 {
 		res.note("%d subscribers meant to keep up fell behind and were dropped or cut: the machine did not serve %d subscribers at this rate (reported, not a failure)", cp.fastDropped+cp.fastCut, o.Subscribers)
 	}

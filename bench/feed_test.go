@@ -1,9 +1,15 @@
 package bench
 
 import (
+	"context"
+	"encoding/gob"
 	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,4 +132,170 @@ func TestFeedSpreadIsTheFirstAndLastReadOfEachEvent(t *testing.T) {
 	assert.Equal(t, 3*time.Millisecond, first.p50, "firsts 2, 3, 7 ms")
 	assert.Equal(t, 7*time.Millisecond, last.p50, "lasts 9, 4, 7 ms")
 	assert.Equal(t, 9*time.Millisecond, last.mx)
+}
+
+// TestFeedSubscribersInProcess runs the suite with the subscribers as
+// goroutines of this process (--subscribers-in-process): the same checks
+// pass, and the slow subscriber is dropped or cut.
+func TestFeedSubscribersInProcess(t *testing.T) {
+	t.Parallel()
+	o := small(t)
+	o.SubscribersInProcess = true
+	res := run(t, SuiteFeed, o)
+	requirePassed(t, res)
+	rows := map[string]float64{}
+	for _, r := range res.Rows {
+		rows[r.Figure] = r.Value
+	}
+	assert.Zero(t, rows["events missed by subscribers that kept up"])
+	slow := rows["slow subscribers dropped (queue full, told to reconnect; of 1)"] + rows["slow subscribers cut by the write deadline (of 1)"]
+	assert.Equal(t, 1.0, slow, "%+v", rows)
+	assert.Positive(t, rows["delivery latency p50"])
+}
+
+// TestFeedFailsWhenASubscriberMissesAnEventInEitherMode: a server that
+// skips one event of one subscriber fails the run whether the subscribers
+// read in a child process or in this one.
+func TestFeedFailsWhenASubscriberMissesAnEventInEitherMode(t *testing.T) {
+	t.Parallel()
+	for _, inProcess := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in-process=%v", inProcess), func(t *testing.T) {
+			t.Parallel()
+			o := small(t)
+			o.SlowSubscribers, o.FeedEvents, o.WrapHandler, o.SubscribersInProcess = -1, 200, dropOneFrame, inProcess
+			res := run(t, SuiteFeed, o)
+			assert.Equal(t, []string{"subscribers that kept up got every event"}, failed(res))
+			for _, c := range res.Checks {
+				if !c.OK {
+					assert.Contains(t, c.Detail, "a gap of 1")
+				}
+			}
+		})
+	}
+}
+
+// childFeedRun is a small run of the raw fan-out with its subscribers in a
+// child process (this test binary, re-run through TestMain).
+func childFeedRun(t *testing.T, events int) (*feedRun, *rawTarget, *progress) {
+	t.Helper()
+	o := small(t)
+	o.SlowSubscribers, o.FeedEvents, o.Subscribers = 1, events, 4
+	o = o.withDefaults()
+	sids := make([]string, feedSessions)
+	for i := range sids {
+		sids[i] = messages.NewSessionID()
+	}
+	rt := newRawTarget()
+	t.Cleanup(func() { _ = rt.close(context.Background()) })
+	return newFeedRun(o, sids), rt, newProgress(o, SuiteFeed)
+}
+
+// requireGone fails unless process pid no longer exists (it was waited
+// for: not even a zombie is left).
+func requireGone(t *testing.T, pid int) {
+	t.Helper()
+	require.NotZero(t, pid, "no child process was started")
+	err := syscall.Kill(pid, 0)
+	require.ErrorIs(t, err, syscall.ESRCH, "the subscribers' child process %d outlived the run", pid)
+}
+
+// TestFeedSubscribersRunInAChildProcess: by default the subscribers are
+// another process, which reports every event back (the checks and the
+// latency come from its report), and is gone when the run returns.
+func TestFeedSubscribersRunInAChildProcess(t *testing.T) {
+	t.Parallel()
+	f, rt, p := childFeedRun(t, 1500)
+	out, err := f.run(context.Background(), rt, p)
+	require.NoError(t, err)
+	require.NotEqual(t, os.Getpid(), f.childPID)
+	requireGone(t, f.childPID)
+	assert.Zero(t, out.missed)
+	assert.Empty(t, out.disorder)
+	assert.Empty(t, out.errs)
+	assert.Equal(t, 4*(1500-f.warm), out.lat.n, "a latency per fast subscriber and event past the warm-up")
+	assert.Positive(t, out.lat.p50)
+	assert.Equal(t, 1500-f.warm, out.last.n)
+	// more than its queue and socket buffers hold, however fast the machine
+	assert.Equal(t, 1, out.slowDropd+out.slowCut, "the slow subscriber reads nothing while 1,500 events go by")
+}
+
+// TestFeedChildThatDiesFailsTheRun: a child that exits mid-run fails the
+// run at once with an error that says so (its exit status, its stderr),
+// not a hang, and leaves no process behind.
+func TestFeedChildThatDiesFailsTheRun(t *testing.T) {
+	t.Parallel()
+	f, rt, p := childFeedRun(t, 1500)
+	f.childEnv = []string{feedChildExitAfterEnv + "=50"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // only stops a hang
+	defer cancel()
+	_, err := f.run(ctx, rt, p)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the run hung until the test's bound")
+	assert.Contains(t, err.Error(), "the subscribers' child process")
+	assert.Contains(t, err.Error(), "exit status 3")
+	assert.Contains(t, err.Error(), "exiting after 50 events", "the child's stderr")
+	requireGone(t, f.childPID)
+}
+
+// TestFeedChildGoneWhenTheRunIsCancelled: a run cancelled while it
+// publishes returns, and its child process is gone.
+func TestFeedChildGoneWhenTheRunIsCancelled(t *testing.T) {
+	t.Parallel()
+	f, rt, p := childFeedRun(t, 100000)
+	f.o.Rate = 1000 // 100 s of publishing: cancelled long before
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(2*time.Second, cancel)
+	_, err := f.run(ctx, rt, p)
+	require.ErrorIs(t, err, context.Canceled)
+	requireGone(t, f.childPID)
+}
+
+// TestFeedChildExitsWhenItsParentIsGone: the child serves its parent over
+// stdin; when that ends (the parent died without killing it) it exits.
+func TestFeedChildExitsWhenItsParentIsGone(t *testing.T) {
+	t.Parallel()
+	rt := newRawTarget()
+	srv := httptest.NewServer(rt.handler())
+	defer srv.Close()
+	defer rt.close(context.Background())
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() { done <- serveFeedChild(inR, outW, io.Discard) }()
+	sids := []string{messages.NewSessionID(), messages.NewSessionID()}
+	require.NoError(t, gob.NewEncoder(inW).Encode(childConfig{FastURL: srv.URL, SlowURL: srv.URL, Token: feedToken, Fast: 2, Slow: 1, Sids: sids, Events: 10, Rate: 100}))
+	dec := gob.NewDecoder(outR)
+	for {
+		var m childMsg
+		require.NoError(t, dec.Decode(&m))
+		require.NotEqual(t, "error", m.Kind, m.Err)
+		if m.Kind == "ready" {
+			break
+		}
+	}
+	go io.Copy(io.Discard, outR) // its heartbeats
+	inW.Close()                  // the parent is gone
+	select {
+	case code := <-done:
+		assert.NotZero(t, code)
+	case <-time.After(time.Minute): // only stops a hang
+		t.Fatal("the child did not end when its stdin did")
+	}
+}
+
+// TestFeedChildThatFallsSilentFailsTheRun: a child that stops talking (a
+// hang) fails the run once it has been silent too long, and is killed.
+func TestFeedChildThatFallsSilentFailsTheRun(t *testing.T) {
+	t.Parallel()
+	f, rt, p := childFeedRun(t, 300)
+	f.childEnv = []string{feedChildHangEnv + "=1"}
+	f.childSilence = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // only stops a hang
+	defer cancel()
+	_, err := f.run(ctx, rt, p)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the run hung until the test's bound")
+	assert.Contains(t, err.Error(), "said nothing for")
+	assert.Contains(t, err.Error(), "silent from here on", "the child's stderr")
+	requireGone(t, f.childPID)
 }

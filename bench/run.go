@@ -76,6 +76,11 @@ type Options struct {
 	// at each of these subscriber counts (none slow, a third of the
 	// events): latency as subscribers grow.
 	FeedCurve []int
+	// SubscribersInProcess runs the feed's subscribers as goroutines of
+	// this process, beside the server, instead of in a child process (the
+	// default): their reads then queue behind the server's writes in one
+	// Go scheduler.
+	SubscribersInProcess bool
 
 	// StoreSessions session logs each take StoreAppends appends in the
 	// store suite.

@@ -37,7 +37,7 @@ type benchFlags struct {
 	rate                                       float64
 	concurrency                                []int
 	curve                                      []int
-	json, keep, quiet                          bool
+	json, keep, quiet, inProcess               bool
 	home, cpuProfile, turnsProfile             string
 }
 
@@ -52,6 +52,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs.Float64Var(&f.rate, "rate", bench.DefaultRate, "feed: target events per second")
 	fs.IntSliceVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "native: the ladder of concurrent sessions")
 	fs.IntSliceVar(&f.curve, "curve", nil, "feed: also measure both fan-outs at each of these subscriber counts (e.g. 100,500,1000,2000)")
+	fs.BoolVar(&f.inProcess, "subscribers-in-process", false, "feed: run the subscribers in this process beside the server, not in a child process")
 	fs.BoolVar(&f.json, "json", false, "print the report as one JSON object")
 	fs.StringVar(&f.home, "home", "", "where the suites make their scratch stores and repositories (default: the system's temporary directory)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
@@ -105,7 +106,7 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 		slow = -1 // bench.Options: negative is none
 	}
 	c.opts = bench.Options{Sessions: f.sessions, Turns: f.turns, Events: f.events, Subscribers: f.subscribers,
-		SlowSubscribers: slow, Rate: f.rate, Concurrency: f.concurrency, FeedCurve: f.curve, Home: f.home, Keep: f.keep, FirstTurnRounds: f.rounds}
+		SlowSubscribers: slow, Rate: f.rate, Concurrency: f.concurrency, FeedCurve: f.curve, SubscribersInProcess: f.inProcess, Home: f.home, Keep: f.keep, FirstTurnRounds: f.rounds}
 	if f.quiet {
 		c.tune = func(o *bench.Options) { o.Progress = nil }
 	}

@@ -139,3 +139,15 @@ func TestBenchExitsOneOnlyOnACorrectnessFailure(t *testing.T) {
 	assert.Contains(t, stdout.String(), "FAIL  sessions released")
 	assert.True(t, strings.Contains(stderr.String(), "a correctness check failed"), stderr.String())
 }
+
+// TestBenchSubscribersInProcessFlag: the feed's subscribers run in a child
+// process unless --subscribers-in-process is given.
+func TestBenchSubscribersInProcessFlag(t *testing.T) {
+	t.Parallel()
+	c, err := parseBenchFlags([]string{"feed"})
+	require.NoError(t, err)
+	assert.False(t, c.opts.SubscribersInProcess)
+	c, err = parseBenchFlags([]string{"feed", "--subscribers-in-process"})
+	require.NoError(t, err)
+	assert.True(t, c.opts.SubscribersInProcess)
+}

@@ -51,11 +51,13 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/codesession/codesession/bench"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 )
 
 func main() {
+	bench.FeedChildMain() // returns unless this process is the feed bench's subscribers' child
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	installLogger = func(w io.Writer, level, format string) {
 		slog.SetDefault(newLogger(w, cmp.Or(level, "info"), format))
