@@ -49,7 +49,8 @@ func (p *anthropicProvider) name() string     { return ProviderAnthropic }
 func (p *anthropicProvider) endpoint() string { return p.baseURL }
 
 // sdkParams is req as the SDK's parameters, every message and tool built
-// afresh: what wire's encoding must equal, and its fallback.
+// afresh: what wire's encoding must equal (the tests), and the source of
+// the request's fixed fields it encodes once per session.
 func sdkParams(req request) anthropic.MessageNewParams {
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.model),

@@ -250,5 +250,5 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // errNotAnObject: the SDK encoded a request as something other than a JSON
-// object (never seen; the call then goes through sdkParams).
+// object (never seen; the call then fails with it).
 var errNotAnObject = errors.New("the SDK did not encode the request as a JSON object")
