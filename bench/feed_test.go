@@ -244,10 +244,28 @@ func TestFeedChildGoneWhenTheRunIsCancelled(t *testing.T) {
 	f, rt, p := childFeedRun(t, 100000)
 	f.o.Rate = 1000 // 100 s of publishing: cancelled long before
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(2*time.Second, cancel)
-	_, err := f.run(ctx, rt, p)
+	defer cancel()
+	// cancelled from the publishing itself, so the child is running by
+	// then however slowly a loaded machine started it
+	_, err := f.run(ctx, &cancelWhilePublishing{rawTarget: rt, after: 50, cancel: cancel}, p)
 	require.ErrorIs(t, err, context.Canceled)
 	requireGone(t, f.childPID)
+}
+
+// cancelWhilePublishing is a feed target that cancels the run once it has
+// been handed after events.
+type cancelWhilePublishing struct {
+	*rawTarget
+	after  int64
+	n      atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (c *cancelWhilePublishing) publish(ctx context.Context, sid string, ev messages.PersistedEvent, at *atomic.Int64) error {
+	if c.n.Add(1) == c.after {
+		c.cancel()
+	}
+	return c.rawTarget.publish(ctx, sid, ev, at)
 }
 
 // TestFeedChildExitsWhenItsParentIsGone: the child serves its parent over
