@@ -428,6 +428,10 @@ func (a *Actor) start(c *actor.Context, now time.Time) {
 			a.inflight = 0
 			a.liveFrom = a.reqID + 1
 			a.sentUpTo = a.core.DurableSeq()
+			if a.pendingMeta == nil && a.metaSentID > a.metaAckedID {
+				// the newest record sent may have died with them too
+				a.pendingMeta = a.lastMetaSent
+			}
 			a.pump(c)
 		}
 		if ev.Child == ChildDiff && diffLostBy(ev) && !a.core.Life().Releasing() {
