@@ -200,12 +200,14 @@ type parkedReply struct {
 // persistDepth is how many persist requests a session may keep in flight
 // on a store that overlaps a session's appends (store.Pipeliner): each
 // then joins the WAL's next group commit instead of waiting for the
-// previous one's ack. It is one: on the shared 2-core machine (load 17-24)
-// four in flight split the same events into 1.8x the appends (3.2 events
-// per append instead of 5.7) and neither raised durable events/s nor
-// lowered read-turn p50 in alternating same-machine runs (bench/README.md);
-// the pipelined path stays for a machine where fsync, not CPU, bounds it.
-const persistDepth = 1
+// previous one's ack. It is two: a turn's last batch (turn_end, which
+// read-turn waits for) starts while the batch before it is still being
+// synced, instead of queueing behind its ack. At 10,000 sessions that took
+// read-turn p50 from 0.54 s to a few ms with durable events/s unchanged;
+// four in flight (measured at load 17-24) split the same events into 1.8x
+// the appends without raising events/s (bench/README.md). depth_test.go
+// fails two in flight every way a store fails.
+const persistDepth = 2
 
 // Persist retry backoff after a failed write.
 const (

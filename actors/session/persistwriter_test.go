@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -99,27 +100,57 @@ type gatedPipeliner struct {
 	// after it queued the batch
 	panicAt int
 	calls   int
+	// open: every gate from openAt on lets its batch land at once
+	open   bool
+	openAt int
 }
 
 func (g *gatedPipeliner) StartAppend(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord) func() error {
 	gate := g.gate()
-	return func() error {
-		if err := <-gate; err != nil {
-			return err
-		}
+	land := func() error {
 		if rec != nil {
 			return g.Store.AppendRecord(ctx, sid, evs, *rec)
 		}
 		return g.Store.Append(ctx, sid, evs)
 	}
+	return func() error {
+		if err := <-gate; err != nil {
+			var lf landThenFail
+			if errors.As(err, &lf) {
+				if werr := land(); werr != nil {
+					return werr
+				}
+			}
+			return err
+		}
+		return land()
+	}
 }
+
+// landThenFail, sent to a gatedPipeliner's gate, lands the batch and then
+// reports the error anyway: a write that landed but returned an error.
+type landThenFail struct{ error }
 
 func (g *gatedPipeliner) gate() chan error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	gate := make(chan error, 1)
+	if g.open && len(g.gates) >= g.openAt {
+		gate <- nil
+	}
 	g.gates = append(g.gates, gate)
 	return gate
+}
+
+// openFrom lets the nth batch (from 0) and every later one land without
+// waiting for the test; the gates before n stay the test's to release.
+func (g *gatedPipeliner) openFrom(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open, g.openAt = true, n
+	for i := n; i < len(g.gates); i++ {
+		g.gates[i] <- nil
+	}
 }
 
 // gateN returns the nth gate made (from 0), waiting for it.
