@@ -597,6 +597,9 @@ func (a *Actor) pump(c *actor.Context) {
 		if len(evs) == 0 && (a.pendingMeta == nil || a.inflight > 0) {
 			return // a record alone waits for the batches in flight
 		}
+		if a.inflight > 0 && !overtakes(evs, a.oldestParked()) {
+			return // only what someone waits on takes a second slot
+		}
 		if a.hold(c, evs) {
 			return // streamed output waits for the rest of its turn
 		}
@@ -619,13 +622,7 @@ func (a *Actor) pump(c *actor.Context) {
 // persistCoalesce, arming the timer that ends the wait; once anything is
 // sent, the next wait starts afresh.
 func (a *Actor) hold(c *actor.Context, evs []messages.PersistedEvent) bool {
-	oldest := uint64(0)
-	for _, p := range a.parked {
-		if oldest == 0 || p.seq < oldest {
-			oldest = p.seq
-		}
-	}
-	if !a.holdDue && mayHold(evs, a.pendingMeta != nil, oldest, a.core.Life() == LifeRunning) {
+	if !a.holdDue && mayHold(evs, a.pendingMeta != nil, a.oldestParked(), a.core.Life() == LifeRunning) {
 		if !a.holding {
 			a.holding = true
 			a.holdGen++
@@ -639,6 +636,17 @@ func (a *Actor) hold(c *actor.Context, evs []messages.PersistedEvent) bool {
 	}
 	a.holding, a.holdDue = false, false
 	return false
+}
+
+// oldestParked is the lowest seq a parked op answer waits for (0: none).
+func (a *Actor) oldestParked() uint64 {
+	oldest := uint64(0)
+	for _, p := range a.parked {
+		if oldest == 0 || p.seq < oldest {
+			oldest = p.seq
+		}
+	}
+	return oldest
 }
 
 // persistDepth is how many requests may be in flight: persistDepth on a

@@ -50,3 +50,33 @@ func TestMayHoldOnlyStreamedOutputNobodyWaitsFor(t *testing.T) {
 		assert.Equal(t, tc.want, mayHold(tc.evs, tc.record, tc.parked, tc.live), tc.name)
 	}
 }
+
+// TestOvertakesOnlyWhatSomeoneWaitsOn: what may start beside a batch in
+// flight instead of waiting for its ack.
+func TestOvertakesOnlyWhatSomeoneWaitsOn(t *testing.T) {
+	stream := evsOf(5, messages.EvThinking, messages.EvText, messages.EvToolUse, messages.EvToolResult)
+	for _, tc := range []struct {
+		name   string
+		evs    []messages.PersistedEvent
+		parked uint64
+		want   bool
+	}{
+		{"streamed output", stream, 0, false},
+		{"an op waits on a later seq", stream, 9, false},
+		{"nothing to write", nil, 0, false},
+		{"an op waits on one of its seqs", stream, 8, true},
+		{"an op waits on an earlier seq", stream, 2, true},
+		{"the turn ended", evsOf(5, messages.EvText, messages.EvTurnEnd), 0, true},
+		{"its diff", evsOf(5, messages.EvTurnDiff), 0, true},
+		{"a clarification", evsOf(5, messages.EvToolUse, messages.EvClarification), 0, true},
+		{"an error", evsOf(5, messages.EvError), 0, true},
+		{"released", evsOf(5, messages.EvText, messages.EvReleased), 0, true},
+		{"the agent ended", evsOf(5, messages.EvEnded), 0, true},
+		{"the backend started", evsOf(5, messages.EvStarted, messages.EvText), 0, false},
+		{"a warning", evsOf(5, messages.EvWarning), 0, false},
+		{"guidance nobody waits on", evsOf(5, messages.EvGuidance), 0, false},
+		{"guidance an op waits on", evsOf(5, messages.EvGuidance), 5, true},
+	} {
+		assert.Equal(t, tc.want, overtakes(tc.evs, tc.parked), tc.name)
+	}
+}

@@ -93,6 +93,23 @@ func TestTwoAppendsInFlightFailTogether(t *testing.T) {
 	}
 }
 
+// TestSecondAppendCarriesWhatSomeoneWaitsOn: the append that starts
+// beside one in flight is the turn's end, with the streamed output that
+// waited for it; streamed output alone never takes the second slot.
+func TestSecondAppendCarriesWhatSomeoneWaitsOn(t *testing.T) {
+	g := &gatedPipeliner{Store: store.NewMemory()}
+	first, second, _, stop := twoInFlight(t, g)
+	g.mu.Lock()
+	batch := g.batches[1]
+	g.mu.Unlock()
+	assert.Contains(t, eventTypes(batch), messages.EvTurnEnd)
+	assert.Contains(t, eventTypes(batch), messages.EvText, "the turn's text waited for its end")
+	first <- nil
+	second <- nil
+	waitTurnEnd(t, g)
+	stop()
+}
+
 // TestStorePanicsWithAnAppendInFlight: the store panics in the session's
 // second StartAppendThen (after queueing its batch) while the first is in
 // flight. The panicked request goes to the persist child, which waits for

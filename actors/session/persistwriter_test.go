@@ -100,6 +100,8 @@ type gatedPipeliner struct {
 	// after it queued the batch
 	panicAt int
 	calls   int
+	// batches are StartAppendThen's batches, in the order started
+	batches [][]messages.PersistedEvent
 	// open: every gate from openAt on lets its batch land at once
 	open   bool
 	openAt int
@@ -171,6 +173,7 @@ func (g *gatedPipeliner) gateN(t *testing.T, n int) chan error {
 func (g *gatedPipeliner) StartAppendThen(ctx context.Context, sid string, evs []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) {
 	wait := g.StartAppend(ctx, sid, evs, rec)
 	g.mu.Lock()
+	g.batches = append(g.batches, evs)
 	if g.reports == nil {
 		g.reports = make(chan func(), 64)
 		go func() {
