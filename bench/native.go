@@ -147,6 +147,9 @@ type nativeLevel struct {
 	bareSum                          time.Duration
 	bareSpan                         time.Duration
 	bareTurns                        int
+	// the process's CPU (getrusage: the runtime, modelmock, the bench's
+	// goroutines) over the turns, and over the bare baseline's calls
+	cpu, bareCPU time.Duration
 }
 
 func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
@@ -156,9 +159,13 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 	var levels []nativeLevel
 	var opErrs, kinds failures
 	totalCalls, wantCalls := int64(0), int64(0)
-	for _, c := range o.Concurrency {
+	for i, c := range o.Concurrency {
 		p.printf("%d sessions at once", c)
-		lv, calls, err := nativeRung(ctx, o, filepath.Join(dir, fmt.Sprintf("c%d", c)), c, &opErrs, &kinds, res)
+		var profile io.Writer
+		if i == len(o.Concurrency)-1 {
+			profile = o.TurnsProfile
+		}
+		lv, calls, err := nativeRung(ctx, o, filepath.Join(dir, fmt.Sprintf("c%d", c)), c, profile, &opErrs, &kinds, res)
 		if err != nil {
 			return nil, err
 		}
@@ -179,6 +186,8 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 		res.row(pre+"runtime's share of a turn", share, UnitPercent)
 		res.vs(pre+"runtime per turn (turn - model server)", ms((lv.turnSum-lv.modelBusy)/time.Duration(max(lv.turns, 1))), UnitMs,
 			"bare client per turn (calls - model server)", ms(lv.bareSum/time.Duration(max(lv.bareTurns, 1))))
+		res.vs(pre+"process CPU per turn (runtime + model server)", ms(lv.cpu/time.Duration(max(lv.turns, 1))), UnitMs,
+			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
 		res.row(pre+"turn, part 1: the op to the backend's StartTurn (mean)", ms(lv.toBackend.mean), UnitMs)
 		res.row(pre+"turn, part 2: the backend's turn, model server included (mean)", ms(lv.backendTurn.mean), UnitMs)
 		res.row(pre+"turn, part 3: turn_end to read-turn's answer, the result made durable (mean)", ms(lv.toAnswer.mean), UnitMs)
@@ -191,14 +200,16 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("store writes happen on each session's persist actor alongside the agent loop; a turn's result is delivered once its events are durable, so they are part of the runtime's share")
 	res.note("a turn runs from the op that starts it (start or guide) to read-turn returning its result: the agent loop, tool execution, events persisted, the result made durable")
 	res.note("a turn's three parts are timed where the runtime meets the backend: its StartTurn and its turn_end event; part 3 is what a turn waits for the store once the backend is done (its last batch's group commit, and an earlier batch still in flight)")
+	res.note("process CPU per turn: this process's user and system CPU (getrusage, every thread) over a rung's turns, from the first op to the last stop, per turn; the baseline's over its replay. Both hold modelmock's CPU (the same calls on both sides): the difference is the runtime's CPU against the bare client's")
 	res.note("the model server's time is from each model call's arrival to the end of its streamed answer (modelmock's request log); the runtime's share is what is left of the turns")
 	res.note("the baseline replays the very request bodies the sessions sent (the conversation so far, the tools) with a plain HTTP client reading each streamed answer to its end, %d calls per turn, from as many goroutines as sessions; its 'per turn' is the client side of those calls", nativeModelCalls)
 	return res, nil
 }
 
 // nativeRung runs c native sessions of o.NativeTurns turns at once, then
-// the bare baseline at the same concurrency.
-func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds *failures, res *Result) (nativeLevel, int64, error) {
+// the bare baseline at the same concurrency. profile, when set, receives
+// a CPU profile of the sessions' turns (not of the baseline).
+func nativeRung(ctx context.Context, o Options, dir string, c int, profile io.Writer, opErrs, kinds *failures, res *Result) (nativeLevel, int64, error) {
 	lv := nativeLevel{c: c}
 	clock := &modelClock{record: true}
 	mock, err := modelmock.Start(nil, nativeScenario(), modelmock.WithRequestHook(clock.hook))
@@ -215,7 +226,11 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds
 	var turnLat, toBackend, backendTurn, toAnswer latencies
 	sids := make([]string, c)
 	var wg sync.WaitGroup
-	t0 := time.Now()
+	stopProfile, profileErr := startTurnsProfile(profile)
+	if profileErr != nil {
+		res.note("turns profile not taken: %v", profileErr)
+	}
+	t0, cpu0 := time.Now(), processCPU()
 	for i := range c {
 		wg.Add(1)
 		go func() {
@@ -264,7 +279,8 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds
 		}()
 	}
 	wg.Wait()
-	lv.elapsed = time.Since(t0)
+	lv.elapsed, lv.cpu = time.Since(t0), processCPU()-cpu0
+	stopProfile()
 	lv.turnLat = turnLat.summary()
 	lv.toBackend, lv.backendTurn, lv.toAnswer = toBackend.summary(), backendTurn.summary(), toAnswer.summary()
 	lv.turns = lv.turnLat.n
@@ -297,11 +313,12 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, opErrs, kinds
 
 	// the bare baseline: the same calls from a plain client
 	bodies := clock.stopRecording()
-	busyBefore := clock.busy.Load()
+	busyBefore, bareCPU0 := clock.busy.Load(), processCPU()
 	bare, err := bareModelTurns(ctx, mock.URL(), c, bodies)
 	if err != nil {
 		return lv, calls, err
 	}
+	lv.bareCPU = processCPU() - bareCPU0
 	lv.bare, lv.bareSpan = bare.turns.summary(), bare.span
 	lv.bareTurns = lv.bare.n
 	lv.bareSum = time.Duration(lv.bare.n)*lv.bare.mean - time.Duration(clock.busy.Load()-busyBefore)

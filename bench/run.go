@@ -123,7 +123,10 @@ type Options struct {
 
 	// TurnsProfile, when set, receives a CPU profile of the sessions
 	// suite's turns phase alone (every session live, until the last stop),
-	// so a before/after profile holds no setup, start or read-back.
+	// so a before/after profile holds no setup, start or read-back; in
+	// the native suite, of its last rung's turns (no bare baseline, no
+	// read-back). A writer takes one profile: the first suite run that
+	// takes it (pprof writes one profile per start and stop).
 	TurnsProfile io.Writer
 
 	// Progress receives a line per phase (nil: none).

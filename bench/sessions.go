@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -503,16 +502,10 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	// also holds the starts, each a durable record create)
 	eventsAtRelease, appendsAtRelease := brt.store.events.Load(), brt.store.appends.Load()
 	tRelease, cpuAtRelease := time.Now(), processCPU()
-	var profileErr error
-	if o.TurnsProfile != nil {
-		profileErr = pprof.StartCPUProfile(o.TurnsProfile)
-	}
-	profiling := o.TurnsProfile != nil && profileErr == nil
+	stopProfile, profileErr := startTurnsProfile(o.TurnsProfile)
 	close(d.bar.release)
 	wg.Wait()
-	if profiling {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	elapsed := time.Since(t0)
 	loadElapsed, loadCPU := time.Since(tRelease), processCPU()-cpuAtRelease
 	peakThreads := threads.end()

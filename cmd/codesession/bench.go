@@ -25,7 +25,8 @@ type benchCmd struct {
 	// (what the runtime's own goroutines spend beside the CLIs it drives).
 	cpuProfile string
 	// turnsProfile, when set, is where a CPU profile of the sessions
-	// suite's turns phase alone goes (no setup, starts or read-back)
+	// suite's turns phase alone goes (no setup, starts or read-back), or of
+	// the native suite's last rung's turns
 	turnsProfile string
 	// tune, when set (tests), adjusts the options after the flags.
 	tune func(*bench.Options)
@@ -56,7 +57,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&f.json, "json", false, "print the report as one JSON object")
 	fs.StringVar(&f.home, "home", "", "where the suites make their scratch stores and repositories (default: the system's temporary directory)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
-	fs.StringVar(&f.turnsProfile, "turns-profile", "", "sessions: write a CPU profile of the turns phase alone to this file (not with --cpuprofile)")
+	fs.StringVar(&f.turnsProfile, "turns-profile", "", "sessions: write a CPU profile of the turns phase alone to this file; native: of the last rung's turns (not with --cpuprofile)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the scratch directories")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	return fs
@@ -149,10 +150,10 @@ func (c *benchCmd) exec(ctx context.Context, s *streams) error {
 	}
 	rep := bench.NewReport(started, results)
 	if c.turnsProfile != "" {
-		// the sessions suite takes it; say so when nothing was written
+		// the sessions or native suite takes it; say so when nothing was written
 		// rather than leave an empty file to puzzle pprof
 		if fi, err := os.Stat(c.turnsProfile); err == nil && fi.Size() == 0 {
-			defer fmt.Fprintf(s.stderr, "turns profile: nothing written to %s (it needs the sessions suite, and no other CPU profile running)\n", c.turnsProfile)
+			defer fmt.Fprintf(s.stderr, "turns profile: nothing written to %s (it needs the sessions or native suite, and no other CPU profile running)\n", c.turnsProfile)
 		}
 	}
 	var err error

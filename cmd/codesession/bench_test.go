@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +78,34 @@ func TestBenchTurnsProfile(t *testing.T) {
 	r = runCLI(t, invocation{}, "bench", "sessions", "--turns-profile", path, "--cpuprofile", path+".2")
 	assert.Equal(t, exitUsage, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "one CPU profile at a time")
+
+	// the native suite profiles its last rung's turns; with the sessions
+	// suite before it the file holds the sessions' one profile (a second
+	// profile appended to it would be unreadable)
+	native := filepath.Join(t.TempDir(), "native.prof")
+	r = runCLI(t, invocation{}, "bench", "native", "--concurrency", "1,2", "--turns", "2", "--quiet", "--home", t.TempDir(), "--turns-profile", native)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b, err = os.ReadFile(native)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzipped profile")
+	assert.NotContains(t, r.stderr, "nothing written")
+
+	both := filepath.Join(t.TempDir(), "both.prof")
+	r = runCLI(t, invocation{}, "bench", "sessions", "native", "--sessions", "4", "--turns", "2", "--concurrency", "1", "--quiet", "--home", t.TempDir(), "--turns-profile", both)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "turns profile not taken: an earlier suite of this run took it")
+	b, err = os.ReadFile(both)
+	require.NoError(t, err)
+	// one gzip member, the whole file (bytes.Reader is read byte-wise, so
+	// nothing past the member is buffered away)
+	br := bytes.NewReader(b)
+	zr, err := gzip.NewReader(br)
+	require.NoError(t, err)
+	zr.Multistream(false)
+	_, err = io.Copy(io.Discard, zr)
+	require.NoError(t, err)
+	assert.Zero(t, br.Len(), "bytes after the first profile: a second profile appended")
 }
 
 func TestBenchUsage(t *testing.T) {

@@ -1,0 +1,36 @@
+package bench
+
+import (
+	"errors"
+	"io"
+	"runtime/pprof"
+	"sync"
+)
+
+// profiled holds the turns-profile writers that already took a profile:
+// a second start on the same writer would append another profile to it,
+// and pprof reads such a file as corrupt.
+var profiled = struct {
+	mu sync.Mutex
+	w  map[io.Writer]bool
+}{w: map[io.Writer]bool{}}
+
+// startTurnsProfile starts a CPU profile into w (nil: none) unless w
+// already took one or another profile is running (then the error says
+// why), and returns what stops it (a no-op when none was started).
+func startTurnsProfile(w io.Writer) (stop func(), err error) {
+	none := func() {}
+	if w == nil {
+		return none, nil
+	}
+	profiled.mu.Lock()
+	defer profiled.mu.Unlock()
+	if profiled.w[w] {
+		return none, errors.New("an earlier suite of this run took it")
+	}
+	if err := pprof.StartCPUProfile(w); err != nil {
+		return none, err
+	}
+	profiled.w[w] = true
+	return pprof.StopCPUProfile, nil
+}
