@@ -302,6 +302,17 @@ func TestNative(t *testing.T) {
 			}
 			assert.True(t, found, "c=%d: no row for the turn's %s", c, part)
 		}
+		// and the process's CPU per turn, beside the replay's
+		found := false
+		for _, r := range res.Rows {
+			if r.Figure == fmt.Sprintf("c=%d: process CPU per turn (runtime + model server)", c) {
+				found = true
+				assert.Positive(t, r.Value, r.Figure)
+				require.NotNil(t, r.Baseline, r.Figure)
+				assert.Positive(t, r.Baseline.Value, r.Figure)
+			}
+		}
+		assert.True(t, found, "c=%d: no row of process CPU per turn", c)
 	}
 }
 
