@@ -125,6 +125,10 @@ type Options struct {
 	// suite's turns phase alone (every session live, until the last stop),
 	// so a before/after profile holds no setup, start or read-back.
 	TurnsProfile io.Writer
+	// TurnsTrace, when set, receives a Go execution trace of the same
+	// turns phase (go tool trace reads it): where the goroutines block and
+	// for how long, which a CPU profile cannot say.
+	TurnsTrace io.Writer
 
 	// Progress receives a line per phase (nil: none).
 	Progress io.Writer
