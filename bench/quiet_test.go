@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -47,4 +49,16 @@ func TestWaitChildrenQuietStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	assert.False(t, waitChildrenQuiet(ctx, quietFor, time.Hour))
+}
+
+// TestRunQueueWaitReadsSchedstat: on Linux the sessions suite's "cores
+// wanted but not given" has its source: the threads' schedstat parses.
+func TestRunQueueWaitReadsSchedstat(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("schedstat is Linux's")
+	}
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/schedstat"); err != nil {
+		t.Skipf("the kernel keeps no schedstat: %v", err)
+	}
+	require.GreaterOrEqual(t, runQueueWait(), time.Duration(0), "schedstat read and parsed")
 }

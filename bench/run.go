@@ -128,6 +128,10 @@ type Options struct {
 	// read-back). A writer takes one profile: the first suite run that
 	// takes it (pprof writes one profile per start and stop).
 	TurnsProfile io.Writer
+	// TurnsTrace, when set, receives a Go execution trace of the same
+	// turns phase (go tool trace reads it): where the goroutines block and
+	// for how long, which a CPU profile cannot say.
+	TurnsTrace io.Writer
 
 	// Progress receives a line per phase (nil: none).
 	Progress io.Writer

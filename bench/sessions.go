@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -501,13 +502,21 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	// persisted from the release on are the load phase's (the whole run
 	// also holds the starts, each a durable record create)
 	eventsAtRelease, appendsAtRelease := brt.store.events.Load(), brt.store.appends.Load()
-	tRelease, cpuAtRelease := time.Now(), processCPU()
+	tRelease, cpuAtRelease, waitAtRelease := time.Now(), processCPU(), runQueueWait()
 	stopProfile, profileErr := startTurnsProfile(o.TurnsProfile)
+	var traceErr error
+	if o.TurnsTrace != nil {
+		traceErr = trace.Start(o.TurnsTrace)
+	}
+	tracing := o.TurnsTrace != nil && traceErr == nil
 	close(d.bar.release)
 	wg.Wait()
+	if tracing {
+		trace.Stop()
+	}
 	stopProfile()
 	elapsed := time.Since(t0)
-	loadElapsed, loadCPU := time.Since(tRelease), processCPU()-cpuAtRelease
+	loadElapsed, loadCPU, waitAtStop := time.Since(tRelease), processCPU()-cpuAtRelease, runQueueWait()
 	peakThreads := threads.end()
 	p.printf("all sessions stopped after %.1fs", elapsed.Seconds())
 	appends, events, metas := brt.store.appends.Load(), brt.store.events.Load(), brt.store.metas.Load()
@@ -587,6 +596,9 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	loadEvents := events - eventsAtRelease
 	res.vs("CPU per event persisted, turns phase", perEvent(loadCPU, loadEvents), UnitMs, "plain-file appends, same batching", perEvent(rawCPU, int64(rawTotal)))
 	res.row("cores busy, turns phase (process CPU / wall)", loadCPU.Seconds()/loadElapsed.Seconds(), UnitCount)
+	if waitAtRelease >= 0 && waitAtStop >= waitAtRelease {
+		res.row("cores wanted but not given, turns phase (run-queue wait / wall)", (waitAtStop-waitAtRelease).Seconds()/loadElapsed.Seconds(), UnitCount)
+	}
 	res.row("events per append (group commit)", float64(events)/math.Max(float64(appends), 1), UnitCount)
 	res.row("record changes (store PutMeta/Create)", rate(int(metas), elapsed), UnitPerSec)
 	if walCommits > 0 {
@@ -610,9 +622,12 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("latencies are under full load: %d drivers issue their ops at once, so queueing behind the other sessions is part of every figure; read-turn includes the turn itself (up to its result being durable)", n)
 	res.note("the memory figures are taken with every session live and waiting on its first clarification, after a GC; both sides include one parked driver goroutine per session")
 	res.note("events persisted: %d events in %d appends over %.1fs (the whole run); %s read back", events, appends, elapsed.Seconds(), FormatValue(float64(stats.bytes), UnitBytes))
-	res.note("CPU per event: this process's user and system CPU (getrusage, every thread: the drivers, the sessions, the script backend, the store) over the turns phase, per event persisted in it; the baseline's is the process's CPU through the plain-file appends, per event. Cores busy below %d says the process waited (for CPU it was not given on a loaded machine, or for the disk), not that it ran out of work", runtime.NumCPU())
+	res.note("CPU per event: this process's user and system CPU (getrusage, every thread: the drivers, the sessions, the script backend, the store) over the turns phase, per event persisted in it; the baseline's is the process's CPU through the plain-file appends, per event. Cores busy below %d says the process waited (for CPU it was not given on a loaded machine, or for the disk), not that it ran out of work; cores wanted but not given is the first kind (its threads' time runnable on a run queue, /proc schedstat), so busy plus wanted well below %[1]d is the process waiting on itself or the disk", runtime.NumCPU())
 	if profileErr != nil {
 		res.note("turns profile not taken: %v", profileErr)
+	}
+	if traceErr != nil {
+		res.note("turns trace not taken: %v", traceErr)
 	}
 	res.note("events persisted, turns phase: %d events in %d appends over %.1fs, from every session live (the barrier's release) to the last stop", events-eventsAtRelease, appends-appendsAtRelease, loadElapsed.Seconds())
 	return res, nil

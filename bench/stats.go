@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -200,6 +201,42 @@ func openFileLimit() int {
 		return 0
 	}
 	return int(r.Cur)
+}
+
+// runQueueWait is how long this process's threads have waited, runnable,
+// for a CPU (the second field of each /proc/self/task/*/schedstat), or -1
+// where the kernel does not say. Threads that exited take their share with
+// them, so a difference of two readings is a floor; the Go runtime rarely
+// ends its threads. With process CPU over the same wall time it tells a
+// process that idled (waiting on the disk or on itself) from one that was
+// runnable but not given the CPU (another process had it).
+func runQueueWait() time.Duration {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return -1
+	}
+	var total time.Duration
+	seen := false
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		total += time.Duration(ns)
+		seen = true
+	}
+	if !seen {
+		return -1
+	}
+	return total
 }
 
 func processCPU() time.Duration {

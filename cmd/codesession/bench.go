@@ -28,6 +28,9 @@ type benchCmd struct {
 	// suite's turns phase alone goes (no setup, starts or read-back), or of
 	// the native suite's last rung's turns
 	turnsProfile string
+	// turnsTrace, when set, is where an execution trace of the same
+	// turns phase goes (what the goroutines wait on, and how long)
+	turnsTrace string
 	// tune, when set (tests), adjusts the options after the flags.
 	tune func(*bench.Options)
 }
@@ -39,7 +42,7 @@ type benchFlags struct {
 	concurrency                                []int
 	curve                                      []int
 	json, keep, quiet, inProcess               bool
-	home, cpuProfile, turnsProfile             string
+	home, cpuProfile, turnsProfile, turnsTrace string
 }
 
 func (f *benchFlags) flagSet() *pflag.FlagSet {
@@ -58,6 +61,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.home, "home", "", "where the suites make their scratch stores and repositories (default: the system's temporary directory)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	fs.StringVar(&f.turnsProfile, "turns-profile", "", "sessions: write a CPU profile of the turns phase alone to this file; native: of the last rung's turns (not with --cpuprofile)")
+	fs.StringVar(&f.turnsTrace, "turns-trace", "", "sessions: write a Go execution trace of the turns phase to this file (go tool trace reads it: what the goroutines wait on)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the scratch directories")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	return fs
@@ -79,7 +83,7 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	c := &benchCmd{json: f.json, suites: fs.Args(), cpuProfile: f.cpuProfile, turnsProfile: f.turnsProfile}
+	c := &benchCmd{json: f.json, suites: fs.Args(), cpuProfile: f.cpuProfile, turnsProfile: f.turnsProfile, turnsTrace: f.turnsTrace}
 	if c.cpuProfile != "" && c.turnsProfile != "" {
 		return nil, &usageError{cmd: "bench", err: errors.New("--cpuprofile and --turns-profile cannot both be set: the runtime takes one CPU profile at a time")}
 	}
@@ -138,6 +142,14 @@ func (c *benchCmd) exec(ctx context.Context, s *streams) error {
 		}
 		defer f.Close()
 		o.TurnsProfile = f
+	}
+	if c.turnsTrace != "" {
+		f, err := os.Create(c.turnsTrace)
+		if err != nil {
+			return fmt.Errorf("turns trace: %w", err)
+		}
+		defer f.Close()
+		o.TurnsTrace = f
 	}
 	started := time.Now()
 	var results []*bench.Result

@@ -108,6 +108,27 @@ func TestBenchTurnsProfile(t *testing.T) {
 	assert.Zero(t, br.Len(), "bytes after the first profile: a second profile appended")
 }
 
+// TestBenchTurnsTrace: --turns-trace leaves an execution trace of the
+// sessions suite's turns phase (go tool trace's format, which starts "go
+// 1."), beside a turns profile; a path it cannot create is an error before
+// any suite runs.
+func TestBenchTurnsTrace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "turns.trace")
+	r := runCLI(t, invocation{}, "bench", "sessions", "--sessions", "6", "--turns", "2", "--quiet", "--home", t.TempDir(), "--turns-trace", path, "--turns-profile", filepath.Join(dir, "turns.prof"))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 16)
+	assert.True(t, bytes.HasPrefix(b, []byte("go 1.")), "a Go execution trace, got %q", b[:16])
+	assert.NotContains(t, r.stdout, "turns trace not taken")
+
+	r = runCLI(t, invocation{}, "bench", "sessions", "--sessions", "6", "--quiet", "--home", t.TempDir(), "--turns-trace", filepath.Join(dir, "no", "such", "turns.trace"))
+	assert.NotEqual(t, exitOK, r.code)
+	assert.Contains(t, r.stderr, "turns trace")
+	assert.NotContains(t, r.stdout, "== sessions", "no suite ran")
+}
+
 func TestBenchUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{

@@ -57,8 +57,7 @@ func (st *Store) cutCheckpoint() (atCut func(), bg func() error, finish func(err
 	atCut = func() {
 		// on the applier, between the groups before the cut and after
 		st.mu.Lock()
-		dirty = st.dirty
-		st.dirty = map[*session]struct{}{}
+		dirty = st.takeDirty()
 		st.mu.Unlock()
 		bases = make(map[*session]int64, len(dirty))
 		var carriedBy []*session

@@ -38,7 +38,10 @@
 // as a torn frame does; they are not reported as one.
 //
 // meta.json is a checkpoint of the record, written when the liveness of
-// an existing record changes (release, resume) and at checkpoints, never
+// an existing record changes (release, resume: after the change is
+// answered, by a goroutine of its own, so no answer waits for the file's
+// creation; until it is written the record is carried as a dirty one is)
+// and at checkpoints, never
 // at create nor once per status change: status changes are WAL frames and GetMeta reads the latest
 // committed record from memory. A checkpoint (when the WAL passes
 // WithCheckpointBytes, at Open and at Close) makes the session files

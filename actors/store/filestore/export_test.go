@@ -26,6 +26,13 @@ func WithLogWriteFault(fn func() (err error, landed bool)) Option {
 	return func(s *Store) { s.logFault = fn }
 }
 
+// WithMetaWriteFault consults fn before each meta.json the store writes
+// at a liveness change (release, resume): a non-nil error fails the write,
+// which is made anyway when landed is set; fn may also panic or block.
+func WithMetaWriteFault(fn func() (err error, landed bool)) Option {
+	return func(s *Store) { s.metaFault = fn }
+}
+
 // HeldBytes reports how many bytes of committed lines the sessions hold
 // back from their events.jsonl.
 func (st *Store) HeldBytes() int64 { return st.held.Load() }

@@ -92,7 +92,10 @@ type Store struct {
 	// logFault, tests only: consulted before each write to an
 	// events.jsonl; landed says the write is made anyway (a write that
 	// lands but reports an error)
-	logFault        func() (err error, landed bool)
+	logFault func() (err error, landed bool)
+	// metaFault, tests only: consulted before each meta.json the meta
+	// writer writes (metawriter.go), as logFault; it may panic
+	metaFault       func() (err error, landed bool)
 	syncFault       func(syncPoint) error // tests only: fail fsyncs
 	noSyncFS        bool                  // tests only: checkpoint file by file
 	checkpointBytes int64
@@ -121,13 +124,22 @@ type Store struct {
 
 	closeMu sync.Mutex // serializes Close
 
+	// metas writes meta.json at liveness changes off the applier
+	// (metawriter.go); metaFileMu keeps its writes and the checkpoints
+	// that decide from metaDirty after their sync (checkpoint) apart.
+	metas      *metaWriter
+	metaFileMu sync.Mutex
+
 	mu       sync.Mutex // guards the fields below; never held across I/O
 	closed   bool
 	inflight sync.WaitGroup // writes in progress (they need the WAL)
 	sessions map[string]*session
 	dirty    map[*session]struct{} // touched since the last checkpoint
-	lru      *list.List            // of *handle, most recently used first
-	open     int                   // append handles open, including evicted ones still in use
+	// dirtyGen counts the dirty sets taken (written under mu): a session
+	// whose dirtyIn is dirtyGen+1 is in the current one
+	dirtyGen atomic.Uint64
+	lru      *list.List // of *handle, most recently used first
+	open     int        // append handles open, including evicted ones still in use
 	repairs  []store.Repair
 }
 
@@ -173,6 +185,9 @@ type session struct {
 	rec          *messages.SessionRecord // the latest committed record
 	recJSON      []byte                  // its encoding, as meta.json holds it
 	metaDirty    bool                    // rec is newer than meta.json
+	recGen       uint64                  // counts the records applied: a meta.json write is of one of them
+	metaQueued   bool                    // queued on the meta.json writer (metaWriter)
+	dirtyIn      uint64                  // Store.dirtyGen+1 of the dirty set it was last added to (markDirty)
 	metaUnsynced bool                    // meta.json written since the last checkpoint
 	logUnsynced  bool                    // events.jsonl written since the last checkpoint
 
@@ -258,6 +273,8 @@ func Open(home string, opts ...Option) (*Store, error) {
 			w.spare, w.spareZeroed = f, w.spareSize(0)
 		}
 	}
+	st.metas = newMetaWriter()
+	go st.runMetaWriter(st.metas)
 	w.start()
 	return st, nil
 }
@@ -430,9 +447,12 @@ func (st *Store) replayEvents(s *session, bodies [][]byte) (int, error) {
 // writeback error), and a second fsync of the same file then succeeds
 // without them. Only the WAL still holds those lines, until it is emptied.
 func (st *Store) checkpoint() error {
+	// it reads metaDirty after its sync to choose the records it carries
+	// forward: no meta.json write may clear it in between
+	st.metaFileMu.Lock()
+	defer st.metaFileMu.Unlock()
 	st.mu.Lock()
-	dirty := st.dirty
-	st.dirty = map[*session]struct{}{}
+	dirty := st.takeDirty()
 	st.mu.Unlock()
 	var err error
 	if st.resync {
@@ -689,9 +709,29 @@ func (st *Store) enter(op string) error {
 func (st *Store) leave() { st.inflight.Done() }
 
 func (st *Store) markDirty(s *session) {
+	// (s.mu held) already in the current dirty set: nothing to take the
+	// store-wide lock for. The applier marks a session at every commit,
+	// and waiting for st.mu behind ten thousand sessions' appends, then
+	// for a P once it was free, was most of the applier's time runnable
+	// (an execution trace of bench sessions). A session found in the
+	// current set here may be taken by a checkpoint right after: its
+	// write came first, so that checkpoint covers it.
+	if s.dirtyIn == st.dirtyGen.Load()+1 {
+		return
+	}
 	st.mu.Lock()
 	st.dirty[s] = struct{}{}
+	s.dirtyIn = st.dirtyGen.Load() + 1
 	st.mu.Unlock()
+}
+
+// takeDirty hands over the dirty set and starts a new one (st.mu held);
+// the generation moves on, so markDirty adds each session to the new one.
+func (st *Store) takeDirty() map[*session]struct{} {
+	dirty := st.dirty
+	st.dirty = map[*session]struct{}{}
+	st.dirtyGen.Add(1)
+	return dirty
 }
 
 // commitFrame puts one sealed frame through the WAL and waits: apply runs once it is
@@ -803,8 +843,9 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 	return st.commitFrame(op, s.id, frame, func() { st.applyRecord(s, rec, data, true) })
 }
 
-// applyRecord caches a committed record and writes meta.json when its
-// liveness changes on an existing record (release, resume); other changes,
+// applyRecord caches a committed record and has meta.json written (by the
+// meta writer, off this goroutine: metawriter.go) when its liveness
+// changes on an existing record (release, resume); other changes,
 // a create included, wait for the next checkpoint. The record is durable
 // in the WAL either way: GetMeta and List read it from memory, a crash
 // replays it into meta.json, and the checkpoints mid-load carry it forward
@@ -818,15 +859,13 @@ func (st *Store) applyRecord(s *session, rec messages.SessionRecord, data []byte
 	prev := s.rec
 	r := rec.Clone()
 	s.rec, s.recJSON = &r, data
-	if !create && (prev == nil || prev.Status.Live() != rec.Status.Live()) {
-		if err := st.writeMetaFile(s, data, false); err != nil {
-			st.log.Warn("store: cannot write meta.json (the record is safe in the write-ahead log)", "session", s.id, "err", err)
-			s.metaDirty = true
-		} else {
-			s.metaDirty, s.metaUnsynced = false, true
-		}
-	} else {
-		s.metaDirty = true
+	s.recGen++
+	s.metaDirty = true
+	if !create && (prev == nil || prev.Status.Live() != rec.Status.Live()) && !s.metaQueued {
+		// written by the meta.json writer, not here: every answer
+		// queued behind this one waits for the applier
+		s.metaQueued = true
+		st.metas.add(s)
 	}
 	st.markDirty(s)
 }
@@ -1471,6 +1510,9 @@ func (st *Store) Close() error {
 	st.mu.Unlock()
 	st.inflight.Wait()
 	st.wal.stop()
+	// after the applier, which queues its writes; what it leaves queued
+	// is still metaDirty, and the checkpoint below writes it
+	st.metas.stop()
 	var errs []error
 	if err := st.checkpoint(); err != nil {
 		errs = append(errs, err)
