@@ -74,3 +74,40 @@ func TestSSEStreamIsCloseDelimitedOnHTTP11(t *testing.T) {
 		t.Fatal("the stream did not end after its reconnect event")
 	}
 }
+
+// TestSSEStreamOfAClientThatLeftEnds: a stream whose client closes its
+// connection ends, and its subscription with it, while nothing is sent to
+// it (the heartbeat is an hour away, no session runs). On HTTP/1.1 the
+// stream takes its connection over from net/http, which then no longer
+// watches it: without the stream's own read of the connection this stream
+// would live until its next write.
+func TestSSEStreamOfAClientThatLeftEnds(t *testing.T) {
+	f := newFixture(t, func(o *DaemonOptions) { o.Server.Heartbeat = time.Hour })
+	subs := func() int {
+		f.d.bridge.mu.Lock()
+		defer f.d.bridge.mu.Unlock()
+		return len(f.d.bridge.subs)
+	}
+	u, err := url.Parse(f.srv.URL)
+	require.NoError(t, err)
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = io.WriteString(conn, "GET /api/events?topics="+TopicEvent+" HTTP/1.1\r\nHost: "+u.Host+
+		"\r\nAuthorization: Bearer "+f.token+"\r\nAccept: text/event-stream\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		if line == "retry: 1000\n" {
+			break // live: the subscription is registered before this line
+		}
+	}
+	require.Equal(t, 1, subs())
+	require.NoError(t, conn.Close())
+	// the bound only stops a hang
+	require.Eventually(t, func() bool { return subs() == 0 }, 20*time.Second, 10*time.Millisecond,
+		"the stream of a client that closed its connection is still subscribed")
+}
