@@ -174,7 +174,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	// HTTP/2 drops the header and frames the stream itself.
 	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
-	st := &stream{s: s, w: w, rc: http.NewResponseController(w), topics: topics, last: map[string]uint64{}}
+	st := &stream{s: s, w: w, rc: http.NewResponseController(w), topics: topics, cur: map[string]*sessCursor{}}
 	if err := st.raw("retry: 1000\n\n"); err != nil {
 		return nil
 	}
@@ -205,9 +205,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 					_ = st.reconnect(sub.reason)
 					return nil
 				}
+				c := st.cursor(it.sid)
 				// the all-sessions feed skips another scope's sessions
-				if sid != "" || s.feedVisible(ctx, scope, seen, it.sid) {
-					if err := st.live(ctx, it); err != nil {
+				if sid != "" || st.visible(ctx, c, scope, seen, it.sid) {
+					if err := st.live(ctx, it, c); err != nil {
 						st.abandon(ctx, err)
 						return nil
 					}
@@ -255,7 +256,7 @@ type stream struct {
 	w      io.Writer
 	rc     *http.ResponseController
 	topics topicSet
-	last   map[string]uint64 // per session: the last event seq sent
+	cur    map[string]*sessCursor // per session
 	// lastSid and lastSeq are the id of the last event sent (lastSid ""
 	// before one): the reconnect event's lastEventId, built only then, not
 	// once per event sent
@@ -269,6 +270,49 @@ type stream struct {
 	// (takeOver); then write appends to buf and flush writes buf to conn
 	conn net.Conn
 	buf  []byte
+}
+
+// sessCursor is a stream's state for one session: one map lookup per queued
+// item finds all of it (the cursor's read and its move, and the
+// all-sessions feed's visibility, were three).
+type sessCursor struct {
+	last  uint64 // the last event seq sent, when known
+	known bool
+	// vis is whether the all-sessions feed shows the session: 0 not
+	// known yet, 1 shown, -1 not
+	vis int8
+}
+
+// cursor returns sid's cursor, made unknown on first use.
+func (st *stream) cursor(sid string) *sessCursor {
+	c := st.cur[sid]
+	if c == nil {
+		c = &sessCursor{}
+		st.cur[sid] = c
+	}
+	return c
+}
+
+// setLast moves sid's cursor to seq.
+func (st *stream) setLast(sid string, seq uint64) {
+	c := st.cursor(sid)
+	c.last, c.known = seq, true
+}
+
+// visible is feedVisible, its answer kept in c once the server has one
+// (seen keeps it too, and an answer it does not keep is asked again).
+func (st *stream) visible(ctx context.Context, c *sessCursor, scope string, seen map[string]bool, sid string) bool {
+	if c.vis != 0 {
+		return c.vis > 0
+	}
+	v := st.s.feedVisible(ctx, scope, seen, sid)
+	if _, kept := seen[sid]; kept {
+		c.vis = -1
+		if v {
+			c.vis = 1
+		}
+	}
+	return v
 }
 
 // maxKeptBuf is the largest write buffer a taken-over stream keeps
@@ -347,18 +391,18 @@ func (st *stream) prime(ctx context.Context, sid string, sub *subscription, curs
 		return nil
 	}
 	if st.topics.event && hasCursor {
-		st.last[sid] = cursor
+		st.setLast(sid, cursor)
 		// every event the bridge had seen (up to snapSeq) was durable when
 		// it saw it: the replay reads them all
 		if err := st.replay(ctx, sid, 0); err != nil {
 			return err
 		}
-		if sub.snapSeq > st.last[sid] && !st.s.bridge.isForeign(sid) {
+		if last := st.cursor(sid).last; sub.snapSeq > last && !st.s.bridge.isForeign(sid) {
 			st.s.log.Warn("live feed: the store does not hold events the runtime handed over as durable; the stream skips them",
-				"session", sid, "from", st.last[sid]+1, "to", sub.snapSeq)
+				"session", sid, "from", last+1, "to", sub.snapSeq)
 		}
 	} else {
-		st.last[sid] = max(sub.snapSeq, durable)
+		st.setLast(sid, max(sub.snapSeq, durable))
 	}
 	if st.topics.changed {
 		rec, err := st.s.store().GetMeta(ctx, sid)
@@ -373,7 +417,7 @@ func (st *stream) prime(ctx context.Context, sid string, sub *subscription, curs
 // replay sends sid's stored events after its cursor (up to upTo when not 0).
 func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 	for {
-		evs, err := st.s.store().ReadEvents(ctx, sid, st.last[sid], replayPage)
+		evs, err := st.s.store().ReadEvents(ctx, sid, st.cursor(sid).last, replayPage)
 		if messages.IsCode(err, messages.CodeNotFound) {
 			return nil // not created yet: nothing durable to send
 		}
@@ -384,7 +428,7 @@ func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 			if upTo > 0 && ev.Seq > upTo {
 				return nil
 			}
-			if err := st.event(sid, &ev, nil); err != nil {
+			if err := st.event(sid, &ev); err != nil {
 				return err
 			}
 		}
@@ -405,9 +449,9 @@ func (st *stream) fill(ctx context.Context, sid string, upTo uint64) error {
 	if err := st.replay(ctx, sid, upTo); err != nil {
 		return err
 	}
-	if st.last[sid] < upTo {
+	if last := st.cursor(sid).last; last < upTo {
 		st.s.log.Warn("live feed: the store does not hold events before one the runtime handed over as durable; the stream skips them",
-			"session", sid, "from", st.last[sid]+1, "to", upTo)
+			"session", sid, "from", last+1, "to", upTo)
 	}
 	return nil
 }
@@ -457,13 +501,12 @@ func LiveStep(last uint64, known bool, from, seq uint64) LiveAction {
 	}
 }
 
-// live sends one queued item, dropping what was already sent and filling
-// what was missed.
-func (st *stream) live(ctx context.Context, it *item) error {
+// live sends one queued item (c is its session's cursor), dropping what
+// was already sent and filling what was missed.
+func (st *stream) live(ctx context.Context, it *item, c *sessCursor) error {
 	switch it.topic {
 	case TopicEvent:
-		last, known := st.last[it.sid]
-		switch LiveStep(last, known, it.from, it.ev.Seq) {
+		switch LiveStep(c.last, c.known, it.from, it.ev.Seq) {
 		case LiveDrop:
 			return nil
 		case LiveFill:
@@ -471,7 +514,12 @@ func (st *stream) live(ctx context.Context, it *item) error {
 				return err
 			}
 		}
-		return st.event(it.sid, &it.ev, &it.frame)
+		if err := st.send(it.sid, &it.ev, &it.frame); err != nil {
+			return err
+		}
+		c.last, c.known = it.ev.Seq, true
+		st.lastSid, st.lastSeq = it.sid, it.ev.Seq
+		return nil
 	case TopicChanged:
 		return st.changed(it.sid, *it.rec, it.seq)
 	case TopicQuestion:
@@ -507,9 +555,19 @@ func encodeEvent(sid string, ev messages.PersistedEvent) ([]byte, error) {
 	return appendWaiting(b, sid, ev), nil
 }
 
-// event writes one event (its shared frame when it has one); the batch's
-// flush sends it.
-func (st *stream) event(sid string, ev *messages.PersistedEvent, f *eventFrame) error {
+// event writes one event and moves the stream's cursors past it; the
+// batch's flush sends it.
+func (st *stream) event(sid string, ev *messages.PersistedEvent) error {
+	if err := st.send(sid, ev, nil); err != nil {
+		return err
+	}
+	st.setLast(sid, ev.Seq)
+	st.lastSid, st.lastSeq = sid, ev.Seq
+	return nil
+}
+
+// send writes one event's frame (its shared one when f is not nil).
+func (st *stream) send(sid string, ev *messages.PersistedEvent, f *eventFrame) error {
 	var b []byte
 	var err error
 	if f != nil {
@@ -520,11 +578,7 @@ func (st *stream) event(sid string, ev *messages.PersistedEvent, f *eventFrame) 
 	if err != nil {
 		return err
 	}
-	if err := st.write(b); err != nil {
-		return err
-	}
-	st.last[sid], st.lastSid, st.lastSeq = ev.Seq, sid, ev.Seq
-	return nil
+	return st.write(b)
 }
 
 // changed sends a record. Its id carries the stream's cursor for the
@@ -534,8 +588,9 @@ func (st *stream) changed(sid string, rec messages.SessionRecord, seq uint64) er
 	if err != nil {
 		return err
 	}
-	cur, known := st.last[sid]
-	if !st.topics.event || !known {
+	c := st.cursor(sid)
+	cur := c.last
+	if !st.topics.event || !c.known {
 		cur = max(cur, seq)
 	}
 	id := EventID(sid, cur)
@@ -543,7 +598,7 @@ func (st *stream) changed(sid string, rec messages.SessionRecord, seq uint64) er
 		return err
 	}
 	if !st.topics.event {
-		st.last[sid] = cur
+		c.last, c.known = cur, true
 	}
 	st.lastSid, st.lastSeq = sid, cur
 	return nil
