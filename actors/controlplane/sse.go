@@ -193,9 +193,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		ctx = cctx
 	}
 	scope, seen := s.scopeOf(r), map[string]bool{}
-	beat, hb := heartbeat(s.o.Heartbeat)
+	// one channel wakes the stream for its heartbeat and for its end: a
+	// select blocks on every channel it names (locks each, queues on
+	// each), once per event for a stream that keeps up
+	wake, hb := heartbeat(s.o.Heartbeat)
 	defer hb.Stop()
-	done := ctx.Done()
+	stop := context.AfterFunc(ctx, func() { hb.ring() })
+	defer stop()
 	for {
 		select {
 		case it, ok := <-sub.ch:
@@ -221,33 +225,45 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if err := st.flush(); err != nil {
 				return nil
 			}
-		case <-beat:
+		case <-wake:
+			if ctx.Err() != nil {
+				return nil // the client went away, or the server is closing
+			}
 			if err := st.raw(": heartbeat\n\n"); err != nil {
 				return nil
 			}
 			hb.Reset(s.o.Heartbeat)
-		case <-done:
-			return nil
 		}
 	}
 }
 
 // heartbeat returns a channel that receives d after it is made, and again
-// d after each Reset of the timer. It is a plain channel fed by a func
-// timer, not a Ticker's channel: since Go 1.23 a select that blocks on a
-// timer channel locks its timer and puts it back in the timer heap if it
-// left it, and each wake-up marks it for removal again (runtime
-// blockTimerChan, unblockTimerChan), for a stream that wakes once per
-// event; a func timer just stays in the heap while the stream sends.
-func heartbeat(d time.Duration) (<-chan struct{}, *time.Timer) {
-	c := make(chan struct{}, 1)
-	t := time.AfterFunc(d, func() {
-		select {
-		case c <- struct{}{}:
-		default: // one beat already waits
-		}
-	})
-	return c, t
+// d after each Reset of the timer, or at once on ring. It is a plain
+// channel fed by a func timer, not a Ticker's channel: since Go 1.23 a
+// select that blocks on a timer channel locks its timer and puts it back
+// in the timer heap if it left it, and each wake-up marks it for removal
+// again (runtime blockTimerChan, unblockTimerChan), for a stream that
+// wakes once per event; a func timer just stays in the heap while the
+// stream sends.
+func heartbeat(d time.Duration) (<-chan struct{}, *beatTimer) {
+	bt := &beatTimer{c: make(chan struct{}, 1)}
+	bt.Timer = time.AfterFunc(d, bt.ring)
+	return bt.c, bt
+}
+
+// beatTimer is a heartbeat's timer and channel.
+type beatTimer struct {
+	*time.Timer
+	c chan struct{}
+}
+
+// ring wakes the channel's reader; a wake-up already waiting covers it
+// (the reader checks why it woke).
+func (b *beatTimer) ring() {
+	select {
+	case b.c <- struct{}{}:
+	default:
+	}
 }
 
 // stream is one SSE response and its cursors.
