@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -173,7 +174,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	// HTTP/2 drops the header and frames the stream itself.
 	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
-	st := &stream{s: s, w: w, rc: http.NewResponseController(w), topics: topics, last: map[string]uint64{}}
+	st := &stream{s: s, w: w, rc: http.NewResponseController(w), topics: topics, cur: map[string]*sessCursor{}}
 	if err := st.raw("retry: 1000\n\n"); err != nil {
 		return nil
 	}
@@ -187,10 +188,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if s.stallLive != nil {
 		s.stallLive()
 	}
+	if c, cctx, ok := st.takeOver(w, r); ok {
+		defer c.Close()
+		ctx = cctx
+	}
 	scope, seen := s.scopeOf(r), map[string]bool{}
-	beat, hb := heartbeat(s.o.Heartbeat)
+	// one channel wakes the stream for its heartbeat and for its end: a
+	// select blocks on every channel it names (locks each, queues on
+	// each), once per event for a stream that keeps up
+	wake, hb := heartbeat(s.o.Heartbeat)
 	defer hb.Stop()
-	done := ctx.Done()
+	stop := context.AfterFunc(ctx, func() { hb.ring() })
+	defer stop()
 	for {
 		select {
 		case it, ok := <-sub.ch:
@@ -200,9 +209,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 					_ = st.reconnect(sub.reason)
 					return nil
 				}
+				c := st.cursor(it.sid)
 				// the all-sessions feed skips another scope's sessions
-				if sid != "" || s.feedVisible(ctx, scope, seen, it.sid) {
-					if err := st.live(ctx, it); err != nil {
+				if sid != "" || st.visible(ctx, c, scope, seen, it.sid) {
+					if err := st.live(ctx, it, c); err != nil {
 						st.abandon(ctx, err)
 						return nil
 					}
@@ -215,33 +225,45 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if err := st.flush(); err != nil {
 				return nil
 			}
-		case <-beat:
+		case <-wake:
+			if ctx.Err() != nil {
+				return nil // the client went away, or the server is closing
+			}
 			if err := st.raw(": heartbeat\n\n"); err != nil {
 				return nil
 			}
 			hb.Reset(s.o.Heartbeat)
-		case <-done:
-			return nil
 		}
 	}
 }
 
 // heartbeat returns a channel that receives d after it is made, and again
-// d after each Reset of the timer. It is a plain channel fed by a func
-// timer, not a Ticker's channel: since Go 1.23 a select that blocks on a
-// timer channel locks its timer and puts it back in the timer heap if it
-// left it, and each wake-up marks it for removal again (runtime
-// blockTimerChan, unblockTimerChan), for a stream that wakes once per
-// event; a func timer just stays in the heap while the stream sends.
-func heartbeat(d time.Duration) (<-chan struct{}, *time.Timer) {
-	c := make(chan struct{}, 1)
-	t := time.AfterFunc(d, func() {
-		select {
-		case c <- struct{}{}:
-		default: // one beat already waits
-		}
-	})
-	return c, t
+// d after each Reset of the timer, or at once on ring. It is a plain
+// channel fed by a func timer, not a Ticker's channel: since Go 1.23 a
+// select that blocks on a timer channel locks its timer and puts it back
+// in the timer heap if it left it, and each wake-up marks it for removal
+// again (runtime blockTimerChan, unblockTimerChan), for a stream that
+// wakes once per event; a func timer just stays in the heap while the
+// stream sends.
+func heartbeat(d time.Duration) (<-chan struct{}, *beatTimer) {
+	bt := &beatTimer{c: make(chan struct{}, 1)}
+	bt.Timer = time.AfterFunc(d, bt.ring)
+	return bt.c, bt
+}
+
+// beatTimer is a heartbeat's timer and channel.
+type beatTimer struct {
+	*time.Timer
+	c chan struct{}
+}
+
+// ring wakes the channel's reader; a wake-up already waiting covers it
+// (the reader checks why it woke).
+func (b *beatTimer) ring() {
+	select {
+	case b.c <- struct{}{}:
+	default:
+	}
 }
 
 // stream is one SSE response and its cursors.
@@ -250,7 +272,7 @@ type stream struct {
 	w      io.Writer
 	rc     *http.ResponseController
 	topics topicSet
-	last   map[string]uint64 // per session: the last event seq sent
+	cur    map[string]*sessCursor // per session
 	// lastSid and lastSeq are the id of the last event sent (lastSid ""
 	// before one): the reconnect event's lastEventId, built only then, not
 	// once per event sent
@@ -260,6 +282,117 @@ type stream struct {
 	// deadline set last
 	pending  int
 	deadline time.Time
+	// conn is the HTTP/1.1 connection once the stream took it over
+	// (takeOver); then write appends to buf and flush writes buf to conn
+	conn net.Conn
+	buf  []byte
+}
+
+// sessCursor is a stream's state for one session: one map lookup per queued
+// item finds all of it (the cursor's read and its move, and the
+// all-sessions feed's visibility, were three).
+type sessCursor struct {
+	last  uint64 // the last event seq sent, when known
+	known bool
+	// vis is whether the all-sessions feed shows the session: 0 not
+	// known yet, 1 shown, -1 not
+	vis int8
+}
+
+// cursor returns sid's cursor, made unknown on first use.
+func (st *stream) cursor(sid string) *sessCursor {
+	c := st.cur[sid]
+	if c == nil {
+		c = &sessCursor{}
+		st.cur[sid] = c
+	}
+	return c
+}
+
+// setLast moves sid's cursor to seq.
+func (st *stream) setLast(sid string, seq uint64) {
+	c := st.cursor(sid)
+	c.last, c.known = seq, true
+}
+
+// visible is feedVisible, its answer kept in c once the server has one
+// (seen keeps it too, and an answer it does not keep is asked again).
+func (st *stream) visible(ctx context.Context, c *sessCursor, scope string, seen map[string]bool, sid string) bool {
+	if c.vis != 0 {
+		return c.vis > 0
+	}
+	v := st.s.feedVisible(ctx, scope, seen, sid)
+	if _, kept := seen[sid]; kept {
+		c.vis = -1
+		if v {
+			c.vis = 1
+		}
+	}
+	return v
+}
+
+// maxKeptBuf is the largest write buffer a taken-over stream keeps
+// between flushes: a burst's bigger one is left to the collector, not
+// held by each of a thousand idle streams.
+const maxKeptBuf = 32 << 10
+
+// takeOver hijacks an HTTP/1.1 stream's connection once its headers and
+// replay are flushed, so that each batch of live frames is one write of
+// the stream's own buffer to the socket. Through net/http each frame went
+// through the response's and the connection's buffers (two copies and a
+// dozen calls, a mutex among them) and each flush through three layers to
+// reach the same write: about a sixth of the handler's CPU outside the
+// write syscall itself, paid once per subscriber per event. The body was
+// close-delimited already (events sets Transfer-Encoding: identity), so
+// the bytes on the wire are the same.
+//
+// It does nothing (ok false) on HTTP/2, or when a wrapper between the
+// server and this handler does not itself offer Hijack: such a wrapper
+// wants to see the writes. A taken-over connection is no longer watched by
+// net/http, so a goroutine reads it to learn when the client goes away and
+// cancels the returned context; the caller closes the connection.
+func (st *stream) takeOver(w http.ResponseWriter, r *http.Request) (net.Conn, context.Context, bool) {
+	if r.ProtoMajor != 1 {
+		return nil, nil, false
+	}
+	if rec, ok := w.(*statusRecorder); ok {
+		w = rec.ResponseWriter
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return nil, nil, false
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		// a client sends nothing after its request: whatever it sends is
+		// dropped, and the read's end (EOF, a reset, or the stream closing
+		// the connection) is the client gone
+		defer cancel()
+		if n := brw.Reader.Buffered(); n > 0 {
+			_, _ = brw.Reader.Discard(n)
+		}
+		var b [512]byte
+		for {
+			if _, err := c.Read(b[:]); err != nil {
+				return
+			}
+		}
+	}()
+	// Hijack cleared the connection's deadlines: the next write sets one
+	st.conn, st.deadline, st.rc = c, time.Time{}, nil
+	return c, ctx, true
+}
+
+func (st *stream) setWriteDeadline(t time.Time) {
+	if st.conn != nil {
+		_ = st.conn.SetWriteDeadline(t)
+		return
+	}
+	_ = st.rc.SetWriteDeadline(t)
 }
 
 // prime replays before the stream goes live. durable is the session's
@@ -274,18 +407,18 @@ func (st *stream) prime(ctx context.Context, sid string, sub *subscription, curs
 		return nil
 	}
 	if st.topics.event && hasCursor {
-		st.last[sid] = cursor
+		st.setLast(sid, cursor)
 		// every event the bridge had seen (up to snapSeq) was durable when
 		// it saw it: the replay reads them all
 		if err := st.replay(ctx, sid, 0); err != nil {
 			return err
 		}
-		if sub.snapSeq > st.last[sid] && !st.s.bridge.isForeign(sid) {
+		if last := st.cursor(sid).last; sub.snapSeq > last && !st.s.bridge.isForeign(sid) {
 			st.s.log.Warn("live feed: the store does not hold events the runtime handed over as durable; the stream skips them",
-				"session", sid, "from", st.last[sid]+1, "to", sub.snapSeq)
+				"session", sid, "from", last+1, "to", sub.snapSeq)
 		}
 	} else {
-		st.last[sid] = max(sub.snapSeq, durable)
+		st.setLast(sid, max(sub.snapSeq, durable))
 	}
 	if st.topics.changed {
 		rec, err := st.s.store().GetMeta(ctx, sid)
@@ -300,7 +433,7 @@ func (st *stream) prime(ctx context.Context, sid string, sub *subscription, curs
 // replay sends sid's stored events after its cursor (up to upTo when not 0).
 func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 	for {
-		evs, err := st.s.store().ReadEvents(ctx, sid, st.last[sid], replayPage)
+		evs, err := st.s.store().ReadEvents(ctx, sid, st.cursor(sid).last, replayPage)
 		if messages.IsCode(err, messages.CodeNotFound) {
 			return nil // not created yet: nothing durable to send
 		}
@@ -311,7 +444,7 @@ func (st *stream) replay(ctx context.Context, sid string, upTo uint64) error {
 			if upTo > 0 && ev.Seq > upTo {
 				return nil
 			}
-			if err := st.event(sid, &ev, nil); err != nil {
+			if err := st.event(sid, &ev); err != nil {
 				return err
 			}
 		}
@@ -332,9 +465,9 @@ func (st *stream) fill(ctx context.Context, sid string, upTo uint64) error {
 	if err := st.replay(ctx, sid, upTo); err != nil {
 		return err
 	}
-	if st.last[sid] < upTo {
+	if last := st.cursor(sid).last; last < upTo {
 		st.s.log.Warn("live feed: the store does not hold events before one the runtime handed over as durable; the stream skips them",
-			"session", sid, "from", st.last[sid]+1, "to", upTo)
+			"session", sid, "from", last+1, "to", upTo)
 	}
 	return nil
 }
@@ -384,13 +517,12 @@ func LiveStep(last uint64, known bool, from, seq uint64) LiveAction {
 	}
 }
 
-// live sends one queued item, dropping what was already sent and filling
-// what was missed.
-func (st *stream) live(ctx context.Context, it *item) error {
+// live sends one queued item (c is its session's cursor), dropping what
+// was already sent and filling what was missed.
+func (st *stream) live(ctx context.Context, it *item, c *sessCursor) error {
 	switch it.topic {
 	case TopicEvent:
-		last, known := st.last[it.sid]
-		switch LiveStep(last, known, it.from, it.ev.Seq) {
+		switch LiveStep(c.last, c.known, it.from, it.ev.Seq) {
 		case LiveDrop:
 			return nil
 		case LiveFill:
@@ -398,7 +530,12 @@ func (st *stream) live(ctx context.Context, it *item) error {
 				return err
 			}
 		}
-		return st.event(it.sid, &it.ev, &it.frame)
+		if err := st.send(it.sid, &it.ev, &it.frame); err != nil {
+			return err
+		}
+		c.last, c.known = it.ev.Seq, true
+		st.lastSid, st.lastSeq = it.sid, it.ev.Seq
+		return nil
 	case TopicChanged:
 		return st.changed(it.sid, *it.rec, it.seq)
 	case TopicQuestion:
@@ -434,9 +571,19 @@ func encodeEvent(sid string, ev messages.PersistedEvent) ([]byte, error) {
 	return appendWaiting(b, sid, ev), nil
 }
 
-// event writes one event (its shared frame when it has one); the batch's
-// flush sends it.
-func (st *stream) event(sid string, ev *messages.PersistedEvent, f *eventFrame) error {
+// event writes one event and moves the stream's cursors past it; the
+// batch's flush sends it.
+func (st *stream) event(sid string, ev *messages.PersistedEvent) error {
+	if err := st.send(sid, ev, nil); err != nil {
+		return err
+	}
+	st.setLast(sid, ev.Seq)
+	st.lastSid, st.lastSeq = sid, ev.Seq
+	return nil
+}
+
+// send writes one event's frame (its shared one when f is not nil).
+func (st *stream) send(sid string, ev *messages.PersistedEvent, f *eventFrame) error {
 	var b []byte
 	var err error
 	if f != nil {
@@ -447,11 +594,7 @@ func (st *stream) event(sid string, ev *messages.PersistedEvent, f *eventFrame) 
 	if err != nil {
 		return err
 	}
-	if err := st.write(b); err != nil {
-		return err
-	}
-	st.last[sid], st.lastSid, st.lastSeq = ev.Seq, sid, ev.Seq
-	return nil
+	return st.write(b)
 }
 
 // changed sends a record. Its id carries the stream's cursor for the
@@ -461,8 +604,9 @@ func (st *stream) changed(sid string, rec messages.SessionRecord, seq uint64) er
 	if err != nil {
 		return err
 	}
-	cur, known := st.last[sid]
-	if !st.topics.event || !known {
+	c := st.cursor(sid)
+	cur := c.last
+	if !st.topics.event || !c.known {
 		cur = max(cur, seq)
 	}
 	id := EventID(sid, cur)
@@ -470,7 +614,7 @@ func (st *stream) changed(sid string, rec messages.SessionRecord, seq uint64) er
 		return err
 	}
 	if !st.topics.event {
-		st.last[sid] = cur
+		c.last, c.known = cur, true
 	}
 	st.lastSid, st.lastSeq = sid, cur
 	return nil
@@ -507,11 +651,13 @@ func (st *stream) write(b []byte) error {
 	if st.pending == 0 {
 		if now := time.Now(); st.deadline.Sub(now) < st.s.o.WriteTimeout*3/4 {
 			st.deadline = now.Add(st.s.o.WriteTimeout)
-			_ = st.rc.SetWriteDeadline(st.deadline)
+			st.setWriteDeadline(st.deadline)
 		}
 	}
 	st.pending++
-	if _, err := st.w.Write(b); err != nil {
+	if st.conn != nil {
+		st.buf = append(st.buf, b...)
+	} else if _, err := st.w.Write(b); err != nil {
 		return st.cut(err)
 	}
 	if st.pending >= liveBatch {
@@ -526,7 +672,16 @@ func (st *stream) flush() error {
 		return nil
 	}
 	st.pending = 0
-	return st.cut(st.rc.Flush())
+	if st.conn == nil {
+		return st.cut(st.rc.Flush())
+	}
+	_, err := st.conn.Write(st.buf)
+	if cap(st.buf) > maxKeptBuf {
+		st.buf = nil
+	} else {
+		st.buf = st.buf[:0]
+	}
+	return st.cut(err)
 }
 
 // raw writes s and flushes.
