@@ -200,13 +200,15 @@ type parkedReply struct {
 // persistDepth is how many persist requests a session may keep in flight
 // on a store that overlaps a session's appends (store.Pipeliner): each
 // then joins the WAL's next group commit instead of waiting for the
-// previous one's ack. It is two: a turn's last batch (turn_end, which
-// read-turn waits for) starts while the batch before it is still being
-// synced, instead of queueing behind its ack. At 10,000 sessions that took
-// read-turn p50 from 0.54 s to a few ms with durable events/s unchanged;
-// four in flight (measured at load 17-24) split the same events into 1.8x
-// the appends without raising events/s (bench/README.md). depth_test.go
-// fails two in flight every way a store fails.
+// previous one's ack. It is two, the second only for a batch someone
+// waits on (overtakes): a turn's last batch (turn_end, which read-turn
+// waits for) starts while the batch before it is still being synced,
+// instead of queueing behind its ack. At 10,000 sessions that took
+// read-turn p50 from 0.4-0.5 s to a few ms, and durable events/s did not
+// fall; four in flight, every batch alike (measured at load 17-24), split
+// the same events into 1.8x the appends without raising events/s
+// (bench/README.md). depth_test.go fails two in flight every way a store
+// fails.
 const persistDepth = 2
 
 // Persist retry backoff after a failed write.

@@ -57,7 +57,7 @@ func requireIdleRecord(t *testing.T, st store.Store) {
 		rec, err := st.GetMeta(context.Background(), testSessionID)
 		require.NoError(t, err)
 		return rec.Status == messages.StatusIdle
-	}, 10*time.Second, 5*time.Millisecond, "the latest record reaches the store")
+	}, time.Minute, 5*time.Millisecond, "the latest record reaches the store")
 }
 
 // TestTwoAppendsInFlightFailTogether: the first of two appends in flight
