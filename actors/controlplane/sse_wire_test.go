@@ -24,16 +24,8 @@ import (
 // its end.
 func TestSSEStreamIsCloseDelimitedOnHTTP11(t *testing.T) {
 	f := newFixture(t)
-	u, err := url.Parse(f.srv.URL)
-	require.NoError(t, err)
-	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
-	require.NoError(t, err)
+	conn, br := rawSubscribe(t, f)
 	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	_, err = io.WriteString(conn, "GET /api/events?topics="+TopicEvent+" HTTP/1.1\r\nHost: "+u.Host+
-		"\r\nAuthorization: Bearer "+f.token+"\r\nAccept: text/event-stream\r\n\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(conn)
 	status, err := br.ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "HTTP/1.1 200 OK\r\n", status)
@@ -90,16 +82,8 @@ func TestSSEStreamOfAClientThatLeftEnds(t *testing.T) {
 		defer f.d.bridge.mu.Unlock()
 		return len(f.d.bridge.subs)
 	}
-	u, err := url.Parse(f.srv.URL)
-	require.NoError(t, err)
-	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
-	require.NoError(t, err)
+	conn, br := rawSubscribe(t, f)
 	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	_, err = io.WriteString(conn, "GET /api/events?topics="+TopicEvent+" HTTP/1.1\r\nHost: "+u.Host+
-		"\r\nAuthorization: Bearer "+f.token+"\r\nAccept: text/event-stream\r\n\r\n")
-	require.NoError(t, err)
-	br := bufio.NewReader(conn)
 	for {
 		line, err := br.ReadString('\n')
 		require.NoError(t, err)
@@ -156,4 +140,20 @@ func TestSSEStreamBehindAWrapperEndsWhenTheClientLeaves(t *testing.T) {
 	// the bound only stops a hang
 	require.Eventually(t, func() bool { return subs() == 0 }, 20*time.Second, 10*time.Millisecond,
 		"the stream of a client that went away is still subscribed")
+}
+
+// rawSubscribe subscribes to the event topic over a raw HTTP/1.1
+// connection (30 s deadline: it only stops a hang) and returns it with a
+// reader at the response's first byte.
+func rawSubscribe(t *testing.T, f *fixture) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	u, err := url.Parse(f.srv.URL)
+	require.NoError(t, err)
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = io.WriteString(conn, "GET /api/events?topics="+TopicEvent+" HTTP/1.1\r\nHost: "+u.Host+
+		"\r\nAuthorization: Bearer "+f.token+"\r\nAccept: text/event-stream\r\n\r\n")
+	require.NoError(t, err)
+	return conn, bufio.NewReader(conn)
 }
