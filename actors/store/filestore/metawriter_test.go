@@ -107,24 +107,13 @@ func TestReleaseMetaJSONFailuresLoseNothing(t *testing.T) {
 			ctx := context.Background()
 			home := t.TempDir()
 			d := newDisk(t, home)
-			consulted := make(chan struct{}, 16)
-			st := crashStore(t, home, d, filestore.WithCheckpointBytes(4<<10),
-				filestore.WithMetaWriteFault(func() (error, bool) {
-					select {
-					case consulted <- struct{}{}:
-					default:
-					}
-					return tc.fault()
-				}))
+			fault, consulted := signalling(tc.fault)
+			st := crashStore(t, home, d, filestore.WithCheckpointBytes(4<<10), filestore.WithMetaWriteFault(fault))
 			released := newWriter(t, st)
 			other := newWriter(t, st)
 			require.NoError(t, released.next())
 			released.release()
-			select {
-			case <-consulted:
-			case <-time.After(time.Minute): // only stops a hang
-				t.Fatal("the release's meta.json was never attempted")
-			}
+			waitSignal(t, consulted, "the release's meta.json was never attempted")
 			// the store goes on, through two checkpoints mid-load
 			resets := d.count(filestore.SyncWALReset)
 			for i := 0; d.count(filestore.SyncWALReset) < resets+2; i++ {
@@ -152,22 +141,12 @@ func TestReleaseMetaJSONFailuresLoseNothing(t *testing.T) {
 // record for Close, which writes it (no crash).
 func TestReleaseMetaJSONFailureThenClose(t *testing.T) {
 	home := t.TempDir()
-	consulted := make(chan struct{}, 1)
-	st := open(t, home, filestore.WithMetaWriteFault(func() (error, bool) {
-		select {
-		case consulted <- struct{}{}:
-		default:
-		}
-		return errors.New("no meta.json today"), false
-	}))
+	fault, consulted := signalling(func() (error, bool) { return errors.New("no meta.json today"), false })
+	st := open(t, home, filestore.WithMetaWriteFault(fault))
 	w := newWriter(t, st)
 	require.NoError(t, w.next())
 	w.release()
-	select {
-	case <-consulted:
-	case <-time.After(time.Minute): // only stops a hang
-		t.Fatal("the release's meta.json was never attempted")
-	}
+	waitSignal(t, consulted, "the release's meta.json was never attempted")
 	require.NoError(t, w.next(), "the store takes appends after the failed write")
 	require.NoError(t, st.Close())
 	assert.Equal(t, messages.StatusEnded, metaStatus(t, home, w.sid), "Close wrote the meta.json the writer could not")
@@ -210,5 +189,29 @@ func TestSessionDirtyAgainAfterEachCheckpoint(t *testing.T) {
 			st2 := open(t, d.crash())
 			requireAll(t, st2, w)
 		})
+	}
+}
+
+// signalling wraps a meta.json write fault so that the test learns when
+// the writer first consulted it.
+func signalling(fault func() (error, bool)) (func() (error, bool), <-chan struct{}) {
+	consulted := make(chan struct{}, 1)
+	return func() (error, bool) {
+		select {
+		case consulted <- struct{}{}:
+		default:
+		}
+		return fault()
+	}, consulted
+}
+
+// waitSignal waits for ch, failing with why after a minute (which only
+// stops a hang).
+func waitSignal(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatal(why)
 	}
 }
