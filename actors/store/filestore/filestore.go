@@ -840,7 +840,10 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 	if err := os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return unavailable(op, err, "cannot create the directory of session %s", s.id)
 	}
-	return st.commitFrame(op, s.id, frame, func() { st.applyRecord(s, rec, data, true) })
+	// copied here, not by the applier, which answers every session's
+	// appends
+	c := rec.Clone()
+	return st.commitFrame(op, s.id, frame, func() { st.applyRecord(s, &c, data, true) })
 }
 
 // applyRecord caches a committed record and has meta.json written (by the
@@ -853,12 +856,13 @@ func (st *Store) Create(ctx context.Context, rec messages.SessionRecord) error {
 // it before the next checkpoint, and it would be written on the applier's
 // goroutine, which every commit's answer waits behind (the create and
 // release writes were a third of that goroutine's CPU in bench sessions).
-func (st *Store) applyRecord(s *session, rec messages.SessionRecord, data []byte, create bool) {
+// rec is the store's own copy (its caller cloned it off this goroutine):
+// the session keeps it.
+func (st *Store) applyRecord(s *session, rec *messages.SessionRecord, data []byte, create bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev := s.rec
-	r := rec.Clone()
-	s.rec, s.recJSON = &r, data
+	s.rec, s.recJSON = rec, data
 	s.recGen++
 	s.metaDirty = true
 	if !create && (prev == nil || prev.Status.Live() != rec.Status.Live()) && !s.metaQueued {
@@ -903,7 +907,8 @@ func (st *Store) PutMeta(ctx context.Context, rec messages.SessionRecord) error 
 			return ioError(op, err, "cannot stat the record of session %s", s.id)
 		}
 	}
-	return st.commitFrame(op, s.id, frame, func() { st.applyRecord(s, rec, data, false) })
+	c := rec.Clone() // as Create's
+	return st.commitFrame(op, s.id, frame, func() { st.applyRecord(s, &c, data, false) })
 }
 
 // writeMetaFile replaces meta.json: temp file, rename; with sync, the temp
@@ -1124,14 +1129,23 @@ func (st *Store) StartAppendThen(ctx context.Context, sessionID string, events [
 		}
 	}
 	if len(events) == 0 {
-		if rec != nil {
-			done(st.PutMeta(ctx, *rec))
-			return
-		}
-		done(st.checkOpen(op))
+		st.startEmpty(ctx, op, rec, done)
 		return
 	}
 	st.startAppend(op, sessionID, events, rec, done)
+}
+
+// startEmpty is StartAppendThen of no events; apart, so the record copied
+// for PutMeta is not in the frame of every append's call (see
+// encodeAppend).
+//
+//go:noinline
+func (st *Store) startEmpty(ctx context.Context, op string, rec *messages.SessionRecord, done func(error)) {
+	if rec != nil {
+		done(st.PutMeta(ctx, *rec))
+		return
+	}
+	done(st.checkOpen(op))
 }
 
 // waitAppend starts a checked batch (startAppend) and returns the wait
@@ -1161,19 +1175,53 @@ func (st *Store) startAppend(op, sessionID string, events []messages.PersistedEv
 // queueAppend is startAppend up to the queueing: an error means the batch
 // was refused and done will not be called.
 func (st *Store) queueAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord, done func(error)) error {
-	var data []byte
-	if rec != nil {
-		var err error
-		if data, err = encodeRecord(op, rec); err != nil {
-			return err
-		}
-	}
-	// the events are encoded once, straight into their WAL frame, whose
-	// body is also the lines the applier writes to events.jsonl
-	buf, err := encodeEventsFrame(op, sessionID, events, data)
+	buf, data, recCopy, err := encodeAppend(op, sessionID, events, rec)
 	if err != nil {
 		return err
 	}
+	return st.queueEncoded(op, sessionID, events, buf, data, recCopy, done)
+}
+
+// encodeAppend encodes a batch (and rec, when not nil) into its WAL
+// frames, and copies rec. It is called before queueEncoded, not from it:
+// the encoding is the deepest part of an append, and queueEncoded's frame
+// is large, so on a session's fresh goroutine (the actor library starts
+// one per wake-up) the two together grew the stack, a copy of all of it,
+// more often (runtime.newstack under queueAppend: 0.26-0.34 s of a
+// 10,000-session turns phase).
+//
+//go:noinline
+func encodeAppend(op, sessionID string, events []messages.PersistedEvent, rec *messages.SessionRecord) (buf *bytes.Buffer, data []byte, recCopy *messages.SessionRecord, err error) {
+	if rec != nil {
+		if data, err = encodeRecord(op, rec); err != nil {
+			return nil, nil, nil, err
+		}
+		// copied here, on the caller's goroutine, not by the applier,
+		// which answers every session's appends: the copy is the record
+		// data holds, whatever the caller does with rec once this returns
+		recCopy = cloneRecord(rec)
+	}
+	// the events are encoded once, straight into their WAL frame, whose
+	// body is also the lines the applier writes to events.jsonl
+	if buf, err = encodeEventsFrame(op, sessionID, events, data); err != nil {
+		return nil, nil, nil, err
+	}
+	return buf, data, recCopy, nil
+}
+
+// cloneRecord is rec's copy on the heap; apart, so the record is not
+// built in encodeAppend's frame first.
+//
+//go:noinline
+func cloneRecord(rec *messages.SessionRecord) *messages.SessionRecord {
+	c := rec.Clone()
+	return &c
+}
+
+// queueEncoded is queueAppend once the batch is encoded; rec is the store's copy of the batch's record (nil: none).
+//
+//go:noinline
+func (st *Store) queueEncoded(op, sessionID string, events []messages.PersistedEvent, buf *bytes.Buffer, data []byte, rec *messages.SessionRecord, done func(error)) error {
 	if err := st.enter(op); err != nil {
 		putBuffer(buf)
 		return err
@@ -1221,36 +1269,10 @@ func (st *Store) queueAppend(op, sessionID string, events []messages.PersistedEv
 		putBuffer(buf)
 		return err
 	}
-	req := &walReq{frame: frames,
-		done: func(err error) {
-			putBuffer(buf) // written to the log and applied, or failed
-			done(walError(op, s.id, err))
-		},
-		stale: func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.epoch != epoch
-		},
-		settle: func(ok bool) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			switch {
-			case ok:
-				s.committed = last
-			case s.epoch == epoch:
-				// the first failure: what was queued after it is stale
-				s.epoch++
-				s.tail = s.committed
-			}
-		},
-		apply: func() {
-			st.applyEvents(s, events, lines)
-			if rec != nil {
-				st.applyRecord(s, *rec, data, false)
-			}
-		},
-	}
-	if err := st.wal.enqueue(req); err != nil {
+	req := &appendReq{st: st, s: s, op: op, buf: buf, lines: lines, events: events,
+		rec: rec, data: data, epoch: epoch, last: last, answer: done}
+	req.walReq = walReq{frame: frames, h: req}
+	if err := st.wal.enqueue(&req.walReq); err != nil {
 		s.mu.Lock()
 		if s.epoch == epoch && s.tail == last {
 			s.tail = prevTail
@@ -1260,6 +1282,55 @@ func (st *Store) queueAppend(op, sessionID string, events []messages.PersistedEv
 		return walError(op, s.id, err)
 	}
 	return nil
+}
+
+// appendReq is one queued append: its WAL request and everything done
+// around the commit (walHandler), in one allocation.
+type appendReq struct {
+	walReq
+	st     *Store
+	s      *session
+	op     string
+	buf    *bytes.Buffer // the frames; lines is the events frame's body
+	lines  []byte
+	events []messages.PersistedEvent
+	rec    *messages.SessionRecord // the store's own copy (applyRecord keeps it)
+	data   []byte                  // rec's JSON
+	epoch  uint64                  // the session's epoch when queued
+	last   uint64                  // the batch's last seq
+	answer func(error)
+}
+
+func (r *appendReq) stale() bool {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	return r.s.epoch != r.epoch
+}
+
+func (r *appendReq) settle(ok bool) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case ok:
+		s.committed = r.last
+	case s.epoch == r.epoch:
+		// the first failure: what was queued after it is stale
+		s.epoch++
+		s.tail = s.committed
+	}
+}
+
+func (r *appendReq) apply() {
+	r.st.applyEvents(r.s, r.events, r.lines)
+	if r.rec != nil {
+		r.st.applyRecord(r.s, r.rec, r.data, false)
+	}
+}
+
+func (r *appendReq) done(err error) {
+	putBuffer(r.buf) // written to the log and applied, or failed
+	r.answer(walError(r.op, r.s.id, err))
 }
 
 func withOp(err error, op string) error {
@@ -1289,16 +1360,25 @@ func (st *Store) writeLines(s *session, b []byte) {
 		st.hold(s, b)
 		return
 	}
-	if len(s.behind) == 0 {
-		if err := st.writeFile(s, b); err != nil {
+	if len(s.behind) > 0 {
+		// what is held goes first, on its own: appended to, the held
+		// buffer would outgrow holdBytes and be reallocated, then not go
+		// back to heldPool (two allocations each time a session's held
+		// lines filled up, on the applier). b is then held in the emptied
+		// buffer, or written if it is as large.
+		if err := st.flushBehind(s); err != nil {
 			st.log.Warn("store: cannot write events.jsonl (the events are safe in the write-ahead log)", "session", s.id, "err", err)
-			st.hold(s, b)
+			st.hold(s, b) // after the lines still held, never before them
+			return
 		}
-		return
+		if len(b) < holdBytes && st.held.Load() < maxHeldBytes {
+			st.hold(s, b)
+			return
+		}
 	}
-	st.hold(s, b)
-	if err := st.flushBehind(s); err != nil {
+	if err := st.writeFile(s, b); err != nil {
 		st.log.Warn("store: cannot write events.jsonl (the events are safe in the write-ahead log)", "session", s.id, "err", err)
+		st.hold(s, b)
 	}
 }
 

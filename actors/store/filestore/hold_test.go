@@ -89,6 +89,37 @@ func TestHeldLinesAreWrittenPastTheirBound(t *testing.T) {
 	requireGapless(t, st, rec.SessionID, n)
 }
 
+// TestHeldLinesFlushAlone: when a session's held lines would pass their
+// bound, they are written on their own and the batch that passed it is
+// held in the emptied buffer (appended to the full one first, the buffer
+// was reallocated past holdBytes and never went back to its pool), and
+// nothing is lost or doubled either way.
+func TestHeldLinesFlushAlone(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	st := open(t, home)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	// the first lines create the file at once; the later ones are held
+	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(1, 1)))
+	require.Equal(t, 1, lineCount(t, logPath(home, rec.SessionID)))
+	n, flushes := 1, 0
+	for lines := 1; flushes < 3; {
+		n++
+		require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(uint64(n), 1)))
+		require.Less(t, n, 1000, "the held lines were never written")
+		if now := lineCount(t, logPath(home, rec.SessionID)); now != lines {
+			flushes++
+			assert.Equal(t, n-1, now, "the flush wrote the lines held before this batch, and not the batch")
+			assert.Positive(t, st.HeldBytes(), "the batch that passed the bound is held")
+			lines = now
+		}
+	}
+	requireGapless(t, st, rec.SessionID, n)
+	require.NoError(t, st.Close())
+	requireGapless(t, open(t, home), rec.SessionID, n)
+}
+
 // TestCrashWithHeldLinesReplaysThem: a crash loses the lines held back
 // (they were in memory only); the WAL has them, and the replay writes
 // them.

@@ -152,3 +152,52 @@ func TestStartAppendThenAnswersInOrder(t *testing.T) {
 	storetest.RequireCode(t, refused, messages.CodeConflict)
 	require.NoError(t, st.Close())
 }
+
+// TestStartAppendThenKeepsTheRecordAsStarted: the record a batch carries
+// is the store's as it was when StartAppendThen returned, whatever the
+// caller does with it while the batch waits for its commit. The store
+// copies it when it queues the batch, not on its applier (which answers
+// every session's batches: the copy was most of its work per record); a
+// copy made at apply time took the caller's later changes and cached a
+// record other than the one the WAL holds.
+func TestStartAppendThenKeepsTheRecordAsStarted(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	var hold atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	st, err := filestore.Open(home, filestore.WithWALFault(func() error {
+		if hold.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+		return nil
+	}))
+	require.NoError(t, err)
+	rec := storetest.NewRecord(time.Now())
+	require.NoError(t, st.Create(ctx, rec))
+	started := rec.Clone()
+	started.Status = messages.StatusWaiting
+	started.RoundsElapsed = 4
+	r := started.Clone()
+	hold.Store(true)
+	answered := make(chan error, 1)
+	st.StartAppendThen(ctx, rec.SessionID, storetest.NewEvents(1, 2), &r, func(err error) { answered <- err })
+	select {
+	case <-entered:
+	case <-time.After(time.Minute): // only stops a hang
+		t.Fatal("the batch's group was never written")
+	}
+	// the caller reuses its record while the batch waits for its commit
+	r.RoundsElapsed = 99
+	r.TaskTags[0] = "changed"
+	r.Runs[0].OwnerScopeID = "changed"
+	close(release)
+	require.NoError(t, <-answered)
+	got, err := st.GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	require.Equal(t, storetest.NormalizeRecord(started), storetest.NormalizeRecord(got))
+	require.NoError(t, st.Close())
+	again, err := open(t, home).GetMeta(ctx, rec.SessionID)
+	require.NoError(t, err)
+	require.Equal(t, storetest.NormalizeRecord(started), storetest.NormalizeRecord(again))
+}

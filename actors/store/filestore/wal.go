@@ -151,35 +151,59 @@ func readFrames(r io.Reader) (frames []frame, good int64, err error) {
 }
 
 // walReq is one request waiting for its group commit: its frames, and
-// what the store does around the commit.
+// what the store does around the commit (h).
 type walReq struct {
 	frame []byte
-	// done is told the request's outcome, once, on the applier's goroutine:
-	// nil once the frames are durable and apply has run. Every request is
-	// answered there, a failed or stale one too, in the order the loop took
-	// them from the queue, so a session's requests are answered in the
-	// order they were queued and never before the ones queued earlier
-	// are applied. It must not block: every session's answers wait behind
-	// it.
-	done func(error)
 	// err is the loop's verdict for the applier (nil: committed)
 	err error
-	// stale, when set, is asked by the loop before the group is written:
-	// true drops the request with errStale (an earlier request it depends
-	// on failed after it was queued).
-	stale func() bool
-	// settle, when set, is told the outcome by the loop, in queue order,
-	// before the next group is written.
-	settle func(ok bool)
-	// apply, when set, applies a committed request to the session files;
-	// the applier runs it, in commit order, before answering done.
-	apply func()
+	h   walHandler
+}
+
+// walHandler is what the store does around one request's commit. It is an
+// interface, not four callbacks, so an append's request is one allocation
+// (appendReq holds its walReq and is its handler): four closures and the
+// request were five allocations per append on the sessions path.
+type walHandler interface {
+	// stale is asked by the loop before the group is written: true drops
+	// the request with errStale (an earlier request it depends on failed
+	// after it was queued).
+	stale() bool
+	// settle is told the outcome by the loop, in queue order, before the
+	// next group is written.
+	settle(ok bool)
+	// apply applies a committed request to the session files; the applier
+	// runs it, in commit order, before answering done.
+	apply()
+	// done is told the request's outcome, once, on the applier's
+	// goroutine: nil once the frames are durable and apply has run. Every
+	// request is answered there, a failed or stale one too, in the order
+	// the loop took them from the queue, so a session's requests are
+	// answered in the order they were queued and never before the ones
+	// queued earlier are applied. It must not block: every session's
+	// answers wait behind it.
+	done(err error)
+}
+
+// waitHandler answers a request on a channel, applying fn (when set) once
+// it is committed; it is never stale and settles nothing.
+type waitHandler struct {
+	ch chan error
+	fn func()
+}
+
+func (h *waitHandler) stale() bool  { return false }
+func (h *waitHandler) settle(bool)  {}
+func (h *waitHandler) done(e error) { h.ch <- e }
+func (h *waitHandler) apply() {
+	if h.fn != nil {
+		h.fn()
+	}
 }
 
 // waitReq is a request whose caller waits for its answer on the channel.
 func waitReq(frame []byte, apply func()) (*walReq, chan error) {
 	ch := make(chan error, 1)
-	return &walReq{frame: frame, apply: apply, done: func(err error) { ch <- err }}, ch
+	return &walReq{frame: frame, h: &waitHandler{ch: ch, fn: apply}}, ch
 }
 
 // wal is the group-committing writer: callers queue frames and wait; one
@@ -380,7 +404,7 @@ func (w *wal) start() {
 	go w.loop(applied)
 }
 
-// enqueue queues a request and returns at once; req.done answers it. Once
+// enqueue queues a request and returns at once; req.h.done answers it. Once
 // queued, a request is never cancelled by a timer: its fate is decided by
 // the disk.
 func (w *wal) enqueue(req *walReq) error {
@@ -400,18 +424,16 @@ var (
 )
 
 // applier applies committed requests in commit order and answers every
-// request the loop took, in the order it took them (walReq.done).
+// request the loop took, in the order it took them (walHandler.done).
 func (w *wal) applier(done chan<- struct{}) {
 	defer close(done)
 	for batch := range w.committed {
 		for _, r := range batch {
 			if r.err == nil {
-				if r.apply != nil {
-					r.apply()
-				}
+				r.h.apply()
 				w.applying.Done()
 			}
-			r.done(r.err)
+			r.h.done(r.err)
 		}
 		clear(batch) // the requests, their frames and callbacks, go
 		select {
@@ -452,7 +474,7 @@ func (w *wal) loop(applied <-chan struct{}) {
 		// of the commits queued before them
 		n, size := 0, 0
 		for _, r := range queued {
-			if r.stale != nil && r.stale() {
+			if r.h.stale() {
 				r.err = errStale
 				continue
 			}
@@ -481,9 +503,7 @@ func (w *wal) loop(applied <-chan struct{}) {
 			if r.err != nil {
 				continue
 			}
-			if r.settle != nil {
-				r.settle(err == nil)
-			}
+			r.h.settle(err == nil)
 			r.err = err
 		}
 		if err == nil {
@@ -527,7 +547,7 @@ func (w *wal) startCheckpoint() {
 			// the applier runs atCut between the last group before the
 			// cut and the first after it; the loop does not wait for it
 			w.applying.Add(1)
-			w.committed <- []*walReq{{apply: atCut, done: func(error) {}}}
+			w.committed <- []*walReq{{h: &waitHandler{ch: make(chan error, 1), fn: atCut}}}
 			w.running = finish
 			go func() {
 				err := bg()
