@@ -71,8 +71,22 @@ func (r *Runtime) annotateListing(b *messages.BackendListing) {
 
 // decisionLog writes the seed 000 §8 decision-log lines from a session's
 // events: one line per decision, in the retired controller's vocabulary.
-func decisionLog(log *slog.Logger, sid string, ev messages.PersistedEvent) {
-	e := ev.Event
+// It sees every event a session makes durable, on the session's goroutine,
+// and most (streamed output) are no decision: those return before
+// anything is built for a log line (logDecision's frame, some 0.8 KiB of
+// arguments, is stack a session's wake-up would otherwise have to grow;
+// TestDecisionLogLinesPerEventKind checks the two lists agree).
+func decisionLog(log *slog.Logger, sid string, ev *messages.PersistedEvent) {
+	switch ev.Event.Type {
+	case messages.EvTurnStarted, messages.EvClarification, messages.EvPosture, messages.EvGuidance,
+		messages.EvInterrupt, messages.EvReleased:
+		logDecision(log, sid, ev)
+	}
+}
+
+//go:noinline
+func logDecision(log *slog.Logger, sid string, ev *messages.PersistedEvent) {
+	e := &ev.Event
 	switch e.Type {
 	case messages.EvTurnStarted:
 		if ev.Turn == 1 {

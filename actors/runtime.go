@@ -222,7 +222,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 			if ev.Event.Type == messages.EvTurnDiff && ev.Event.Diff != nil && ev.Event.Diff.Warning != "" {
 				m.diffFailures.Inc()
 			}
-			decisionLog(log, sessionID, ev)
+			decisionLog(log, sessionID, &ev)
 			if onEvent != nil {
 				onEvent(sessionID, ev)
 			}

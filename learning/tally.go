@@ -67,7 +67,12 @@ func NewTally(editTools []string, initial messages.Posture) *Tally {
 }
 
 // Observe folds one event in.
-func (t *Tally) Observe(ev messages.Event) {
+func (t *Tally) Observe(ev messages.Event) { t.ObserveRef(&ev) }
+
+// ObserveRef is Observe from a pointer: ev is read, never kept. A session
+// folds in every event it emits, and an Event is some 400 bytes: passed
+// by value it is copied twice per event into the caller's frame.
+func (t *Tally) ObserveRef(ev *messages.Event) {
 	switch ev.Type {
 	case messages.EvStarted:
 		if ev.Model != "" {
@@ -142,12 +147,12 @@ func (t *Tally) Observe(ev messages.Event) {
 	case messages.EvInterrupt:
 		t.Interventions.Interrupts++
 	case messages.EvReleased:
-		e := ev
+		e := *ev
 		t.Released = &e
 	}
 }
 
-func (t *Tally) addCost(ev messages.Event) {
+func (t *Tally) addCost(ev *messages.Event) {
 	if ev.TotalCostUSD > 0 {
 		if d := ev.TotalCostUSD - t.lastTotal; d > 0 {
 			t.CostUSD += d

@@ -525,6 +525,15 @@ func (a *Actor) sendHostSpec(c *actor.Context, force bool) {
 		last.Posture == rec.Posture && last.ResumeExternalID == a.core.ExternalID() {
 		return
 	}
+	a.sendNewHostSpec(c)
+}
+
+// sendNewHostSpec builds and sends the spec (a call of its own: flush
+// checks for a change on every message, and a spec is some 300 bytes of
+// frame; see Core.emit).
+//
+//go:noinline
+func (a *Actor) sendNewHostSpec(c *actor.Context) {
 	spec := a.hostSpec()
 	a.sentSpec = &spec
 	a.send(c, ChildTransport, hostSpec{spec: spec})
@@ -599,7 +608,7 @@ func (a *Actor) pump(c *actor.Context) {
 		if len(evs) == 0 && (a.pendingMeta == nil || a.inflight > 0) {
 			return // a record alone waits for the batches in flight
 		}
-		if a.inflight > 0 && !overtakes(evs, a.oldestParked()) {
+		if a.inflight > 0 && !overtakes(evs, a.oldestParkedUnsent()) {
 			return // only what someone waits on takes a second slot
 		}
 		if a.hold(c, evs) {
@@ -624,7 +633,7 @@ func (a *Actor) pump(c *actor.Context) {
 // persistCoalesce, arming the timer that ends the wait; once anything is
 // sent, the next wait starts afresh.
 func (a *Actor) hold(c *actor.Context, evs []messages.PersistedEvent) bool {
-	if !a.holdDue && mayHold(evs, a.pendingMeta != nil, a.oldestParked(), a.core.Life() == LifeRunning) {
+	if !a.holdDue && mayHold(evs, a.pendingMeta != nil, a.oldestParkedUnsent(), a.core.Life() == LifeRunning) {
 		if !a.holding {
 			a.holding = true
 			a.holdGen++
@@ -640,11 +649,19 @@ func (a *Actor) hold(c *actor.Context, evs []messages.PersistedEvent) bool {
 	return false
 }
 
-// oldestParked is the lowest seq a parked op answer waits for (0: none).
-func (a *Actor) oldestParked() uint64 {
+// oldestParkedUnsent is the lowest seq a parked op answer waits for that
+// no batch sent carries yet (0: none). An answer waiting on a seq already
+// sent is released by that batch's ack, and a later batch does nothing
+// for it: counting it let a native turn's streamed output start beside
+// the guidance batch in flight (the guide op's answer parked on its seq)
+// as a group commit of its own that nobody waits on, and kept it from
+// being held for the turn's end (2.2-2.75 commits per turn at c=1 where
+// 2 are needed). After a failed write sentUpTo falls back to the durable
+// seq, and the seqs sent again count again.
+func (a *Actor) oldestParkedUnsent() uint64 {
 	oldest := uint64(0)
 	for _, p := range a.parked {
-		if oldest == 0 || p.seq < oldest {
+		if p.seq > a.sentUpTo && (oldest == 0 || p.seq < oldest) {
 			oldest = p.seq
 		}
 	}
@@ -705,19 +722,8 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 	}
 	a.inflight--
 	a.ackedID = m.id
-	if !a.created {
-		if m.createErr != nil {
-			a.o.StartReply <- Result[messages.StartResult]{Err: messages.AsError(messages.OpStart, m.createErr)}
-			a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Err: m.createErr}
-			a.core.CreateFailed()
-			return
-		}
-		a.created = true
-		s := a.o.Spec
-		a.o.StartReply <- Result[messages.StartResult]{Val: messages.StartResult{SessionID: s.SessionID, Backend: s.Descriptor.ID,
-			Posture: s.Posture, MaxPosture: s.MaxPosture, MaxRounds: s.MaxRounds, MaxCostUSD: s.MaxCostUSD, Model: s.Model, Effort: s.Effort}}
-		c.Send(a.o.Registry, Created{SessionID: s.SessionID})
-		a.core.Created(now)
+	if !a.created && !a.createdBy(c, now, &m) {
+		return
 	}
 	if m.err != nil && m.id <= a.failedThrough {
 		// sent before the failure already counted, and failed with it
@@ -739,19 +745,48 @@ func (a *Actor) persisted(c *actor.Context, now time.Time, m persistAck) {
 		}
 	}
 	if m.err != nil {
-		a.failedThrough = a.reqID
-		a.sentUpTo = a.core.DurableSeq() // what is held goes again
-		a.retryIn = min(max(2*a.retryIn, persistRetryMin), persistRetryMax)
-		a.retryArmed = true
-		engine, self := c.Engine(), c.PID()
-		a.retry = time.AfterFunc(a.retryIn, func() { engine.Send(self, persistRetry{}) })
-		a.log().Warn("session: a store write failed; the events stay held and are written again",
-			"session", a.o.Spec.SessionID, "retryIn", a.retryIn, "err", m.err)
+		a.writeFailed(c, m.err)
 	} else {
 		a.retryIn = 0
 	}
+}
+
+// createdBy takes the ack of the record's creation (or adoption): the
+// start is answered, and the first turn begins. It reports false when the
+// creation failed. A method of its own: see Core.emit.
+//
+//go:noinline
+func (a *Actor) createdBy(c *actor.Context, now time.Time, m *persistAck) bool {
+	if m.createErr != nil {
+		a.o.StartReply <- Result[messages.StartResult]{Err: messages.AsError(messages.OpStart, m.createErr)}
+		a.doneMsg = Done{SessionID: a.o.Spec.SessionID, Scope: a.o.Spec.OwnerScope, Err: m.createErr}
+		a.core.CreateFailed()
+		return false
+	}
+	a.created = true
+	s := &a.o.Spec
+	a.o.StartReply <- Result[messages.StartResult]{Val: messages.StartResult{SessionID: s.SessionID, Backend: s.Descriptor.ID,
+		Posture: s.Posture, MaxPosture: s.MaxPosture, MaxRounds: s.MaxRounds, MaxCostUSD: s.MaxCostUSD, Model: s.Model, Effort: s.Effort}}
+	c.Send(a.o.Registry, Created{SessionID: s.SessionID})
+	a.core.Created(now)
+	return true
+}
+
+// writeFailed arms the retry of a failed write, and gives the session up
+// when the store kept failing.
+//
+//go:noinline
+func (a *Actor) writeFailed(c *actor.Context, err error) {
+	a.failedThrough = a.reqID
+	a.sentUpTo = a.core.DurableSeq() // what is held goes again
+	a.retryIn = min(max(2*a.retryIn, persistRetryMin), persistRetryMax)
+	a.retryArmed = true
+	engine, self := c.Engine(), c.PID()
+	a.retry = time.AfterFunc(a.retryIn, func() { engine.Send(self, persistRetry{}) })
+	a.log().Warn("session: a store write failed; the events stay held and are written again",
+		"session", a.o.Spec.SessionID, "retryIn", a.retryIn, "err", err)
 	if a.core.StoreGaveUp() && !a.core.Life().Releasing() {
-		a.beginRelease(c, messages.ReleaseStore, "", "", "the store kept failing: "+messages.AsError("persist", m.err).Message, nil)
+		a.beginRelease(c, messages.ReleaseStore, "", "", "the store kept failing: "+messages.AsError("persist", err).Message, nil)
 	}
 }
 
@@ -761,13 +796,8 @@ func (a *Actor) flush(c *actor.Context) {
 		return
 	}
 	out := a.core.Drain()
-	// a diff-capture stage answered at once fed the core: what that
-	// made (the turn's start, its result) goes out in this same flush,
-	// its events in the same store write
-	for cmds := out.Diff; len(cmds) > 0 && a.sendDiff(c, cmds); {
-		more := a.core.Drain()
-		cmds = more.Diff
-		out.merge(more)
+	if len(out.Diff) > 0 {
+		a.flushDiff(c, &out)
 	}
 	if out.Meta != nil {
 		a.pendingMeta = out.Meta
@@ -780,12 +810,52 @@ func (a *Actor) flush(c *actor.Context) {
 	// the result they end in: a live listener (run's streamed text, an SSE
 	// subscriber) has a turn's text before its result (an observer that
 	// panics crashes the session, which answers every caller it holds)
-	if a.o.Hooks.Event != nil {
-		for _, ev := range out.Durable {
-			a.o.Hooks.Event(a.o.Spec.SessionID, ev)
-		}
+	if a.o.Hooks.Event != nil && len(out.Durable) > 0 {
+		a.feed(out.Durable)
 	}
-	for _, r := range out.Replies {
+	if len(out.Replies) > 0 {
+		a.reply(out.Replies)
+	}
+	if len(a.parked) > 0 {
+		a.releaseParked()
+	}
+	a.pump(c)
+	a.gate.set(a.core.Held())
+	if len(out.Life) > 0 {
+		a.lifeEffects(c, out.Life)
+	}
+}
+
+// flushDiff carries out out's diff-capture commands: a stage answered at
+// once fed the core, and what that made (the turn's start, its result)
+// goes out in this same flush, its events in the same store write. The
+// steps of flush that not every message takes are methods of their own,
+// never inlined (see Core.emit).
+//
+//go:noinline
+func (a *Actor) flushDiff(c *actor.Context, out *Output) {
+	for cmds := out.Diff; len(cmds) > 0 && a.sendDiff(c, cmds); {
+		more := a.core.Drain()
+		cmds = more.Diff
+		out.merge(more)
+	}
+}
+
+// feed hands the events that became durable to the Event hook.
+//
+//go:noinline
+func (a *Actor) feed(durable []messages.PersistedEvent) {
+	for i := range durable {
+		a.o.Hooks.Event(a.o.Spec.SessionID, durable[i])
+	}
+}
+
+// reply answers the readers the core has results for.
+//
+//go:noinline
+func (a *Actor) reply(replies []Reply) {
+	for i := range replies {
+		r := &replies[i]
 		ch, ok := a.pendingReads[r.Token]
 		if !ok {
 			continue
@@ -796,10 +866,6 @@ func (a *Actor) flush(c *actor.Context) {
 		}
 		ch <- Result[messages.TurnResult]{Val: r.Result, Err: r.Err}
 	}
-	a.releaseParked()
-	a.pump(c)
-	a.gate.set(a.core.Held())
-	a.lifeEffects(c, out.Life)
 }
 
 // sendDiff hands diff-capture commands to the differ, or answers a stage

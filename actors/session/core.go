@@ -335,6 +335,18 @@ func (c *Core) Drain() Output {
 	return o
 }
 
+// emit emits ev. It is never inlined, nor are the other helpers of the
+// core's steps that take or build an Event, a TurnResult or a record (some
+// 250-430 bytes each): inlined, every call site keeps its own copy in the
+// caller's frame, and Go sizes a frame for all its locals at once. The
+// session runs each wake-up on a new goroutine (hollywood starts one when
+// an idle actor gets a message), which starts on a small stack: every
+// frame on the way from Receive to the store is stack the goroutine may
+// have to grow by copying (runtime.copystack, about half of the session's
+// own CPU per event at 10,000 sessions in wave 12's profiles). Keep the
+// steps on that path small: each rare case in a method of its own.
+//
+//go:noinline
 func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 	return c.emitFrom(now, turn, &ev)
 }
@@ -345,8 +357,11 @@ func (c *Core) emit(now time.Time, turn int, ev messages.Event) uint64 {
 func (c *Core) emitFrom(now time.Time, turn int, ev *messages.Event) uint64 {
 	c.seq++
 	pe := c.held.add()
-	pe.Seq, pe.At, pe.Turn, pe.Event = c.seq, now, turn, *ev
-	c.tally.Observe(pe.Event)
+	// one statement each: a tuple assignment copies *ev to a temporary
+	// first (another 400 bytes of frame, and a second copy)
+	pe.Seq, pe.At, pe.Turn = c.seq, now, turn
+	pe.Event = *ev
+	c.tally.ObserveRef(&pe.Event)
 	return c.seq
 }
 
@@ -399,6 +414,10 @@ func (c *Core) storeUnavailable(op string) error {
 		Message: "the session cannot persist its events (" + cause.Message + "); nothing acknowledged was lost, retry later"}
 }
 
+// touchMeta queues the record as it is now for the store (never inlined:
+// see emit).
+//
+//go:noinline
 func (c *Core) touchMeta(now time.Time) {
 	c.rec.UpdatedAt = now
 	r := c.rec.Clone()
@@ -453,25 +472,15 @@ func (c *Core) AgentEvent(now time.Time, turn int, ev messages.Event) {
 }
 
 // agentEvent is AgentEvent from a pointer, for the shell's batches: ev is
-// read, never kept (the core keeps its own copy).
+// read, never kept (the core keeps its own copy). Streamed output is
+// handled here; every other kind in a method of its own (see emit).
 func (c *Core) agentEvent(now time.Time, turn int, ev *messages.Event) {
 	if !c.live() {
 		return // released: emit nothing after released
 	}
 	seq := c.emitFrom(now, turn, ev)
 	if ev.Type == messages.EvStarted {
-		if ev.ExternalSessionID != "" && ev.ExternalSessionID != c.ExternalID() {
-			c.rec.Runs[len(c.rec.Runs)-1].ExternalSessionID = ev.ExternalSessionID
-			c.touchMeta(now)
-		}
-		if ev.Model != "" && c.rec.Model == "" {
-			c.rec.Model = ev.Model
-			c.touchMeta(now)
-		}
-		if run := &c.rec.Runs[len(c.rec.Runs)-1]; ev.Containment != nil && run.Containment == nil {
-			run.Containment = ev.Containment // what the runtime's containment applied (read only)
-			c.touchMeta(now)
-		}
+		c.backendStarted(now, ev)
 		return
 	}
 	if ev.Type == messages.EvEnded {
@@ -488,34 +497,82 @@ func (c *Core) agentEvent(now time.Time, turn int, ev *messages.Event) {
 			c.turnText = append(c.turnText[:0], ev.Text...)
 		}
 	case messages.EvToolUse:
-		c.actions = append(c.actions, messages.Action{ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Input: ev.Input})
-		c.diet.Add(messages.HistoryEntry{Turn: turn, Kind: messages.HistAction, Text: ev.ToolName + " " + compactJSON(ev.Input)})
+		c.toolUse(turn, ev)
 	case messages.EvToolResult:
-		// any tool may have changed the work tree (a shell as well as an edit)
-		if c.noCapture == nil {
-			c.out.Diff = append(c.out.Diff, DPrepare{Turn: turn})
-		}
-		for i := len(c.actions) - 1; i >= 0; i-- {
-			if c.actions[i].ToolUseID == ev.ToolUseID {
-				c.actions[i].Result = cutText(ev.Output, DietMaxEntryText)
-				c.actions[i].IsError = ev.IsError
-				// an edit counts for the tool-event diff fallback only once it ran
-				if !ev.IsError && c.isEditTool(c.actions[i].ToolName) {
-					if p := editPath(c.actions[i].Input); p != "" {
-						c.editPaths = appendUnique(c.editPaths, p)
-					}
-				}
-				break
-			}
-		}
+		c.toolResult(turn, ev)
 	case messages.EvClarification:
 		if ev.Decision != "" || ev.ClarificationID == "" {
 			return
 		}
-		c.pending = append(c.pending, messages.Clarification{ID: ev.ClarificationID, ToolName: ev.ToolName, Input: ev.Input})
-		c.syncWaiting(now)
-		c.enqueue(messages.TurnResult{Kind: messages.KindClarification, ClarificationID: ev.ClarificationID,
-			ToolName: ev.ToolName, Input: ev.Input}, seq)
+		c.clarification(now, ev, seq)
+	case messages.EvTurnEnd, messages.EvEnded, messages.EvError:
+		c.agentTurnEnd(now, ev)
+	}
+	c.deliver()
+}
+
+// backendStarted takes the backend's started event: what it says of the
+// run goes into the record.
+//
+//go:noinline
+func (c *Core) backendStarted(now time.Time, ev *messages.Event) {
+	if ev.ExternalSessionID != "" && ev.ExternalSessionID != c.ExternalID() {
+		c.rec.Runs[len(c.rec.Runs)-1].ExternalSessionID = ev.ExternalSessionID
+		c.touchMeta(now)
+	}
+	if ev.Model != "" && c.rec.Model == "" {
+		c.rec.Model = ev.Model
+		c.touchMeta(now)
+	}
+	if run := &c.rec.Runs[len(c.rec.Runs)-1]; ev.Containment != nil && run.Containment == nil {
+		run.Containment = ev.Containment // what the runtime's containment applied (read only)
+		c.touchMeta(now)
+	}
+}
+
+//go:noinline
+func (c *Core) toolUse(turn int, ev *messages.Event) {
+	c.actions = append(c.actions, messages.Action{ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Input: ev.Input})
+	c.diet.Add(messages.HistoryEntry{Turn: turn, Kind: messages.HistAction, Text: ev.ToolName + " " + compactJSON(ev.Input)})
+}
+
+//go:noinline
+func (c *Core) toolResult(turn int, ev *messages.Event) {
+	// any tool may have changed the work tree (a shell as well as an edit)
+	if c.noCapture == nil {
+		c.out.Diff = append(c.out.Diff, DPrepare{Turn: turn})
+	}
+	for i := len(c.actions) - 1; i >= 0; i-- {
+		if c.actions[i].ToolUseID == ev.ToolUseID {
+			c.actions[i].Result = cutText(ev.Output, DietMaxEntryText)
+			c.actions[i].IsError = ev.IsError
+			// an edit counts for the tool-event diff fallback only once it ran
+			if !ev.IsError && c.isEditTool(c.actions[i].ToolName) {
+				if p := editPath(c.actions[i].Input); p != "" {
+					c.editPaths = appendUnique(c.editPaths, p)
+				}
+			}
+			break
+		}
+	}
+}
+
+// clarification queues the backend's question (event seq) for the reader.
+//
+//go:noinline
+func (c *Core) clarification(now time.Time, ev *messages.Event, seq uint64) {
+	c.pending = append(c.pending, messages.Clarification{ID: ev.ClarificationID, ToolName: ev.ToolName, Input: ev.Input})
+	c.syncWaiting(now)
+	c.enqueue(messages.TurnResult{Kind: messages.KindClarification, ClarificationID: ev.ClarificationID,
+		ToolName: ev.ToolName, Input: ev.Input}, seq)
+}
+
+// agentTurnEnd closes the running turn on the backend's turn_end, its end,
+// or a fatal error.
+//
+//go:noinline
+func (c *Core) agentTurnEnd(now time.Time, ev *messages.Event) {
+	switch ev.Type {
 	case messages.EvTurnEnd:
 		state := ev.State
 		if !state.Valid() {
@@ -538,7 +595,6 @@ func (c *Core) agentEvent(now time.Time, turn int, ev *messages.Event) {
 			c.finishTurn(now, turnEnd{kind: messages.KindError, state: messages.TurnErrored, message: firstNonEmpty(ev.Text, "the backend exited"), code: messages.CodeInternal})
 		}
 	}
-	c.deliver()
 }
 
 func (c *Core) costDelta(ev *messages.Event) float64 {
@@ -629,11 +685,60 @@ func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
 	if diff == nil {
 		diff = &messages.TurnDiff{Source: messages.DiffNone, Files: []messages.FileChange{}, Summary: "no diff captured"}
 	}
-	c.emit(now, c.turn, messages.Event{Type: messages.EvTurnDiff, Diff: diff})
+	c.emitDiff(now, diff)
 	if diff.Warning != "" {
 		// a capture problem is loud, never fatal: the turn's result goes on
-		c.emit(now, c.turn, messages.Event{Type: messages.EvWarning, Text: "diff capture: " + diff.Warning})
+		c.emitNote(now, messages.EvWarning, "diff capture: "+diff.Warning)
 	}
+	c.queueTurnResult(diff)
+	c.phase = PhaseIdle
+	if c.agentEnded {
+		c.rec.Status = messages.StatusEnded
+	} else {
+		c.rec.Status = messages.StatusIdle
+	}
+	c.touchMeta(now)
+	if len(c.guidance) > 0 {
+		c.guidanceAfterTurn(now)
+	}
+	c.deliver()
+}
+
+// emitNote emits an event of type typ that says text, in the current
+// turn. The event is built in this call's frame, not its caller's: see
+// emit.
+//
+//go:noinline
+func (c *Core) emitNote(now time.Time, typ messages.EventType, text string) {
+	c.emit(now, c.turn, messages.Event{Type: typ, Text: text})
+}
+
+// emitDiff emits the current turn's turn_diff (see emitNote).
+//
+//go:noinline
+func (c *Core) emitDiff(now time.Time, diff *messages.TurnDiff) {
+	c.emit(now, c.turn, messages.Event{Type: messages.EvTurnDiff, Diff: diff})
+}
+
+// guidanceAfterTurn starts the next turn with the guidance queued during
+// the one that ended, or says why it cannot.
+//
+//go:noinline
+func (c *Core) guidanceAfterTurn(now time.Time) {
+	if err := c.canStartTurn(); err == nil {
+		c.beginTurn(now, c.nextInput(""))
+	} else {
+		c.emitNote(now, messages.EvWarning,
+			fmt.Sprintf("%d queued guidance message(s) not delivered: %s", len(c.guidance), messages.AsError("guide", err).Message))
+		c.guidance = nil
+	}
+}
+
+// queueTurnResult builds the ended turn's result from its end and diff,
+// counts the round, and queues the result for the reader.
+//
+//go:noinline
+func (c *Core) queueTurnResult(diff *messages.TurnDiff) {
 	e := c.end
 	c.rec.CostUSD += e.cost
 	c.rec.RoundsElapsed++
@@ -669,23 +774,6 @@ func (c *Core) DiffReady(now time.Time, turn int, diff *messages.TurnDiff) {
 		c.completedTurns++
 	}
 	c.enqueue(r, c.seq)
-	c.phase = PhaseIdle
-	if c.agentEnded {
-		c.rec.Status = messages.StatusEnded
-	} else {
-		c.rec.Status = messages.StatusIdle
-	}
-	c.touchMeta(now)
-	if len(c.guidance) > 0 {
-		if err := c.canStartTurn(); err == nil {
-			c.beginTurn(now, c.nextInput(""))
-		} else {
-			c.emit(now, c.turn, messages.Event{Type: messages.EvWarning,
-				Text: fmt.Sprintf("%d queued guidance message(s) not delivered: %s", len(c.guidance), messages.AsError("guide", err).Message)})
-			c.guidance = nil
-		}
-	}
-	c.deliver()
 }
 
 func (c *Core) canStartTurn() error {
@@ -712,6 +800,10 @@ func (c *Core) nextInput(text string) string {
 	return strings.Join(parts, "\n\n")
 }
 
+// enqueue queues r for the reader once seq is durable (never inlined: see
+// emit).
+//
+//go:noinline
 func (c *Core) enqueue(r messages.TurnResult, seq uint64) {
 	if r.SessionID == "" {
 		r.SessionID = c.spec.SessionID
@@ -722,19 +814,29 @@ func (c *Core) enqueue(r messages.TurnResult, seq uint64) {
 	c.queue = append(c.queue, queuedResult{result: r, seq: seq})
 }
 
-// deliver hands the oldest durable result to a waiting reader.
+// deliver hands the oldest durable result to a waiting reader. Most calls
+// (one per event) have nothing to deliver: the check is inlined, the
+// delivery a call of its own (see emit).
 func (c *Core) deliver() {
 	if c.reader == nil || len(c.queue) == 0 || c.queue[0].seq > c.durableSeq {
 		return
 	}
-	q := c.queue[0]
+	c.deliverHead()
+}
+
+//go:noinline
+func (c *Core) deliverHead() {
+	// through pointers: a result is some 250 bytes, and each copy of it
+	// held in this frame is stack a wake-up may have to grow (see emit)
+	d := &deliveredResult{token: c.reader.token, q: c.queue[0]}
 	c.queue = c.queue[1:]
-	c.delivered = &deliveredResult{token: c.reader.token, q: q}
-	r := q.result
+	c.delivered = d
+	c.out.Replies = append(c.out.Replies, Reply{})
+	r := &c.out.Replies[len(c.out.Replies)-1]
+	r.Token, r.Result = d.token, d.q.result
 	if !c.reader.includeDiff {
-		r.TurnDiff = r.TurnDiff.WithoutUnified()
+		r.Result.TurnDiff = r.Result.TurnDiff.WithoutUnified()
 	}
-	c.out.Replies = append(c.out.Replies, Reply{Token: c.reader.token, Result: r})
 	c.reader = nil
 }
 
@@ -753,11 +855,14 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 			if len(acked) == 0 {
 				break
 			}
-			for i := range acked {
-				if acked[i].Seq > c.drained { // acknowledged before Drain saw it
-					c.out.Events = append(c.out.Events, acked[i])
-				}
+			// the ones acknowledged before Drain saw them (seqs ascend:
+			// a slice append, not one per element, which would copy each
+			// 430-byte event to a temporary in this frame first)
+			i := 0
+			for i < len(acked) && acked[i].Seq <= c.drained {
+				i++
 			}
+			c.out.Events = append(c.out.Events, acked[i:]...)
 			if len(c.out.Durable) == 0 {
 				c.out.Durable = acked
 			} else {
@@ -770,17 +875,24 @@ func (c *Core) Persisted(now time.Time, seq uint64, err error) {
 		}
 	}
 	if err != nil {
-		c.persistWarns++
-		c.storeFails++
-		c.storeErr = err
-		if c.persistWarns == 1 && c.live() {
-			c.emit(now, c.turn, messages.Event{Type: messages.EvError, Text: "persisting events failed: " + messages.AsError("persist", err).Message})
-		}
+		c.persistFailed(now, err)
 	} else {
 		c.persistWarns, c.storeFails, c.storeErr = 0, 0, nil
 	}
 	c.deliver()
 	c.releasedDurable()
+}
+
+// persistFailed counts a failed write, and says so once per streak.
+//
+//go:noinline
+func (c *Core) persistFailed(now time.Time, err error) {
+	c.persistWarns++
+	c.storeFails++
+	c.storeErr = err
+	if c.persistWarns == 1 && c.live() {
+		c.emitNote(now, messages.EvError, "persisting events failed: "+messages.AsError("persist", err).Message)
+	}
 }
 
 // ReadTurn registers a reader. It returns an error at once when the read
@@ -885,34 +997,19 @@ func (c *Core) Guide(now time.Time, g messages.Guide) error {
 	if err := c.storeUnavailable(op); err != nil {
 		return err
 	}
-	d := &c.spec.Descriptor
 	mode := g.EffectiveMode()
-	if !d.SupportsGuideMode(mode) {
-		return messages.Errorf(messages.CodeUnsupported, op, "backend %s does not support %s guidance", d.ID, mode)
-	}
-	if err := routing.CheckSwitch(op, *d, g.Model, g.Effort); err != nil {
+	if err := c.guideModel(now, mode, &g); err != nil {
 		return err
 	}
-	g.Model = routing.ResolveModel(*d, g.Model)
 	source := g.Source
 	if source == "" {
 		source = messages.SourceDriver
-	}
-	if g.Model != "" || g.Effort != "" {
-		c.out.Transport = append(c.out.Transport, TSetModel{Model: g.Model, Effort: g.Effort})
-		if g.Model != "" {
-			c.rec.Model = g.Model
-		}
-		if g.Effort != "" {
-			c.rec.Effort = g.Effort
-		}
-		c.touchMeta(now)
 	}
 	startsTurn := c.phase == PhaseIdle
 	if startsTurn {
 		c.beginTurn(now, c.nextInput(g.Text)) // the guidance belongs to the turn it starts
 	}
-	c.emit(now, c.turn, messages.Event{Type: messages.EvGuidance, Source: source, Mode: mode, Text: g.Text, Model: g.Model})
+	c.emitGuidance(now, source, mode, &g)
 	if source == messages.SourceUser {
 		c.diet.Add(messages.HistoryEntry{Turn: c.turn, Kind: messages.HistGuidance, Text: "user: " + g.Text, Pinned: true})
 	}
@@ -928,6 +1025,39 @@ func (c *Core) Guide(now time.Time, g messages.Guide) error {
 		c.guidance = append(c.guidance, g.Text)
 	}
 	return nil
+}
+
+// guideModel checks that the backend takes guidance in mode and the model
+// or effort g switches to (g.Model resolved), and switches them. A method
+// of its own, as the other steps below: see emit.
+//
+//go:noinline
+func (c *Core) guideModel(now time.Time, mode messages.GuideMode, g *messages.Guide) error {
+	const op = messages.OpGuide
+	d := &c.spec.Descriptor
+	if !d.SupportsGuideMode(mode) {
+		return messages.Errorf(messages.CodeUnsupported, op, "backend %s does not support %s guidance", d.ID, mode)
+	}
+	if err := routing.CheckSwitch(op, *d, g.Model, g.Effort); err != nil {
+		return err
+	}
+	g.Model = routing.ResolveModel(*d, g.Model)
+	if g.Model != "" || g.Effort != "" {
+		c.out.Transport = append(c.out.Transport, TSetModel{Model: g.Model, Effort: g.Effort})
+		if g.Model != "" {
+			c.rec.Model = g.Model
+		}
+		if g.Effort != "" {
+			c.rec.Effort = g.Effort
+		}
+		c.touchMeta(now)
+	}
+	return nil
+}
+
+//go:noinline
+func (c *Core) emitGuidance(now time.Time, source messages.GuidanceSource, mode messages.GuideMode, g *messages.Guide) {
+	c.emit(now, c.turn, messages.Event{Type: messages.EvGuidance, Source: source, Mode: mode, Text: g.Text, Model: g.Model})
 }
 
 // SetPosture changes the posture, never above the session's ceiling.

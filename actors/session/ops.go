@@ -21,7 +21,13 @@ type Op interface {
 
 type reply[T any] chan<- Result[T]
 
-func (r reply[T]) ok(v T)         { r <- Result[T]{Val: v} }
+// ok and fail are never inlined: a Result of a turn is some 260 bytes,
+// built in the caller's frame when inlined (see Core.emit).
+//
+//go:noinline
+func (r reply[T]) ok(v T) { r <- Result[T]{Val: v} }
+
+//go:noinline
 func (r reply[T]) fail(err error) { r <- Result[T]{Err: err} }
 
 // Ops from the registry to a session.

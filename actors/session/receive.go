@@ -113,55 +113,93 @@ func (a *Actor) stopTimers() {
 }
 
 // receiveOp serves an op from the registry: an op that emits events is
-// answered once they are durable (answer).
+// answered once they are durable (answer). Each op is served by a method
+// of its own, never inlined: a frame is sized for every case's locals at
+// once, and each wake-up starts on a small stack (see Core.emit).
 func (a *Actor) receiveOp(c *actor.Context, now time.Time, op Op) {
 	switch m := op.(type) {
 	case OpReadTurn:
-		if err := a.core.ReadTurn(m.Token, m.Op.IncludeDiff); err != nil {
-			m.Fail(err)
-		} else {
-			a.pendingReads[m.Token] = m.Reply
-		}
+		a.opReadTurn(m)
 	case OpCancelRead:
-		cancelled := a.core.CancelRead(m.Token)
-		if cancelled {
-			delete(a.pendingReads, m.Token)
-		}
-		m.Reply <- Result[bool]{Val: cancelled}
+		a.opCancelRead(m)
 	case OpUnread:
 		a.core.Unread(m.Token)
 	case OpAnswer:
-		r, err := a.core.Answer(now, m.Op)
-		a.answer(err, func(err error) {
-			if err != nil {
-				r = messages.AnswerResult{}
-			}
-			m.Reply <- Result[messages.AnswerResult]{Val: r, Err: err}
-		})
+		a.opAnswer(now, m)
 	case OpGuide:
-		err := a.core.Guide(now, m.Op)
-		a.answer(err, func(err error) {
-			m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
-		})
+		a.opGuide(now, m)
 	case OpSetPosture:
-		r, err := a.core.SetPosture(now, m.Op.Posture)
-		a.answer(err, func(err error) {
-			if err != nil {
-				r = messages.SetPostureResult{}
-			}
-			m.Reply <- Result[messages.SetPostureResult]{Val: r, Err: err}
-		})
+		a.opSetPosture(now, m)
 	case OpInterrupt:
-		err := a.core.Interrupt(now)
-		a.answer(err, func(err error) {
-			m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
-		})
+		a.opInterrupt(now, m)
 	case OpRelease:
-		a.beginRelease(c, m.Reason, m.Outcome, m.Note, "", m.Reply)
+		a.opRelease(c, m)
 	}
 }
 
-// receiveTransport takes what the backend said or could not do.
+//go:noinline
+func (a *Actor) opReadTurn(m OpReadTurn) {
+	if err := a.core.ReadTurn(m.Token, m.Op.IncludeDiff); err != nil {
+		m.Fail(err)
+	} else {
+		a.pendingReads[m.Token] = m.Reply
+	}
+}
+
+//go:noinline
+func (a *Actor) opCancelRead(m OpCancelRead) {
+	cancelled := a.core.CancelRead(m.Token)
+	if cancelled {
+		delete(a.pendingReads, m.Token)
+	}
+	m.Reply <- Result[bool]{Val: cancelled}
+}
+
+//go:noinline
+func (a *Actor) opAnswer(now time.Time, m OpAnswer) {
+	r, err := a.core.Answer(now, m.Op)
+	a.answer(err, func(err error) {
+		if err != nil {
+			r = messages.AnswerResult{}
+		}
+		m.Reply <- Result[messages.AnswerResult]{Val: r, Err: err}
+	})
+}
+
+//go:noinline
+func (a *Actor) opGuide(now time.Time, m OpGuide) {
+	err := a.core.Guide(now, m.Op)
+	a.answer(err, func(err error) {
+		m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+	})
+}
+
+//go:noinline
+func (a *Actor) opSetPosture(now time.Time, m OpSetPosture) {
+	r, err := a.core.SetPosture(now, m.Op.Posture)
+	a.answer(err, func(err error) {
+		if err != nil {
+			r = messages.SetPostureResult{}
+		}
+		m.Reply <- Result[messages.SetPostureResult]{Val: r, Err: err}
+	})
+}
+
+//go:noinline
+func (a *Actor) opInterrupt(now time.Time, m OpInterrupt) {
+	err := a.core.Interrupt(now)
+	a.answer(err, func(err error) {
+		m.Reply <- Result[messages.OKResult]{Val: messages.OKResult{OK: err == nil}, Err: err}
+	})
+}
+
+//go:noinline
+func (a *Actor) opRelease(c *actor.Context, m OpRelease) {
+	a.beginRelease(c, m.Reason, m.Outcome, m.Note, "", m.Reply)
+}
+
+// receiveTransport takes what the backend said or could not do (the rare
+// cases in methods of their own: see receiveOp).
 func (a *Actor) receiveTransport(c *actor.Context, now time.Time, n transportNote) {
 	switch m := n.(type) {
 	case agentEvents:
@@ -174,18 +212,33 @@ func (a *Actor) receiveTransport(c *actor.Context, now time.Time, n transportNot
 		}
 		m.q.recycle(evs)
 	case hostAbandoned:
-		a.abandonedChild(now, ChildTransport, fmt.Sprintf("the backend session did not close within %s: abandoned, %d process groups killed", m.wait, m.killed))
+		a.hostAbandoned(now, m)
 	case transportCmdFailed:
-		if m.turn > 0 {
-			a.core.TransportFailed(now, m.turn, m.err.Error())
-		} else {
-			a.core.AgentEvent(now, a.core.Turn(), messages.Event{Type: messages.EvWarning, Text: m.err.Error()})
-		}
+		a.transportCmdFailed(now, m)
 	case stallCheck:
-		if m.gen == a.stallGen && a.core.Phase() == PhaseRunning {
-			a.core.AgentEvent(now, a.core.Turn(), messages.Event{Type: messages.EvWarning,
-				Text: fmt.Sprintf("stalled: the backend has produced no output for %s", a.o.StallAfter)})
-		}
+		a.stallCheck(now, m)
+	}
+}
+
+//go:noinline
+func (a *Actor) hostAbandoned(now time.Time, m hostAbandoned) {
+	a.abandonedChild(now, ChildTransport, fmt.Sprintf("the backend session did not close within %s: abandoned, %d process groups killed", m.wait, m.killed))
+}
+
+//go:noinline
+func (a *Actor) transportCmdFailed(now time.Time, m transportCmdFailed) {
+	if m.turn > 0 {
+		a.core.TransportFailed(now, m.turn, m.err.Error())
+	} else {
+		a.core.AgentEvent(now, a.core.Turn(), messages.Event{Type: messages.EvWarning, Text: m.err.Error()})
+	}
+}
+
+//go:noinline
+func (a *Actor) stallCheck(now time.Time, m stallCheck) {
+	if m.gen == a.stallGen && a.core.Phase() == PhaseRunning {
+		a.core.AgentEvent(now, a.core.Turn(), messages.Event{Type: messages.EvWarning,
+			Text: fmt.Sprintf("stalled: the backend has produced no output for %s", a.o.StallAfter)})
 	}
 }
 

@@ -62,8 +62,8 @@ func Build(rec messages.SessionRecord, events []messages.PersistedEvent, editToo
 		}
 	}
 	t := learning.NewTally(editTools, "")
-	for _, e := range events[from:] {
-		t.Observe(e.Event)
+	for i := range events[from:] {
+		t.ObserveRef(&events[from+i].Event)
 	}
 	rel := t.Released
 	if rel == nil || rel.ReleaseReason == messages.ReleaseShutdown {
