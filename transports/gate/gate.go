@@ -114,8 +114,14 @@ func (w Workspace) Resolve(p string) (string, error) {
 	var walked [4]string // the readings walked so far: the same string resolves the same way
 	n := 0
 	for _, raw := range raws {
-		for _, cand := range []string{filepath.Clean(raw), raw} {
+		for j, cand := range []string{filepath.Clean(raw), raw} {
 			if slices.Contains(walked[:n], cand) {
+				continue
+			}
+			if j == 1 && !hasDotDot(cand) {
+				// physical skips "" and "." components and looks past a
+				// component only for others, so without ".." the reading
+				// as given resolves as its clean one just did
 				continue
 			}
 			walked[n], n = cand, n+1
@@ -207,6 +213,11 @@ func physical(abs string) (string, error) {
 		cur = resolved
 	}
 	return cur, nil
+}
+
+// hasDotDot reports whether the path p has a ".." component.
+func hasDotDot(p string) bool {
+	return slices.Contains(splitPath(p), "..")
 }
 
 // hasMore reports whether parts holds a component other than "" and ".".

@@ -119,3 +119,40 @@ func TestOpenFileAfterASwapStaysInside(t *testing.T) {
 	_, err = w.OpenFile(real, os.O_RDONLY, 0)
 	assert.Error(t, err)
 }
+
+// A path whose only difference from its clean form is "." components and
+// extra separators resolves as its clean form does (the same file, or
+// the same refusal), through links in and out, a dangling link, a file
+// used as a directory and a missing tail: Resolve walks only the clean
+// reading of such a path (the one as given has nothing ".." could make
+// differ).
+func TestDotsAndSeparatorsResolveAsTheCleanPath(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "outside"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "sub", "f.txt"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(ws, "sub"), filepath.Join(ws, "in")))
+	require.NoError(t, os.Symlink(filepath.Join(root, "outside"), filepath.Join(ws, "out")))
+	require.NoError(t, os.Symlink(filepath.Join(ws, "nowhere"), filepath.Join(ws, "dangling")))
+	for _, dir := range []string{ws, filepath.Join(root, "wslink")} {
+		if dir != ws {
+			require.NoError(t, os.Symlink(ws, dir))
+		}
+		w, err := gate.NewWorkspace(dir)
+		require.NoError(t, err)
+		for _, p := range []string{".", "./", ".//.", "sub/.", "sub//f.txt", "./sub/./f.txt/", "sub/f.txt/.",
+			"in/.", "in//f.txt", "out/.", "out/x/", "dangling/.", "./dangling", "missing/./x/", "sub/f.txt/./x",
+			dir + "/./sub/", dir + "//in/f.txt/."} {
+			got, err := w.Resolve(p)
+			want, wantErr := w.Resolve(filepath.Clean(p))
+			if wantErr != nil {
+				require.Error(t, err, "%s in %s", p, dir)
+				assert.Equal(t, refusal(t, wantErr), refusal(t, err), "%s in %s", p, dir)
+				continue
+			}
+			require.NoError(t, err, "%s in %s", p, dir)
+			assert.Equal(t, want, got, "%s in %s", p, dir)
+		}
+	}
+}

@@ -124,23 +124,22 @@ func orEmptyObject(b json.RawMessage) json.RawMessage {
 	return b
 }
 
-// wholeBody is the parameters of a call whose body is given whole (by
-// option.WithRequestBody): the SDK encodes nothing of its own.
-var wholeBody = param.Override[anthropic.MessageNewParams](json.RawMessage(`{}`))
-
 // stream makes one streamed call. The body is wire's (the request as the
 // SDK would encode it, "stream": true included, as NewStreaming adds it),
 // sent through the SDK's client as a POST like NewStreaming's, so the
 // SDK neither encodes the parameters again nor rewrites the body to set
 // "stream" (each a pass over the whole conversation); the answer is read
-// by decodeStream (anthropicstream.go).
+// by decodeStream (anthropicstream.go). The body goes as Post's params:
+// the SDK sends a []byte as it is, with NewStreaming's Content-Type
+// (application/json), and builds the request with no option of ours to
+// apply and no empty override to encode on every call.
 func (p *anthropicProvider) stream(ctx context.Context, req request, emit func(delta)) (response, error) {
 	body, err := p.wire.body(req)
 	if err != nil {
 		return response{}, err
 	}
 	var raw *http.Response
-	err = p.client.Post(ctx, "v1/messages", wholeBody, &raw, option.WithRequestBody("application/json", body))
+	err = p.client.Post(ctx, "v1/messages", body, &raw)
 	st := ssestream.NewStream[streamEvent](ssestream.NewDecoder(raw), err)
 	defer st.Close()
 	resp, err := decodeStream(st, emit)

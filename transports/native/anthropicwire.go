@@ -17,7 +17,7 @@ import (
 // (session.appendUser). So the SDK encodes each message once, each tool
 // definition once and the request's fixed fields once, and a call's body
 // is those bytes joined, "stream": true first, handed to the SDK's
-// client as the whole body (option.WithRequestBody), which it sends as it
+// client as the whole body (Post's params, a []byte), which it sends as it
 // is. What goes on the wire is what NewStreaming would have sent for
 // sdkParams (TestAnthropicWireMatchesSDK, TestAnthropicRequestMatchesSDK);
 // if the SDK cannot encode a piece, the call fails with the SDK's error,

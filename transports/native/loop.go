@@ -3,7 +3,6 @@ package native
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -63,7 +62,7 @@ func (t *Transport) OpenLoop(ctx context.Context, spec LoopSpec, sink transports
 		ext[tl.Spec.Name] = tl
 	}
 	get := t.envLookup(spec.Env)
-	httpc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	httpc := sessionHTTPClient()
 	prov, err := newProvider(get, httpc)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -280,7 +279,7 @@ func (t *Transport) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	}
 	get := t.envLookup(spec.Env)
 	// Each session has its own connections, closed with it.
-	httpc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	httpc := sessionHTTPClient()
 	prov, err := newProvider(get, httpc)
 	if err != nil {
 		return nil, err
