@@ -314,6 +314,29 @@ func TestNative(t *testing.T) {
 		}
 		assert.True(t, found, "c=%d: no row of process CPU per turn", c)
 	}
+	// at c=1, the turn less the one flush the contract holds it for
+	floor := false
+	for _, r := range res.Rows {
+		if r.Figure == "c=1: runtime per turn less one device flush (the contract's floor)" {
+			floor = true
+			require.NotNil(t, r.Baseline, r.Figure)
+			assert.Positive(t, r.Baseline.Value, r.Figure)
+		}
+		if strings.HasPrefix(r.Figure, "c=1: one device flush") {
+			assert.Positive(t, r.Value, r.Figure)
+		}
+		assert.False(t, strings.HasPrefix(r.Figure, "c=2: one device flush"), "a flush row at c=2, where sessions share their flushes")
+	}
+	assert.True(t, floor, "c=1: no row of the runtime per turn less one device flush")
+}
+
+func TestDeviceFlushTimesEachWrite(t *testing.T) {
+	t.Parallel()
+	s, err := deviceFlush(t.TempDir(), 20, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 20, s.n)
+	assert.Positive(t, s.mean)
+	assert.LessOrEqual(t, s.p50, s.mx)
 }
 
 func TestNativeFailsOnALostReleasedEvent(t *testing.T) {
