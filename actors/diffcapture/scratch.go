@@ -40,6 +40,7 @@ type scratchState struct {
 	// witness.go: the proof that the work tree is still S, when one holds
 	wit         *witness
 	making      bool            // a Settle is making the witness
+	again       bool            // another asked meanwhile: the maker goes once more
 	noWitness   bool            // none can be made for S as seeded (a big or remote tree, an index git would not stat)
 	ignoredDirs map[string]bool // the directories ignore rules match as a whole
 	knownDirs   map[string]bool // the directories the last witness walked
@@ -406,7 +407,12 @@ func (g *Git) scratchFinish(ctx context.Context, b *gitBaseline, d *discovered) 
 		// S is the baseline snapshot still: nothing changed
 		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
 	}
-	if len(out) > 0 {
+	// S changed during the turn, by this add or by a Settle's (whose add
+	// dropped the current snapshot): S as it stands is the next turn's
+	// baseline. Taking it only when this add changed something would leave
+	// no snapshot after a Settle that came late, and every later Begin
+	// would take git's way until a turn changed something again.
+	if len(out) > 0 || sc.cur == nil {
 		if err := sc.take(); err != nil {
 			g.dropScratch()
 			return messages.TurnDiff{}, err

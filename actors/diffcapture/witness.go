@@ -293,6 +293,10 @@ func fsClock() int64 {
 // stamps are too new (each waits for the clock to pass them first).
 const witnessTries = 3
 
+// witnessRounds bounds how often one maker goes again for callers that
+// came while it was making the witness (each round is one makeWitnessOnce).
+const witnessRounds = 3
+
 // makeWitness is the part of Settle (and of Prepare) that makes the next
 // witness when none holds: walk the directories, bring S up to date (one
 // add, taking what changed since the last capture point, as a Begin would),
@@ -300,22 +304,58 @@ const witnessTries = 3
 // status) when the walk found a directory it had not seen. Runs beside the
 // turn or the driver's read, one at a time; takes smu only for the add and
 // the reading of S.
+//
+// A caller that finds another making the witness leaves the work to it,
+// and the maker goes once more when it is done: its own try may have
+// failed, or been of a tree that changed since (a Settle after a turn's
+// Finish can come while a Settle from the turn's Begin is still making
+// one). Were that caller's request dropped, no witness would be made
+// until the next turn's Finish, and every turn until then would take
+// git's way.
 func (g *Git) makeWitness(ctx context.Context, d *discovered) {
+	for range witnessRounds {
+		if !g.makeWitnessOnce(ctx, d) {
+			return
+		}
+		var why string
+		var err error
+		if d, why, err = g.repository(ctx); err != nil || why != "" {
+			return
+		}
+		// the witness this round made may be of the tree before the
+		// change the other caller saw (a file removed after the walk
+		// leaves no newer stamp in S to make the witness racy)
+		g.smu.Lock()
+		if sc := g.sc; sc != nil && sc.wit != nil && !sc.wit.holds() {
+			sc.wit = nil
+		}
+		g.smu.Unlock()
+	}
+}
+
+// makeWitnessOnce is one round of makeWitness; again says another caller
+// asked for a witness while this one was making it.
+func (g *Git) makeWitnessOnce(ctx context.Context, d *discovered) (again bool) {
 	g.smu.Lock()
 	sc := g.sc
-	ok := sc != nil && !g.witnessOff && sc.wit == nil && !sc.making && !sc.noWitness && !sc.statusWay && !sc.reseed && sc.disc == d && sc.repo == d.rp
+	ok := sc != nil && !g.witnessOff && sc.wit == nil && !sc.noWitness && !sc.statusWay && !sc.reseed && sc.disc == d && sc.repo == d.rp
+	if ok && sc.making {
+		sc.again = true // the maker goes once more
+		ok = false
+	}
 	var ignored, known map[string]bool
 	if ok {
-		sc.making = true
+		sc.making, sc.again = true, false
 		ignored, known = sc.ignoredDirs, sc.knownDirs
 	}
 	g.smu.Unlock()
 	if !ok {
-		return
+		return false
 	}
 	defer func() {
 		g.smu.Lock()
 		sc.making = false
+		again, sc.again = sc.again, false
 		g.smu.Unlock()
 	}()
 	if !localStamps(d.rp.top) {
@@ -368,6 +408,7 @@ func (g *Git) makeWitness(ctx context.Context, d *discovered) {
 			return
 		}
 	}
+	return
 }
 
 // refreshForWitness is makeWitness's add and reading of S, under smu; w

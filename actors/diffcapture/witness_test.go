@@ -405,3 +405,118 @@ func TestWitnessComparesTheExecBit(t *testing.T) {
 		require.True(t, w.holds())
 	}
 }
+
+// gatedGit is git with one subcommand that can be held: while the gate is
+// closed, a run of it says so (entered) and waits for the gate to open,
+// then fails, as a git killed or timed out would.
+type gatedGit struct {
+	bin, gate, entered string
+}
+
+func newGatedGit(t *testing.T, sub string) *gatedGit {
+	t.Helper()
+	real, err := exec.LookPath("git")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	g := &gatedGit{bin: filepath.Join(dir, "git"), gate: filepath.Join(dir, "gate"), entered: filepath.Join(dir, "entered")}
+	script := "#!/bin/sh\n" +
+		"skip=0; for a in \"$@\"; do if [ $skip = 1 ]; then skip=0; continue; fi; case \"$a\" in -C|-c) skip=1;; --*) ;; *) sub=\"$a\"; break;; esac; done\n" +
+		"if [ \"$sub\" = '" + sub + "' ] && [ -e '" + g.gate + "' ]; then\n" +
+		"  touch '" + g.entered + "'\n" +
+		"  while [ -e '" + g.gate + "' ]; do sleep 0.01; done\n" +
+		"  exit 1\n" +
+		"fi\n" +
+		"exec '" + real + "' \"$@\"\n"
+	require.NoError(t, os.WriteFile(g.bin, []byte(script), 0o755))
+	return g
+}
+
+func (g *gatedGit) close(t *testing.T) { require.NoError(t, os.WriteFile(g.gate, nil, 0o644)) }
+func (g *gatedGit) open(t *testing.T)  { require.NoError(t, os.Remove(g.gate)) }
+
+// waitEntered waits for a run of the gated subcommand (the bound only
+// stops a hang).
+func (g *gatedGit) waitEntered(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { _, err := os.Stat(g.entered); return err == nil }, time.Minute, 5*time.Millisecond,
+		"no run of the gated subcommand")
+}
+
+// A Settle that comes while another is making the witness is not dropped:
+// the maker goes once more when it is done. Here the maker's own try fails
+// (its listing of the ignored directories, for a directory the turn made,
+// fails as a killed git would) after the second Settle came: before, the
+// second Settle returned at once, nothing made the witness, and every turn
+// took git's way until the next Finish.
+func TestSettleWhileAnotherMakesTheWitness(t *testing.T) {
+	r := witnessRepo(t)
+	git := newGatedGit(t, "status")
+	g := NewGit(r.dir, WithGitBinary(git.bin))
+	ctx := testCtx(t)
+	turn := func(change func()) {
+		t.Helper()
+		b, err := g.Begin(ctx)
+		require.NoError(t, err)
+		if change != nil {
+			change()
+		}
+		d := g.Finish(ctx, b, nil)
+		require.Empty(t, d.Warning)
+	}
+	turn(nil)
+	g.Settle(ctx)
+	_, _, ok := g.BeginNow()
+	require.True(t, ok, "the witness holds after a clean turn's Settle")
+
+	turn(func() { r.write("fresh/x.txt", "x\n") })
+	_, _, ok = g.BeginNow()
+	require.False(t, ok, "the turn's Finish took the witness")
+	git.close(t)
+	first := make(chan struct{})
+	go func() { defer close(first); g.Settle(ctx) }()
+	git.waitEntered(t)
+	g.Settle(ctx) // while the first makes the witness
+	git.open(t)
+	select {
+	case <-first:
+	case <-time.After(time.Minute):
+		t.Fatal("the first Settle did not return")
+	}
+	_, _, ok = g.BeginNow()
+	assert.True(t, ok, "the witness the second Settle asked for was made after the first's try failed")
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	d := g.Finish(ctx, b, nil)
+	require.Empty(t, d.Warning)
+	assert.Empty(t, d.Files)
+}
+
+// A turn whose changes a Settle brought into S before the turn's Finish
+// (the Settle of the turn's Begin, running late beside the agent), and
+// whose witness no longer held at Finish (here an ignored file made
+// after), leaves S as it stands as the next turn's baseline all the same:
+// the next clean turn begins at once. Before, Finish's add found nothing
+// new to add, took no snapshot, and every later Begin took git's way until
+// a turn changed something again (the runtime test that waits for a turn
+// to begin at once waited in vain).
+func TestFinishTakesSAfterALateSettleAddedTheTurn(t *testing.T) {
+	r := witnessRepo(t)
+	g := NewGit(r.dir)
+	ctx := testCtx(t)
+	b, err := g.Begin(ctx) // the first: seeds S, no witness yet
+	require.NoError(t, err)
+	r.write("hello.txt", "hi\n")
+	g.Settle(ctx) // the Begin's, late: its add takes hello.txt into S
+	r.write("logs/new.log", "ignored\n")
+	d := g.Finish(ctx, b, nil)
+	require.Empty(t, d.Warning)
+	assert.Equal(t, []messages.FileChange{{Path: "hello.txt", Status: "A", Insertions: 1}}, d.Files)
+	g.Settle(ctx)
+	_, _, ok := g.BeginNow()
+	assert.True(t, ok, "the next turn begins at once")
+	b, err = g.Begin(ctx)
+	require.NoError(t, err)
+	d = g.Finish(ctx, b, nil)
+	require.Empty(t, d.Warning)
+	assert.Empty(t, d.Files)
+}
