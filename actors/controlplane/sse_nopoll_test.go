@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,29 +19,55 @@ import (
 )
 
 // readCountingStore counts every read of a store: records, listings,
-// events and last seqs.
+// events and last seqs. It keeps the stack of each read since the last
+// reset, so a failing count says who read.
 type readCountingStore struct {
 	store.Store
 	reads atomic.Int64
+
+	mu     sync.Mutex
+	stacks []string
+}
+
+func (s *readCountingStore) read() {
+	s.reads.Add(1)
+	s.mu.Lock()
+	s.stacks = append(s.stacks, string(debug.Stack()))
+	s.mu.Unlock()
+}
+
+// reset zeroes the count and forgets the stacks.
+func (s *readCountingStore) reset() {
+	s.mu.Lock()
+	s.reads.Store(0)
+	s.stacks = nil
+	s.mu.Unlock()
+}
+
+// who returns the stacks of the reads since the last reset.
+func (s *readCountingStore) who() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.stacks, "\n")
 }
 
 func (s *readCountingStore) GetMeta(ctx context.Context, sid string) (messages.SessionRecord, error) {
-	s.reads.Add(1)
+	s.read()
 	return s.Store.GetMeta(ctx, sid)
 }
 
 func (s *readCountingStore) List(ctx context.Context) ([]messages.SessionRecord, error) {
-	s.reads.Add(1)
+	s.read()
 	return s.Store.List(ctx)
 }
 
 func (s *readCountingStore) ReadEvents(ctx context.Context, sid string, after uint64, limit int) ([]messages.PersistedEvent, error) {
-	s.reads.Add(1)
+	s.read()
 	return s.Store.ReadEvents(ctx, sid, after, limit)
 }
 
 func (s *readCountingStore) LastSeq(ctx context.Context, sid string) (uint64, error) {
-	s.reads.Add(1)
+	s.read()
 	return s.Store.LastSeq(ctx, sid)
 }
 
@@ -132,7 +159,7 @@ func TestSSELiveDeliveryReadsNothingFromTheStore(t *testing.T) {
 		expect(streams[i], EventID(sid, 1))
 		expect(streams[2], EventID(sid, 1))
 	}
-	counting.reads.Store(0)
+	counting.reset()
 
 	const events = 100
 	for seq := uint64(2); seq <= events; seq++ {
@@ -142,10 +169,10 @@ func TestSSELiveDeliveryReadsNothingFromTheStore(t *testing.T) {
 			expect(streams[2], EventID(sid, seq))
 		}
 	}
-	assert.Zero(t, counting.reads.Load(), "store reads while the live feed delivered %d events to 3 streams", 2*(events-1)*2)
+	assert.Zero(t, counting.reads.Load(), "store reads while the live feed delivered %d events to 3 streams; read by:\n%s", 2*(events-1)*2, counting.who())
 
 	// idle: each stream sends 20 heartbeats and still nothing is read
-	counting.reads.Store(0)
+	counting.reset()
 	for _, c := range streams {
 		for beats := 0; beats < 20; {
 			select {
@@ -159,5 +186,5 @@ func TestSSELiveDeliveryReadsNothingFromTheStore(t *testing.T) {
 			}
 		}
 	}
-	assert.Zero(t, counting.reads.Load(), "store reads by an idle live feed")
+	assert.Zero(t, counting.reads.Load(), "store reads by an idle live feed; read by:\n%s", counting.who())
 }
