@@ -133,7 +133,7 @@ func (n *Node) suspected(name string) {
 	if on != nil {
 		on(name, PeerSuspect)
 	}
-	n.log.Info("cluster: member suspect (a probe of it went unanswered)", "member", name)
+	n.logPeerState(name, PeerSuspect, n.cfg.NodeID, "this node's probe of it went unanswered")
 }
 
 // probed marks a suspect peer alive again: this node's probe of it was
@@ -153,7 +153,24 @@ func (n *Node) probed(name string) {
 	if on != nil {
 		on(name, PeerAlive)
 	}
-	n.log.Info("cluster: member alive (a probe of it was answered)", "member", name)
+	n.logPeerState(name, PeerAlive, "", "this node's probe of it was answered")
+}
+
+// logPeerState logs a change of a peer between alive and suspect, naming
+// the suspecter (this node's id, or the one whose suspicion was gossiped
+// here), e.g.
+//
+//	msg="cluster: peer state changed" node=n2 peer=n3 state=suspect suspectedBy=n1 why="gossiped: ..."
+//
+// at debug: a peer flips with every unanswered probe and its refutation,
+// seconds apart on a flaky link, which is noise at info. Joins and deaths
+// stay at info (memberChanged).
+func (n *Node) logPeerState(name string, state PeerState, suspectedBy, why string) {
+	attrs := []any{"peer", name, "state", state.String()}
+	if state == PeerSuspect {
+		attrs = append(attrs, "suspectedBy", suspectedBy)
+	}
+	n.log.Debug("cluster: peer state changed", append(attrs, "why", why)...)
 }
 
 // memberChanged applies a membership event to the peer table. A peer
@@ -194,7 +211,11 @@ func (n *Node) memberChanged(m *memberlist.Node, state PeerState) {
 	on := n.onPeerState
 	n.mu.Unlock()
 	if was != state {
-		n.log.Info("cluster: member "+state.String(), "member", m.Name, "addr", meta.Addr)
+		if was == PeerSuspect && state == PeerAlive && !rebooted {
+			n.logPeerState(m.Name, state, "", "memberlist says it is alive (its metadata changed)")
+		} else { // a join, a rejoin in a new life, or a death
+			n.log.Info("cluster: member "+state.String(), "member", m.Name, "addr", meta.Addr)
+		}
 		if on != nil {
 			on(m.Name, state)
 		}

@@ -163,9 +163,9 @@ func (n *Node) hearRumor(r rumor) {
 		on(r.Node, map[string]PeerState{rumorSuspect: PeerSuspect, rumorAlive: PeerAlive}[r.Kind])
 	}
 	if r.Kind == rumorSuspect {
-		n.log.Info("cluster: member suspect (another node's probe of it went unanswered)", "member", r.Node, "suspectedBy", r.From)
+		n.logPeerState(r.Node, PeerSuspect, r.From, "gossiped: another node's probe of it went unanswered")
 	} else {
-		n.log.Info("cluster: member alive (it refuted a suspicion)", "member", r.Node)
+		n.logPeerState(r.Node, PeerAlive, "", "it refuted a suspicion")
 	}
 }
 

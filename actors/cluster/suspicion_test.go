@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -164,4 +167,55 @@ func TestRumorQueueReplacesOlderRumorsOfAMember(t *testing.T) {
 	n.spread(rumor{Kind: rumorAlive, Node: "c", Boot: 30, Inc: 1, From: "c"})
 	got := queued(t, n)
 	assert.ElementsMatch(t, []rumor{{Kind: rumorAlive, Node: "c", Boot: 30, Inc: 1, From: "c"}, {Kind: rumorSuspect, Node: "a", Boot: 10, Inc: 0, From: "b"}}, got)
+}
+
+// TestPeerStateChangesAreLoggedAtDebugWithTheSuspecter: each change of a
+// peer between alive and suspect is one debug line naming the peer, the
+// new state and, for suspect, who suspected it: a gossiped suspicion
+// names its suspecter, this node's own failed probe names this node (a
+// test reading a node's log tells the two apart by it). None of them is
+// logged at info; a death still is. Before, these changes were info lines
+// and the gossiped one was the only one naming the suspecter.
+func TestPeerStateChangesAreLoggedAtDebugWithTheSuspecter(t *testing.T) {
+	n := rumorNode(t)
+	var buf bytes.Buffer
+	n.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", "b")
+	n.peers["c"].meta.Addr = "127.0.0.1:7947"
+	n.peers["c"].verified = true
+	cMeta, err := messages.MarshalMsgpack(Meta{ID: "c", Boot: 30, Addr: "127.0.0.1:7947", Load: 1})
+	require.NoError(t, err)
+
+	hear(t, n, rumor{Kind: rumorSuspect, Node: "c", Boot: 30, Inc: 0, From: "a"})
+	hear(t, n, rumor{Kind: rumorSuspect, Node: "c", Boot: 30, Inc: 0, From: "a"}) // no change: no line
+	hear(t, n, rumor{Kind: rumorAlive, Node: "c", Boot: 30, Inc: 1, From: "c"})
+	n.suspected("c")
+	n.suspected("c") // suspect already: no line
+	n.probed("c")
+	n.probed("c") // alive already: no line
+	hear(t, n, rumor{Kind: rumorSuspect, Node: "c", Boot: 30, Inc: 1, From: "a"})
+	(*gossip)(n).NotifyUpdate(&memberlist.Node{Name: "c", Meta: cMeta})
+	(*gossip)(n).NotifyLeave(&memberlist.Node{Name: "c", Meta: cMeta})
+
+	var changes, info []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(line, "level=INFO") {
+			info = append(info, line[strings.Index(line, "msg="):])
+		}
+		_, rest, ok := strings.Cut(line, ` msg="cluster: peer state changed" `)
+		if !ok {
+			continue
+		}
+		assert.Contains(t, line, "level=DEBUG ")
+		changes = append(changes, rest)
+	}
+	assert.Equal(t, []string{
+		`node=b peer=c state=suspect suspectedBy=a why="gossiped: another node's probe of it went unanswered"`,
+		`node=b peer=c state=alive why="it refuted a suspicion"`,
+		`node=b peer=c state=suspect suspectedBy=b why="this node's probe of it went unanswered"`,
+		`node=b peer=c state=alive why="this node's probe of it was answered"`,
+		`node=b peer=c state=suspect suspectedBy=a why="gossiped: another node's probe of it went unanswered"`,
+		`node=b peer=c state=alive why="memberlist says it is alive (its metadata changed)"`,
+	}, changes, "the log:\n%s", buf.String())
+	assert.Equal(t, []string{`msg="cluster: member dead" node=b member=c addr=127.0.0.1:7947`}, info,
+		"only the death is logged at info")
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,12 +26,17 @@ import (
 // netnsLab is a test's own network: one namespace per node, a hub
 // namespace whose bridge joins the nodes' cluster interfaces (10.77.0.i),
 // and a management veth from the test's namespace to each node
-// (10.78.i.2) that carries the HTTP API, so a partition of the cluster
+// (10.<mgmt>.i.2) that carries the HTTP API, so a partition of the cluster
 // network leaves every node drivable. Everything is deleted on cleanup,
 // failed test or not.
 type netnsLab struct {
-	t      *testing.T
-	tag    string
+	t   *testing.T
+	tag string
+	// mgmt is the second octet of the management links (10.<mgmt>.i.2 is
+	// node i): the lab's own (claimMgmt), since those links live in the
+	// test's namespace, which a lab in another process (another go test
+	// on this machine) shares
+	mgmt   int
 	hub    string
 	nodes  []string // namespace per node, index i is node i+1
 	hubEnd []string // the hub-side interface of node i+1's cluster link
@@ -71,14 +78,16 @@ func newLab(t *testing.T) *netnsLab {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	l := &netnsLab{t: t, tag: hex.EncodeToString(b[:])}
+	release := claimMgmt(t, &l.mgmt)
 	t.Cleanup(func() {
+		defer release()
 		// deleting a namespace deletes the interfaces in it; the test's
 		// own management ends go with their peers
 		for i, ns := range l.nodes {
 			_ = exec.Command("ip", "netns", "del", ns).Run()
 			// a namespace lives on while anything holds it (a closing
 			// TUN, a socket): its management link's end here goes now,
-			// so the next lab finds 10.78.i.1 free
+			// so the next lab finds 10.<mgmt>.i.1 free
 			_ = exec.Command("ip", "link", "del", fmt.Sprintf("m%d%s", i+1, l.tag)).Run()
 		}
 		if l.hub != "" {
@@ -88,8 +97,43 @@ func newLab(t *testing.T) *netnsLab {
 	return l
 }
 
+// claimMgmt sets *mgmt to the first of 78..127 that no other lab holds:
+// one whose lock file (in the temp dir) this process could lock, and
+// whose 10.<mgmt>.0.0/16 is on no interface here (a lab of a process that
+// takes no lock). With one fixed 10.78, two go test runs at once on one
+// machine (a CI rehearsal beside a developer's run) each put 10.78.1.1 on
+// a link of its own, and one's API calls could go to the other's node or
+// nowhere (a run beside a rehearsal was refused by its own n1 for seconds
+// after n1 listened). release unlocks.
+func claimMgmt(t *testing.T, mgmt *int) (release func()) {
+	t.Helper()
+	taken := func(o int) bool {
+		addrs, err := net.InterfaceAddrs()
+		require.NoError(t, err)
+		_, mine, _ := net.ParseCIDR(fmt.Sprintf("10.%d.0.0/16", o))
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && mine.Contains(ipn.IP) {
+				return true
+			}
+		}
+		return false
+	}
+	for o := 78; o <= 127; o++ {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("codesession-netns-lab-10.%d.lock", o)), os.O_CREATE|os.O_RDWR, 0o600)
+		require.NoError(t, err)
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil || taken(o) {
+			f.Close()
+			continue
+		}
+		*mgmt = o
+		return func() { f.Close() } // closing unlocks
+	}
+	t.Fatal("no free management network 10.78..127.x.x: fifty labs at once?")
+	return nil
+}
+
 // addNode makes node i's namespace (1-based) with its management link
-// from the test's namespace (10.78.i.1 here, 10.78.i.2 there) and returns
+// from the test's namespace (10.<mgmt>.i.1 here, 10.<mgmt>.i.2 there) and returns
 // its name; the cluster link is the caller's.
 func (l *netnsLab) addNode(i int) string {
 	ns := fmt.Sprintf("csn%d%s", i, l.tag)
@@ -99,9 +143,9 @@ func (l *netnsLab) addNode(i int) string {
 	mine, theirs := fmt.Sprintf("m%d%s", i, l.tag), fmt.Sprintf("g%d%s", i, l.tag)
 	l.ip("link", "add", mine, "type", "veth", "peer", "name", theirs)
 	l.ip("link", "set", theirs, "netns", ns)
-	l.ip("addr", "add", fmt.Sprintf("10.78.%d.1/30", i), "dev", mine)
+	l.ip("addr", "add", fmt.Sprintf("10.%d.%d.1/30", l.mgmt, i), "dev", mine)
 	l.ip("link", "set", mine, "up")
-	l.ip("-n", ns, "addr", "add", fmt.Sprintf("10.78.%d.2/30", i), "dev", theirs)
+	l.ip("-n", ns, "addr", "add", fmt.Sprintf("10.%d.%d.2/30", l.mgmt, i), "dev", theirs)
 	l.ip("-n", ns, "link", "set", theirs, "up")
 	return ns
 }
@@ -159,7 +203,7 @@ func (l *netnsLab) startNodeWith(bin string, i int, root, scenario, join string,
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(cfgPath, cfgJSON, 0o600))
 	id := fmt.Sprintf("n%d", i)
-	p := &clusterProc{id: id, home: home, addr: fmt.Sprintf("10.78.%d.2:8080", i), gossip: fmt.Sprintf("10.77.0.%d:7946", i),
+	p := &clusterProc{id: id, home: home, addr: fmt.Sprintf("10.%d.%d.2:8080", l.mgmt, i), gossip: fmt.Sprintf("10.77.0.%d:7946", i),
 		prefix: []string{"ip", "netns", "exec", l.nodes[i-1]}, env: env}
 	p.args = []string{"serve", "--addr", p.addr, "--insecure-remote", "--home", home, "--config", cfgPath,
 		"--env", "CODESESSION_SCRIPT=" + scenario, "--node-id", id, "--cluster-listen", p.gossip, "--cluster-root", root}

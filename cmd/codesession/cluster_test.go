@@ -201,11 +201,13 @@ func (p *clusterProc) verifiedPeers(t *testing.T) []string {
 	return ids
 }
 
+// session is sid's record in p's listing; a connection the loaded daemon
+// dropped is asked again (apiRetrying), a poll's verdict is its own wait's.
 func (p *clusterProc) session(t *testing.T, sid string) (cluster.NodeRecord, bool) {
 	var list struct {
 		Sessions []cluster.NodeRecord `json:"sessions"`
 	}
-	if e := p.api(t, "GET", "/api/code-sessions", nil, &list); e != nil {
+	if e := p.apiRetrying(t, "GET", "/api/code-sessions", &list); e != nil {
 		return cluster.NodeRecord{}, false
 	}
 	for _, r := range list.Sessions {
