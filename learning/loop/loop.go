@@ -129,8 +129,12 @@ func (l *Loop) Reconcile() {
 	})
 }
 
+// Wait waits for the work the loop has pending now (the boot's reconcile,
+// outcomes and start revisions being recorded); the loop goes on after.
+func (l *Loop) Wait() { l.wg.Wait() }
+
 // Close waits for the loop's pending work.
-func (l *Loop) Close() { l.wg.Wait() }
+func (l *Loop) Close() { l.Wait() }
 
 // TrackRecord returns backend's track-record lines (nil without history).
 func (l *Loop) TrackRecord(backend string) []string { return l.track.Lines(backend, l.o.Now()) }
