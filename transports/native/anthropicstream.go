@@ -3,6 +3,7 @@ package native
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
@@ -79,7 +80,45 @@ type fastUsage struct {
 // never fails: an event it cannot read is left to the SDK.
 func (e *streamEvent) UnmarshalJSON(b []byte) error {
 	e.data = append([]byte(nil), b...)
-	e.fast = json.Unmarshal(b, &e.ev) == nil && e.ev.known()
+	e.fast = decodeFast(b, &e.ev) == nil && e.ev.known()
+	return nil
+}
+
+// fastDecoder decodes events with one json.Decoder, whose decode and scan
+// state (json.Unmarshal makes both afresh on every call: a third of an
+// event's allocations) it keeps from event to event. in is the event
+// being decoded: a Decoder reads a value no further than its end, so
+// each event, reset in, is read whole and only it.
+type fastDecoder struct {
+	in  bytes.Reader
+	dec *json.Decoder
+}
+
+// fastDecoders are the decoders not in use: a stream's events are decoded
+// one at a time on its goroutine, so a session holds one at most.
+var fastDecoders = sync.Pool{New: func() any {
+	d := &fastDecoder{}
+	d.dec = json.NewDecoder(&d.in)
+	return d
+}}
+
+// decodeFast decodes b, one JSON value (the SDK's decoder checked it), into
+// ev as json.Unmarshal would. The decoder goes back to the pool only after
+// a decode that succeeded: one that failed may keep a read error, which a
+// Decoder returns for every value after.
+func decodeFast(b []byte, ev *fastEvent) error {
+	d := fastDecoders.Get().(*fastDecoder)
+	d.in.Reset(b)
+	if err := d.dec.Decode(ev); err != nil {
+		return err
+	}
+	if d.in.Len() != 0 || d.dec.More() {
+		// not one value (never: the SDK's decoder checked it): read as
+		// json.Unmarshal reads it, the decoder dropped
+		*ev = fastEvent{}
+		return json.Unmarshal(b, ev)
+	}
+	fastDecoders.Put(d)
 	return nil
 }
 
