@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"sync"
 )
 
 // anthropicWire encodes a session's requests for the Messages API.
@@ -158,15 +159,51 @@ func (w *anthropicWire) tool(t ToolSpec) ([]byte, error) {
 	if e, ok := w.tools[t.Name]; ok && e.description == t.Description && e.schema == schema {
 		return e.raw, nil
 	}
-	raw, err := sdkTool(t).MarshalJSON()
-	if err != nil {
-		return nil, err
+	raw := builtinTool(t, schema)
+	if raw == nil {
+		var err error
+		if raw, err = sdkTool(t).MarshalJSON(); err != nil {
+			return nil, err
+		}
 	}
 	if w.tools == nil {
 		w.tools = map[string]encodedTool{}
 	}
 	w.tools[t.Name] = encodedTool{description: t.Description, schema: schema, raw: raw}
 	return raw, nil
+}
+
+// builtinTools are the built-in tools' definitions (tools) as the SDK
+// encodes them, made once per process: their specs never change and
+// every session offers most of them, so a session's first call need not
+// encode them again. The bytes are only ever copied into bodies.
+var builtinTools = sync.OnceValues(func() (map[string][]byte, error) {
+	out := make(map[string][]byte, len(tools))
+	for name, def := range tools {
+		raw, err := sdkTool(def.spec).MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		out[name] = raw
+	}
+	return out, nil
+})
+
+// builtinTool is t's definition from builtinTools when t is a built-in
+// tool's own spec (the same name and description, the same schema map:
+// its address, the map living as long as the process); nil otherwise,
+// or when the built-in tools do not encode (the SDK's error then comes
+// from t's own encoding).
+func builtinTool(t ToolSpec, schema uintptr) []byte {
+	def, ok := tools[t.Name]
+	if !ok || def.spec.Description != t.Description || reflect.ValueOf(def.spec.Schema).Pointer() != schema {
+		return nil
+	}
+	enc, err := builtinTools()
+	if err != nil {
+		return nil
+	}
+	return enc[t.Name]
 }
 
 // encodeMessage encodes m byte for byte as the SDK's MessageParam would

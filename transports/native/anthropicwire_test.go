@@ -182,3 +182,42 @@ func TestAnthropicMessageEncoding(t *testing.T) {
 	_, ok = encodeMessage(message{role: roleAssistant, blocks: []block{{kind: blockText}}})
 	assert.False(t, ok, "a message with nothing to send")
 }
+
+// TestBuiltinToolsEncodedOncePerProcess: a session's first call takes the
+// built-in tools' definitions as encoded once per process (a new wire
+// allocates a few more for seven tools than for one, not six encodings
+// more), and a tool that only
+// shares a built-in's name (another schema, another description: an MCP
+// server's) is encoded from its own spec, as the SDK encodes it.
+func TestBuiltinToolsEncodedOncePerProcess(t *testing.T) {
+	req := request{model: "claude-mock", system: "be brief", messages: wireConversation()[:1], maxTokens: 64}
+	first := func(tools []ToolSpec) float64 {
+		r := req
+		r.tools = tools
+		return testing.AllocsPerRun(20, func() {
+			if _, err := (&anthropicWire{}).body(r); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	all := offered(messages.PostureFull, nil)
+	require.Len(t, all, len(ToolNames()))
+	one, seven := first(all[:1]), first(all)
+	t.Logf("a first call's allocations: %.0f with one tool, %.0f with %d", one, seven, len(all))
+	// the SDK encodes a tool in some thirty allocations; a table
+	// entry costs a few
+	assert.Less(t, seven, one+50, "the built-in tools were encoded again")
+
+	ls := tools[ToolLs].spec
+	for _, other := range []ToolSpec{
+		{Name: ToolLs, Description: ls.Description, Schema: map[string]any{"type": "object", "properties": map[string]any{"dir": map[string]any{"type": "string"}}}},
+		{Name: ToolLs, Description: "an MCP server's ls", Schema: ls.Schema},
+	} {
+		r := req
+		r.tools = []ToolSpec{other}
+		assert.Equal(t, sdkJSON(t, r), wireJSON(t, &anthropicWire{}, r))
+	}
+	r := req
+	r.tools = all
+	assert.Equal(t, sdkJSON(t, r), wireJSON(t, &anthropicWire{}, r))
+}
