@@ -131,6 +131,9 @@ func (l *Loop) Reconcile() {
 
 // Wait waits for the work the loop has pending now (the boot's reconcile,
 // outcomes and start revisions being recorded); the loop goes on after.
+// As with Close, nothing may hand the loop work while it waits (a
+// sync.WaitGroup's rule): call it where no session is being started or
+// released, as a test does before it measures.
 func (l *Loop) Wait() { l.wg.Wait() }
 
 // Close waits for the loop's pending work.
