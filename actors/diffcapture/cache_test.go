@@ -19,16 +19,18 @@ type countingGit struct {
 	bin, log string
 }
 
+// shSubcommand sets $sub, in a git wrapper script, to git's subcommand:
+// the first argument that is no global option.
+const shSubcommand = "skip=0; for a in \"$@\"; do if [ $skip = 1 ]; then skip=0; continue; fi; case \"$a\" in -C|-c) skip=1;; --*) ;; *) sub=\"$a\"; break;; esac; done\n"
+
 func newCountingGit(t *testing.T) *countingGit {
 	t.Helper()
 	real, err := exec.LookPath("git")
 	require.NoError(t, err)
 	dir := t.TempDir()
 	c := &countingGit{bin: filepath.Join(dir, "git"), log: filepath.Join(dir, "runs.log")}
-	script := "#!/bin/sh\n" +
-		// the subcommand is the first argument that is no global option
-		// (with the argument after it, which tells a forced add)
-		"skip=0; for a in \"$@\"; do if [ $skip = 1 ]; then skip=0; continue; fi; case \"$a\" in -C|-c) skip=1;; --*) ;; *) sub=\"$a\"; break;; esac; done\n" +
+	script := "#!/bin/sh\n" + shSubcommand +
+		// and the argument after it, which tells a forced add
 		"next=''; found=0; for a in \"$@\"; do if [ $found = 1 ]; then next=\"$a\"; break; fi; [ \"$a\" = \"$sub\" ] && found=1; done\n" +
 		"echo \"$sub $next\" >> '" + c.log + "'\n" +
 		"exec '" + real + "' \"$@\"\n"

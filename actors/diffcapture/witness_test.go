@@ -419,8 +419,7 @@ func newGatedGit(t *testing.T, sub string) *gatedGit {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	g := &gatedGit{bin: filepath.Join(dir, "git"), gate: filepath.Join(dir, "gate"), entered: filepath.Join(dir, "entered")}
-	script := "#!/bin/sh\n" +
-		"skip=0; for a in \"$@\"; do if [ $skip = 1 ]; then skip=0; continue; fi; case \"$a\" in -C|-c) skip=1;; --*) ;; *) sub=\"$a\"; break;; esac; done\n" +
+	script := "#!/bin/sh\n" + shSubcommand +
 		"if [ \"$sub\" = '" + sub + "' ] && [ -e '" + g.gate + "' ]; then\n" +
 		"  touch '" + g.entered + "'\n" +
 		"  while [ -e '" + g.gate + "' ]; do sleep 0.01; done\n" +
