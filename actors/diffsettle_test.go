@@ -129,7 +129,11 @@ func TestToolResultsLetDiffCapturePrepareOneAtATime(t *testing.T) {
 	require.NoError(t, err)
 	r := readKind(t, rt, "s", st.SessionID)
 	require.Equal(t, messages.KindClarification, r.Kind, "%+v", r)
-	assert.Equal(t, int32(1), calls.Load(), "the first Prepare still runs; the other results wait for it")
+	// the differ runs Prepare on a goroutine of its own, which need not
+	// have started by the time the clarification is read: wait for the
+	// first (it cannot end before first is closed, nor a second start)
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, time.Minute, 5*time.Millisecond,
+		"the first Prepare still runs; the other results wait for it")
 
 	close(first)
 	require.Eventually(t, func() bool { return calls.Load() == 2 }, time.Minute, 10*time.Millisecond,
