@@ -168,11 +168,11 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 	totalCalls, wantCalls := int64(0), int64(0)
 	for i, c := range o.Concurrency {
 		p.printf("%d sessions at once", c)
-		var profile io.Writer
+		var profile, traceTo io.Writer
 		if i == len(o.Concurrency)-1 {
-			profile = o.TurnsProfile
+			profile, traceTo = o.TurnsProfile, o.TurnsTrace
 		}
-		lv, calls, err := nativeRung(ctx, o, filepath.Join(dir, fmt.Sprintf("c%d", c)), c, profile, &opErrs, &kinds, res)
+		lv, calls, err := nativeRung(ctx, o, filepath.Join(dir, fmt.Sprintf("c%d", c)), c, profile, traceTo, &opErrs, &kinds, res)
 		if err != nil {
 			return nil, err
 		}
@@ -223,8 +223,9 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 
 // nativeRung runs c native sessions of o.NativeTurns turns at once, then
 // the bare baseline at the same concurrency. profile, when set, receives
-// a CPU profile of the sessions' turns (not of the baseline).
-func nativeRung(ctx context.Context, o Options, dir string, c int, profile io.Writer, opErrs, kinds *failures, res *Result) (nativeLevel, int64, error) {
+// a CPU profile of the sessions' turns (not of the baseline), traceTo a
+// Go execution trace of them.
+func nativeRung(ctx context.Context, o Options, dir string, c int, profile, traceTo io.Writer, opErrs, kinds *failures, res *Result) (nativeLevel, int64, error) {
 	lv := nativeLevel{c: c}
 	clock := &modelClock{record: true}
 	mock, err := modelmock.Start(nil, nativeScenario(), modelmock.WithRequestHook(clock.hook))
@@ -244,6 +245,10 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile io.Wr
 	stopProfile, profileErr := startTurnsProfile(profile)
 	if profileErr != nil {
 		res.note("turns profile not taken: %v", profileErr)
+	}
+	stopTrace, traceErr := startTurnsTrace(traceTo)
+	if traceErr != nil {
+		res.note("turns trace not taken: %v", traceErr)
 	}
 	t0, cpu0 := time.Now(), processCPU()
 	for i := range c {
@@ -295,6 +300,7 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile io.Wr
 	}
 	wg.Wait()
 	lv.elapsed, lv.cpu = time.Since(t0), processCPU()-cpu0
+	stopTrace()
 	stopProfile()
 	lv.turnLat = turnLat.summary()
 	lv.toBackend, lv.backendTurn, lv.toAnswer = toBackend.summary(), backendTurn.summary(), toAnswer.summary()

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"io"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 )
 
-// profiled holds the turns-profile writers that already took a profile:
-// a second start on the same writer would append another profile to it,
-// and pprof reads such a file as corrupt.
+// profiled holds the turns-profile and turns-trace writers that already
+// took one: a second start on the same writer would append another
+// profile or trace to it, and pprof and go tool trace read such a file as
+// corrupt.
 var profiled = struct {
 	mu sync.Mutex
 	w  map[io.Writer]bool
@@ -33,4 +35,24 @@ func startTurnsProfile(w io.Writer) (stop func(), err error) {
 	}
 	profiled.w[w] = true
 	return pprof.StopCPUProfile, nil
+}
+
+// startTurnsTrace starts a Go execution trace into w (nil: none) unless w
+// already took one or another trace is running (then the error says why),
+// and returns what stops it (a no-op when none was started).
+func startTurnsTrace(w io.Writer) (stop func(), err error) {
+	none := func() {}
+	if w == nil {
+		return none, nil
+	}
+	profiled.mu.Lock()
+	defer profiled.mu.Unlock()
+	if profiled.w[w] {
+		return none, errors.New("an earlier suite of this run took it")
+	}
+	if err := trace.Start(w); err != nil {
+		return none, err
+	}
+	profiled.w[w] = true
+	return trace.Stop, nil
 }

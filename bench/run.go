@@ -129,8 +129,9 @@ type Options struct {
 	// takes it (pprof writes one profile per start and stop).
 	TurnsProfile io.Writer
 	// TurnsTrace, when set, receives a Go execution trace of the same
-	// turns phase (go tool trace reads it): where the goroutines block and
-	// for how long, which a CPU profile cannot say.
+	// turns (go tool trace reads it): where the goroutines block and for
+	// how long, which a CPU profile cannot say. As with TurnsProfile, a
+	// writer takes one trace: the first suite run that takes it.
 	TurnsTrace io.Writer
 
 	// Progress receives a line per phase (nil: none).

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/trace"
 	"sync"
 	"time"
 
@@ -504,16 +503,10 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	eventsAtRelease, appendsAtRelease := brt.store.events.Load(), brt.store.appends.Load()
 	tRelease, cpuAtRelease, waitAtRelease := time.Now(), processCPU(), runQueueWait()
 	stopProfile, profileErr := startTurnsProfile(o.TurnsProfile)
-	var traceErr error
-	if o.TurnsTrace != nil {
-		traceErr = trace.Start(o.TurnsTrace)
-	}
-	tracing := o.TurnsTrace != nil && traceErr == nil
+	stopTrace, traceErr := startTurnsTrace(o.TurnsTrace)
 	close(d.bar.release)
 	wg.Wait()
-	if tracing {
-		trace.Stop()
-	}
+	stopTrace()
 	stopProfile()
 	elapsed := time.Since(t0)
 	loadElapsed, loadCPU, waitAtStop := time.Since(tRelease), processCPU()-cpuAtRelease, runQueueWait()

@@ -36,19 +36,20 @@ type benchCmd struct {
 }
 
 type benchFlags struct {
-	sessions, turns, events, subscribers, slow int
-	rounds                                     int
-	rate                                       float64
-	concurrency                                []int
-	curve                                      []int
-	json, keep, quiet, inProcess               bool
-	home, cpuProfile, turnsProfile, turnsTrace string
+	sessions, turns, nativeTurns, events, subscribers, slow int
+	rounds                                                  int
+	rate                                                    float64
+	concurrency                                             []int
+	curve                                                   []int
+	json, keep, quiet, inProcess                            bool
+	home, cpuProfile, turnsProfile, turnsTrace              string
 }
 
 func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("bench")
 	fs.IntVar(&f.sessions, "sessions", bench.DefaultSessions, "sessions: how many concurrent sessions")
 	fs.IntVar(&f.turns, "turns", bench.DefaultTurns, "sessions: turns per session")
+	fs.IntVar(&f.nativeTurns, "native-turns", bench.DefaultNativeTurns, "native: turns per session (more turns steady a rung's ratio; a profile or trace of c=1 wants a few hundred)")
 	fs.IntVar(&f.events, "events", bench.DefaultEvents, fmt.Sprintf("sessions: backend events per turn (at least %d)", bench.MinEvents))
 	fs.IntVar(&f.subscribers, "subscribers", bench.DefaultSubscribers, "feed: SSE subscribers that keep up")
 	fs.IntVar(&f.slow, "slow-subscribers", bench.DefaultSlowSubscribers, "feed: deliberately slow subscribers (0: none)")
@@ -61,7 +62,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.home, "home", "", "where the suites make their scratch stores and repositories (default: the system's temporary directory)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	fs.StringVar(&f.turnsProfile, "turns-profile", "", "sessions: write a CPU profile of the turns phase alone to this file; native: of the last rung's turns (not with --cpuprofile)")
-	fs.StringVar(&f.turnsTrace, "turns-trace", "", "sessions: write a Go execution trace of the turns phase to this file (go tool trace reads it: what the goroutines wait on)")
+	fs.StringVar(&f.turnsTrace, "turns-trace", "", "sessions: write a Go execution trace of the turns phase to this file; native: of the last rung's turns (go tool trace reads it: what the goroutines wait on)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the scratch directories")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	return fs
@@ -95,7 +96,7 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 			return nil, usagef("bench", "unknown suite %q (want some of: %v)", s, bench.Suites())
 		}
 	}
-	for name, v := range map[string]int{"sessions": f.sessions, "turns": f.turns, "events": f.events, "subscribers": f.subscribers, "rounds": f.rounds} {
+	for name, v := range map[string]int{"sessions": f.sessions, "turns": f.turns, "native-turns": f.nativeTurns, "events": f.events, "subscribers": f.subscribers, "rounds": f.rounds} {
 		if v <= 0 {
 			return nil, usagef("bench", "--%s must be at least 1, got %d", name, v)
 		}
@@ -110,7 +111,7 @@ func parseBenchFlags(args []string) (*benchCmd, error) {
 	if slow == 0 {
 		slow = -1 // bench.Options: negative is none
 	}
-	c.opts = bench.Options{Sessions: f.sessions, Turns: f.turns, Events: f.events, Subscribers: f.subscribers,
+	c.opts = bench.Options{Sessions: f.sessions, Turns: f.turns, NativeTurns: f.nativeTurns, Events: f.events, Subscribers: f.subscribers,
 		SlowSubscribers: slow, Rate: f.rate, Concurrency: f.concurrency, FeedCurve: f.curve, SubscribersInProcess: f.inProcess, Home: f.home, Keep: f.keep, FirstTurnRounds: f.rounds}
 	if f.quiet {
 		c.tune = func(o *bench.Options) { o.Progress = nil }

@@ -83,7 +83,7 @@ func TestBenchTurnsProfile(t *testing.T) {
 	// suite before it the file holds the sessions' one profile (a second
 	// profile appended to it would be unreadable)
 	native := filepath.Join(t.TempDir(), "native.prof")
-	r = runCLI(t, invocation{}, "bench", "native", "--concurrency", "1,2", "--turns", "2", "--quiet", "--home", t.TempDir(), "--turns-profile", native)
+	r = runCLI(t, invocation{}, "bench", "native", "--concurrency", "1,2", "--native-turns", "2", "--quiet", "--home", t.TempDir(), "--turns-profile", native)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	b, err = os.ReadFile(native)
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestBenchTurnsProfile(t *testing.T) {
 	assert.NotContains(t, r.stderr, "nothing written")
 
 	both := filepath.Join(t.TempDir(), "both.prof")
-	r = runCLI(t, invocation{}, "bench", "sessions", "native", "--sessions", "4", "--turns", "2", "--concurrency", "1", "--quiet", "--home", t.TempDir(), "--turns-profile", both)
+	r = runCLI(t, invocation{}, "bench", "sessions", "native", "--sessions", "4", "--turns", "2", "--native-turns", "2", "--concurrency", "1", "--quiet", "--home", t.TempDir(), "--turns-profile", both)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "turns profile not taken: an earlier suite of this run took it")
 	b, err = os.ReadFile(both)
@@ -123,6 +123,25 @@ func TestBenchTurnsTrace(t *testing.T) {
 	assert.True(t, bytes.HasPrefix(b, []byte("go 1.")), "a Go execution trace, got %q", b[:16])
 	assert.NotContains(t, r.stdout, "turns trace not taken")
 
+	// the native suite traces its last rung's turns, and as with the
+	// profile, a file takes one trace: with the sessions suite before it
+	// the native suite says it took none
+	native := filepath.Join(dir, "native.trace")
+	r = runCLI(t, invocation{}, "bench", "sessions", "native", "--sessions", "4", "--turns", "2", "--native-turns", "2", "--concurrency", "1,2", "--quiet", "--home", t.TempDir(), "--turns-trace", native)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "turns trace not taken: an earlier suite of this run took it")
+	b, err = os.ReadFile(native)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte("go 1.")), "a Go execution trace")
+	assert.Equal(t, 1, bytes.Count(b, []byte(" trace\x00\x00\x00")), "one trace header in the file, not two")
+	r = runCLI(t, invocation{}, "bench", "native", "--native-turns", "3", "--concurrency", "1", "--quiet", "--home", t.TempDir(), "--turns-trace", native+".2", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "turns trace not taken")
+	assert.Contains(t, r.stdout, "3 turns per session", "--native-turns sets the native suite's turns")
+	b, err = os.ReadFile(native + ".2")
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte("go 1.")), "a Go execution trace of the native rung")
+
 	r = runCLI(t, invocation{}, "bench", "sessions", "--sessions", "6", "--quiet", "--home", t.TempDir(), "--turns-trace", filepath.Join(dir, "no", "such", "turns.trace"))
 	assert.NotEqual(t, exitOK, r.code)
 	assert.Contains(t, r.stderr, "turns trace")
@@ -137,6 +156,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "--sessions", "0"},
 		{"bench", "--rate", "-1"},
 		{"bench", "--concurrency", "1,0"},
+		{"bench", "native", "--native-turns", "0"},
 		{"bench", "--bogus"},
 	} {
 		r := runCLI(t, invocation{}, args...)
