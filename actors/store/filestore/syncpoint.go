@@ -8,6 +8,9 @@ package filestore
 type syncPoint struct {
 	Kind string
 	Path string
+	// DataOnly says the sync is an fdatasync (the write-ahead log's data
+	// on zeros already on disk), not an fsync.
+	DataOnly bool
 }
 
 const (

@@ -587,9 +587,10 @@ func (w *wal) finishCheckpoint(err error) {
 }
 
 // zeroAhead keeps zeros on disk ahead of the committed end, so the groups
-// that land on them need only an fdatasync. It runs when less than half
-// of walAhead is left; a failure (no space) only means the next groups
-// grow the file, with an fsync each, as they would without it.
+// that land on them need only an fdatasync. It runs at Open and on the
+// loop between groups when less than half of walAhead is left; a failure
+// (no space) only means the next groups grow the file, with an fsync
+// each, as they would without it.
 func (w *wal) zeroAhead() {
 	if w.noSync || w.broken != nil {
 		return
@@ -895,7 +896,7 @@ func (w *wal) sync(kind string, data bool) error {
 	w.pathMu.Lock()
 	defer w.pathMu.Unlock()
 	if w.syncFault != nil {
-		if err := w.syncFault(syncPoint{Kind: kind, Path: w.path}); err != nil {
+		if err := w.syncFault(syncPoint{Kind: kind, Path: w.path, DataOnly: data}); err != nil {
 			return err
 		}
 	}

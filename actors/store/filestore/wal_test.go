@@ -158,6 +158,61 @@ func TestWALTornOnTheZerosAhead(t *testing.T) {
 	require.NoError(t, st4.Append(ctx, rec.SessionID, storetest.NewEvents(26, 1)), "appends continue gaplessly")
 }
 
+// TestOpenLaysTheZerosAhead: Open lays the log's zeros ahead, so no
+// caller's commit waits for them: the first commit after Open, and every
+// one after it while zeros are left, is an fdatasync over zeros already on
+// disk (on a new log it was an fsync that grew the file, and the loop then
+// held every later commit while it wrote the first 1 MiB of zeros). Where
+// Open cannot lay them (the disk refuses their sync) it still succeeds,
+// the first commit grows the file, and the loop lays them after it.
+func TestOpenLaysTheZerosAhead(t *testing.T) {
+	ctx := context.Background()
+	for _, refuse := range []bool{false, true} {
+		home := t.TempDir()
+		var mu sync.Mutex
+		var points []filestore.SyncPoint
+		refused := false
+		st := open(t, home, filestore.WithSyncFault(func(p filestore.SyncPoint) error {
+			mu.Lock()
+			defer mu.Unlock()
+			points = append(points, p)
+			if refuse && !refused && p.Kind == filestore.SyncWALZeros && filepath.Base(p.Path) == "log" {
+				refused = true // Open's; the loop's later ones are made
+				return syscall.ENOSPC
+			}
+			return nil
+		}))
+		wal := filepath.Join(home, "wal", "log")
+		mu.Lock()
+		opened := len(points)
+		mu.Unlock()
+		if refuse {
+			assert.Equal(t, int64(0), fileSize(t, wal), "the zeros whose sync failed are cut off again")
+		} else {
+			assert.GreaterOrEqual(t, fileSize(t, wal), int64(1<<20), "the log is a megabyte of zeros when Open returns")
+		}
+
+		rec := storetest.NewRecord(time.Now())
+		require.NoError(t, st.Create(ctx, rec))
+		require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(1, 5)))
+		mu.Lock()
+		var commits []filestore.SyncPoint
+		for _, p := range points[opened:] {
+			if p.Kind == filestore.SyncWALCommit {
+				commits = append(commits, p)
+			}
+		}
+		mu.Unlock()
+		require.Len(t, commits, 2, "the create and the append, one group commit each")
+		for i, p := range commits {
+			assert.Equal(t, !refuse || i > 0, p.DataOnly, "commit %d (zeros refused at Open: %v)", i, refuse)
+		}
+		last, err := st.LastSeq(ctx, rec.SessionID)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(5), last)
+	}
+}
+
 // walEnd is where the frames of the log at path end: the zeros the log
 // keeps ahead of them follow.
 func walEnd(t *testing.T, path string) int64 {
