@@ -302,6 +302,15 @@ func TestNative(t *testing.T) {
 			}
 			assert.True(t, found, "c=%d: no row for the turn's %s", c, part)
 		}
+		// a session's first turn (its start included) on a row of its own
+		first := false
+		for _, r := range res.Rows {
+			if strings.HasPrefix(r.Figure, fmt.Sprintf("c=%d: a session's first turn, its start included", c)) {
+				first = true
+				assert.Positive(t, r.Value, r.Figure)
+			}
+		}
+		assert.True(t, first, "c=%d: no row for a session's first turn", c)
 		// and the process's CPU per turn, beside the replay's
 		found := false
 		for _, r := range res.Rows {

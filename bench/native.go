@@ -146,10 +146,15 @@ type nativeLevel struct {
 	// turn (to its turn_end, model server included), turn_end to
 	// read-turn's answer (the result made durable)
 	toBackend, backendTurn, toAnswer summary
-	bare                             summary
-	bareSum                          time.Duration
-	bareSpan                         time.Duration
-	bareTurns                        int
+	// firstTurn is a session's first turn alone: the start op (the record
+	// made durable, capability curation, the actors spawned) to its
+	// read-turn, the first model call's connection dialled; the turns
+	// rows share it among every turn of the session
+	firstTurn summary
+	bare      summary
+	bareSum   time.Duration
+	bareSpan  time.Duration
+	bareTurns int
 	// the process's CPU (getrusage: the runtime, modelmock, the bench's
 	// goroutines) over the turns, and over the bare baseline's calls
 	cpu, bareCPU time.Duration
@@ -202,6 +207,7 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 		}
 		res.vs(pre+"process CPU per turn (runtime + model server)", ms(lv.cpu/time.Duration(max(lv.turns, 1))), UnitMs,
 			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
+		res.row(pre+"a session's first turn, its start included (mean; the turn rows share it among the session's turns)", ms(lv.firstTurn.mean), UnitMs)
 		res.row(pre+"turn, part 1: the op to the backend's StartTurn (mean)", ms(lv.toBackend.mean), UnitMs)
 		res.row(pre+"turn, part 2: the backend's turn, model server included (mean)", ms(lv.backendTurn.mean), UnitMs)
 		res.row(pre+"turn, part 3: turn_end to read-turn's answer, the result made durable (mean)", ms(lv.toAnswer.mean), UnitMs)
@@ -239,7 +245,7 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile, trac
 	if err != nil {
 		return lv, 0, err
 	}
-	var turnLat, toBackend, backendTurn, toAnswer latencies
+	var turnLat, toBackend, backendTurn, toAnswer, firstTurn latencies
 	sids := make([]string, c)
 	var wg sync.WaitGroup
 	stopProfile, profileErr := startTurnsProfile(profile)
@@ -282,6 +288,9 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile, trac
 					return
 				}
 				turnLat.since(s0)
+				if t == 1 {
+					firstTurn.since(s0)
+				}
 				if ck := tr.clock(sids[i]); ck.started.Load() >= s0.UnixNano() && ck.ended.Load() >= ck.started.Load() {
 					st, en := time.Unix(0, ck.started.Load()), time.Unix(0, ck.ended.Load())
 					toBackend.add(st.Sub(s0))
@@ -304,6 +313,7 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile, trac
 	stopProfile()
 	lv.turnLat = turnLat.summary()
 	lv.toBackend, lv.backendTurn, lv.toAnswer = toBackend.summary(), backendTurn.summary(), toAnswer.summary()
+	lv.firstTurn = firstTurn.summary()
 	lv.turns = lv.turnLat.n
 	lv.turnSum = time.Duration(lv.turnLat.n) * lv.turnLat.mean
 	lv.modelBusy = time.Duration(clock.busy.Load())
