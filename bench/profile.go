@@ -21,26 +21,18 @@ var profiled = struct {
 // already took one or another profile is running (then the error says
 // why), and returns what stops it (a no-op when none was started).
 func startTurnsProfile(w io.Writer) (stop func(), err error) {
-	none := func() {}
-	if w == nil {
-		return none, nil
-	}
-	profiled.mu.Lock()
-	defer profiled.mu.Unlock()
-	if profiled.w[w] {
-		return none, errors.New("an earlier suite of this run took it")
-	}
-	if err := pprof.StartCPUProfile(w); err != nil {
-		return none, err
-	}
-	profiled.w[w] = true
-	return pprof.StopCPUProfile, nil
+	return startOnce(w, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
-// startTurnsTrace starts a Go execution trace into w (nil: none) unless w
-// already took one or another trace is running (then the error says why),
-// and returns what stops it (a no-op when none was started).
+// startTurnsTrace starts a Go execution trace into w as startTurnsProfile
+// starts a profile.
 func startTurnsTrace(w io.Writer) (stop func(), err error) {
+	return startOnce(w, trace.Start, trace.Stop)
+}
+
+// startOnce runs start on w unless w is nil or already took a profile or
+// trace, and returns stop, or a no-op when nothing was started.
+func startOnce(w io.Writer, start func(io.Writer) error, stop func()) (func(), error) {
 	none := func() {}
 	if w == nil {
 		return none, nil
@@ -50,9 +42,9 @@ func startTurnsTrace(w io.Writer) (stop func(), err error) {
 	if profiled.w[w] {
 		return none, errors.New("an earlier suite of this run took it")
 	}
-	if err := trace.Start(w); err != nil {
+	if err := start(w); err != nil {
 		return none, err
 	}
 	profiled.w[w] = true
-	return trace.Stop, nil
+	return stop, nil
 }
