@@ -49,7 +49,7 @@ func (f *benchFlags) flagSet() *pflag.FlagSet {
 	fs := newFlagSet("bench")
 	fs.IntVar(&f.sessions, "sessions", bench.DefaultSessions, "sessions: how many concurrent sessions")
 	fs.IntVar(&f.turns, "turns", bench.DefaultTurns, "sessions: turns per session")
-	fs.IntVar(&f.nativeTurns, "native-turns", bench.DefaultNativeTurns, "native: turns per session (more turns steady a rung's ratio; a profile or trace of c=1 wants a few hundred)")
+	fs.IntVar(&f.nativeTurns, "native-turns", bench.DefaultNativeTurns, "native: turns per session (more samples a run; the conversation, and the model server's share of a turn, grows with them)")
 	fs.IntVar(&f.events, "events", bench.DefaultEvents, fmt.Sprintf("sessions: backend events per turn (at least %d)", bench.MinEvents))
 	fs.IntVar(&f.subscribers, "subscribers", bench.DefaultSubscribers, "feed: SSE subscribers that keep up")
 	fs.IntVar(&f.slow, "slow-subscribers", bench.DefaultSlowSubscribers, "feed: deliberately slow subscribers (0: none)")
