@@ -322,6 +322,26 @@ func TestNative(t *testing.T) {
 			}
 		}
 		assert.True(t, found, "c=%d: no row of process CPU per turn", c)
+		// the native backend alone (no runtime): against the bare client,
+		// and the runtime against it
+		for _, f := range []string{
+			fmt.Sprintf("c=%d: the native backend alone per turn (turn - model server; no runtime)", c),
+			fmt.Sprintf("c=%d: runtime per turn against the native backend alone (what the actors and the store add)", c),
+			fmt.Sprintf("c=%d: process CPU per turn, the native backend alone (+ model server)", c),
+		} {
+			row := findRow(res, f)
+			if assert.NotNil(t, row, "no row %q", f) {
+				assert.Positive(t, row.Value, f)
+				require.NotNil(t, row.Baseline, f)
+				assert.Positive(t, row.Baseline.Value, f)
+			}
+		}
+	}
+	// a figure names one row: the reports' readers key on it
+	seen := map[string]bool{}
+	for _, r := range res.Rows {
+		assert.False(t, seen[r.Figure], "two rows named %q", r.Figure)
+		seen[r.Figure] = true
 	}
 	// at c=1, the turn less the one flush the contract holds it for
 	floor := false
@@ -452,4 +472,14 @@ func TestClusterSuite(t *testing.T) {
 		require.NotNil(t, r.Baseline, r.Figure)
 		assert.Greater(t, r.Baseline.Value, 0.0, r.Figure)
 	}
+}
+
+// findRow is res's row named figure, or nil.
+func findRow(res *Result, figure string) *Row {
+	for i := range res.Rows {
+		if res.Rows[i].Figure == figure {
+			return &res.Rows[i]
+		}
+	}
+	return nil
 }

@@ -155,9 +155,14 @@ type nativeLevel struct {
 	bareSum   time.Duration
 	bareSpan  time.Duration
 	bareTurns int
+	// alone is the native backend's turns without the runtime (no actors,
+	// no store), aloneSum their time less the model server's
+	alone    summary
+	aloneSum time.Duration
 	// the process's CPU (getrusage: the runtime, modelmock, the bench's
-	// goroutines) over the turns, and over the bare baseline's calls
-	cpu, bareCPU time.Duration
+	// goroutines) over the turns, over the bare baseline's calls and over
+	// the backend alone's turns
+	cpu, bareCPU, aloneCPU time.Duration
 	// flush is one durable write on the home's disk (deviceFlush), taken
 	// at c=1 only: there a turn waits for one flush of its own, at higher
 	// rungs sessions share their flushes
@@ -205,7 +210,14 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 			res.vs(pre+"runtime per turn less one device flush (the contract's floor)", ms(runtimePerTurn-lv.flush.mean), UnitMs,
 				"bare client per turn (calls - model server)", ms(barePerTurn))
 		}
+		alonePerTurn := lv.aloneSum / time.Duration(max(lv.alone.n, 1))
+		res.vs(pre+"the native backend alone per turn (turn - model server; no runtime)", ms(alonePerTurn), UnitMs,
+			"bare client per turn (calls - model server)", ms(barePerTurn))
+		res.vs(pre+"runtime per turn against the native backend alone (what the actors and the store add)", ms(runtimePerTurn), UnitMs,
+			"the native backend alone per turn (turn - model server)", ms(alonePerTurn))
 		res.vs(pre+"process CPU per turn (runtime + model server)", ms(lv.cpu/time.Duration(max(lv.turns, 1))), UnitMs,
+			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
+		res.vs(pre+"process CPU per turn, the native backend alone (+ model server)", ms(lv.aloneCPU/time.Duration(max(lv.alone.n, 1))), UnitMs,
 			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
 		res.row(pre+"a session's first turn, its start included (mean; the turn rows share it among the session's turns)", ms(lv.firstTurn.mean), UnitMs)
 		res.row(pre+"turn, part 1: the op to the backend's StartTurn (mean)", ms(lv.toBackend.mean), UnitMs)
@@ -223,6 +235,7 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("process CPU per turn: this process's user and system CPU (getrusage, every thread) over a rung's turns, from the first op to the last stop, per turn; the baseline's over its replay. Both hold modelmock's CPU (the same calls on both sides): the difference is the runtime's CPU against the bare client's")
 	res.note("the contract's floor: a turn's result is durable before read-turn answers, so a turn at c=1 holds at least one device flush after its turn_end that the bare client never pays; 'less one device flush' takes the mean of %d flushes measured on the same disk right after the rung, and is the ratio to read against issue 35's 2x at c=1", nativeFlushes)
 	res.note("the model server's time is from each model call's arrival to the end of its streamed answer (modelmock's request log); the runtime's share is what is left of the turns")
+	res.note("the native backend alone runs the same turns (the same scenario, as many sessions at once) straight on a native transport after the replay: no actors, no store, no op; its 'per turn' is StartTurn to its turn_end less the model server's time. It is what the agent loop itself costs over the bare client (the answers decoded, the tool run, the next request built); the runtime's row against it is what the actors and the store add")
 	res.note("the baseline replays the very request bodies the sessions sent (the conversation so far, the tools) with a plain HTTP client reading each streamed answer to its end, %d calls per turn, from as many goroutines as sessions; its 'per turn' is the client side of those calls", nativeModelCalls)
 	return res, nil
 }
@@ -353,6 +366,14 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile, trac
 	lv.bare, lv.bareSpan = bare.turns.summary(), bare.span
 	lv.bareTurns = lv.bare.n
 	lv.bareSum = time.Duration(lv.bare.n)*lv.bare.mean - time.Duration(clock.busy.Load()-busyBefore)
+
+	// the native backend alone: the same turns without the runtime
+	busyBefore, aloneCPU0 := clock.busy.Load(), processCPU()
+	if lv.alone, err = nativeAloneTurns(ctx, mock.URL(), dir, c, o.NativeTurns); err != nil {
+		return lv, calls, err
+	}
+	lv.aloneCPU = processCPU() - aloneCPU0
+	lv.aloneSum = time.Duration(lv.alone.n)*lv.alone.mean - time.Duration(clock.busy.Load()-busyBefore)
 	if c == 1 {
 		if lv.flush, err = deviceFlush(dir, nativeFlushes, 30*time.Second); err != nil {
 			return lv, calls, fmt.Errorf("the device flush: %w", err)
@@ -434,4 +455,68 @@ func joinInts(v []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// nativeAloneTurns runs c native sessions of turns turns each straight on
+// a native transport against url: no actors, no store, no gate answers
+// (the scenario's ls needs none). It is what the runtime's native turn
+// would cost with the runtime taken away: the agent loop's own work (the
+// answers decoded, the tool run, the next request built) on top of the
+// model calls.
+// Each turn is timed from StartTurn to its turn_end.
+func nativeAloneTurns(ctx context.Context, url, dir string, c, turns int) (summary, error) {
+	var lat latencies
+	tr := native.New(native.WithProcessEnv(nil))
+	env := []string{native.EnvAnthropicBaseURL + "=" + url, native.EnvAnthropicAPIKey + "=bench-key"}
+	var errs failures
+	var wg sync.WaitGroup
+	for g := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cwd := filepath.Join(dir, fmt.Sprintf("alone%d", g))
+			if err := os.MkdirAll(cwd, 0o700); err != nil {
+				errs.add("%v", err)
+				return
+			}
+			_ = os.WriteFile(filepath.Join(cwd, "README.md"), []byte("# bench\n"), 0o600)
+			ended := make(chan messages.TurnState, 1)
+			octx, cancel := opCtx(ctx)
+			defer cancel()
+			s, err := tr.Open(octx, transports.SessionSpec{SessionID: fmt.Sprintf("alone-%d", g), Cwd: cwd, Model: "claude-mock", Env: env},
+				func(_ int, ev messages.Event) {
+					if ev.Type == messages.EvTurnEnd {
+						ended <- ev.State
+					}
+				})
+			if err != nil {
+				errs.add("open: %v", err)
+				return
+			}
+			defer s.Close(context.WithoutCancel(octx))
+			for t := 1; t <= turns; t++ {
+				s0 := time.Now()
+				if err := s.StartTurn(octx, t, fmt.Sprintf("bench turn %d", t)); err != nil {
+					errs.add("turn %d: %v", t, err)
+					return
+				}
+				select {
+				case st := <-ended:
+					if st != messages.TurnCompleted {
+						errs.add("turn %d ended %s", t, st)
+						return
+					}
+				case <-octx.Done():
+					errs.add("turn %d: %v", t, octx.Err())
+					return
+				}
+				lat.since(s0)
+			}
+		}()
+	}
+	wg.Wait()
+	if errs.n > 0 {
+		return summary{}, fmt.Errorf("the native backend alone: %s", errs.first[0])
+	}
+	return lat.summary(), nil
 }
