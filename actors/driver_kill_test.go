@@ -64,7 +64,9 @@ func killADriver(t *testing.T) (home, dl, sid string) {
 	t.Helper()
 	home = t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDriverKillChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), driverKillHomeEnv+"="+home)
+	// the child's own temporary directories go under ours: killed, it
+	// never removes them, and ours are removed when this test ends
+	cmd.Env = append(os.Environ(), driverKillHomeEnv+"="+home, "TMPDIR="+t.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the kill takes the whole process
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
