@@ -104,7 +104,7 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 			extra = append(extra, cgDir) // the watcher writes cgroup.kill
 		}
 		if opts.Confine.OwnTmp {
-			tmp, err := os.MkdirTemp("", "codesession-tmp-")
+			tmp, err := os.MkdirTemp("", tmpPrefix)
 			if err != nil {
 				r.Close()
 				w.Close()
@@ -149,7 +149,7 @@ func (g *Group) Start(cmd *exec.Cmd, opts Options) (*Handle, error) {
 		return nil, err
 	}
 	h.Pid, h.Pgid = cmd.Process.Pid, cmd.Process.Pid
-	h.record = g.record(h.Pgid, argv)
+	h.record = g.record(h.Pgid, argv, h.tmp)
 	g.NoteWritable(h.Writable)
 	return h, nil
 }

@@ -190,3 +190,39 @@ func TestSweepKillsARecordedGroupAndSparesAReusedPid(t *testing.T) {
 	assert.FileExists(t, filepath.Join(dir, "rt-live.1.json"))
 	assert.NoFileExists(t, filepath.Join(dir, "rt-dead.reused.json"))
 }
+
+// TestSweepRemovesADeadRuntimesTmp: a group started with its own TMPDIR
+// by a runtime that died (no Release) leaves that TMPDIR; the boot sweep
+// removes it with the group, and a record naming a folder Start did not
+// make removes nothing.
+func TestSweepRemovesADeadRuntimesTmp(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, "procs")
+	kit, err := proc.NewKit(dir, "rt-dead")
+	require.NoError(t, err)
+	defer kit.Close()
+	m := marker()
+	cmd := exec.Command("sh", "-c", `echo left > "$TMPDIR/scratch"; exec sleep `+m)
+	h, err := kit.Group("s").Start(cmd, proc.Options{Confine: &proc.Confinement{OwnTmp: true}})
+	require.NoError(t, err)
+	go func() { _ = cmd.Wait() }()
+	t.Cleanup(func() { h.Kill(true); h.Release() })
+	tmp := h.TempDir()
+	require.NotEmpty(t, tmp)
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(tmp, "scratch")); return err == nil },
+		time.Minute, 10*time.Millisecond, "the command writes in its TMPDIR")
+
+	// a record whose Tmp is a folder Start did not make
+	keep := filepath.Join(home, "keep")
+	require.NoError(t, os.Mkdir(keep, 0o700))
+	forged := proc.Record{Runtime: "rt-dead", Pgid: os.Getpid(), StartTime: 1, Argv: []string{"x"}, Tmp: keep}
+	require.NoError(t, proctest.WriteRecord(filepath.Join(dir, "rt-dead.forged.json"), forged))
+
+	rep, err := proc.Sweep(dir, "", func(string) bool { return false })
+	require.NoError(t, err)
+	require.Len(t, rep.Killed, 1)
+	assert.Equal(t, tmp, rep.Killed[0].Tmp, "the record names the TMPDIR")
+	assert.NoDirExists(t, tmp, "the dead runtime's TMPDIR is gone")
+	assert.DirExists(t, keep, "a folder Start did not make stays")
+	require.Eventually(t, func() bool { return len(proctest.WithMarker(m)) == 0 }, time.Minute, 10*time.Millisecond)
+}

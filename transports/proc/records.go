@@ -21,11 +21,14 @@ type Record struct {
 	StartTime uint64   `json:"startTime"` // the leader's start, in clock ticks after boot (/proc/<pid>/stat)
 	Cgroup    string   `json:"cgroup,omitempty"`
 	Argv      []string `json:"argv"`
+	// Tmp is the group's own TMPDIR (Confinement.OwnTmp), which Release
+	// removes and a runtime that dies leaves behind: the sweep removes it.
+	Tmp string `json:"tmp,omitempty"`
 }
 
 // record writes the record of a started group; "" when there is no kit or
 // the write failed (the watchdog still holds).
-func (g *Group) record(pgid int, argv []string) string {
+func (g *Group) record(pgid int, argv []string, tmp string) string {
 	if g == nil || g.kit == nil || g.kit.Dir == "" {
 		return ""
 	}
@@ -33,12 +36,12 @@ func (g *Group) record(pgid int, argv []string) string {
 	if err != nil {
 		return "" // the process is already gone
 	}
-	rec := Record{Runtime: g.kit.RuntimeID, SessionID: g.sessionID, Pgid: pgid, StartTime: st, Cgroup: g.Cgroup(), Argv: argv[5:]}
+	rec := Record{Runtime: g.kit.RuntimeID, SessionID: g.sessionID, Pgid: pgid, StartTime: st, Cgroup: g.Cgroup(), Argv: argv[5:], Tmp: tmp}
 	b, _ := json.Marshal(rec)
 	path := filepath.Join(g.kit.Dir, fmt.Sprintf("%s.%d.json", safeName(g.kit.RuntimeID), pgid))
-	tmp := path + ".tmp"
-	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, path) != nil {
-		_ = os.Remove(tmp)
+	part := path + ".tmp"
+	if os.WriteFile(part, b, 0o600) != nil || os.Rename(part, path) != nil {
+		_ = os.Remove(part)
 		return ""
 	}
 	return path
@@ -64,7 +67,7 @@ type SweepReport struct {
 
 // Sweep kills the process groups and cgroups that runtimes which are no
 // longer alive left behind, as recorded under dir, and removes their
-// records. A group is killed only while it is provably the recorded one:
+// records and the groups' own TMPDIRs. A group is killed only while it is provably the recorded one:
 // its leader is alive with the recorded start time, or the leader is gone
 // and members of the group remain that started after it (a pgid is never
 // handed out again while any process still has it). alive reports whether
@@ -110,12 +113,28 @@ func Sweep(dir string, cgroupRoot string, alive func(runtimeID string) bool) (Sw
 		if rec.Cgroup != "" {
 			removeCgroup(rec.Cgroup, 2*time.Second)
 		}
+		if ownTmp(rec.Tmp) {
+			// what the killed group still writes there is its last
+			_ = os.RemoveAll(rec.Tmp)
+		}
 		_ = os.Remove(path)
 	}
 	if cgroupRoot != "" {
 		sweepCgroups(cgroupRoot, alive)
 	}
 	return rep, nil
+}
+
+// tmpPrefix names the TMPDIRs Start makes (Confinement.OwnTmp).
+const tmpPrefix = "codesession-tmp-"
+
+// ownTmp says whether a record's Tmp is one Start made, which the sweep
+// may remove: an absolute path named as Start names them. A record is
+// ours (the kit's folder is private), but a sweep never removes a folder
+// it did not make on a record's word alone.
+func ownTmp(path string) bool {
+	return path != "" && filepath.IsAbs(path) && filepath.Clean(path) == path &&
+		strings.HasPrefix(filepath.Base(path), tmpPrefix) && len(filepath.Base(path)) > len(tmpPrefix)
 }
 
 func allStats() []procfs.ProcStat {
