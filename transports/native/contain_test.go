@@ -1,6 +1,8 @@
 package native
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +17,7 @@ import (
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
 	"github.com/codesession/codesession/transports/gate/gatetest"
+	"github.com/codesession/codesession/transports/modelmock"
 	"github.com/codesession/codesession/transports/proc"
 )
 
@@ -111,4 +114,35 @@ func TestBashTakesTheSessionsNetworkMode(t *testing.T) {
 	defer os.RemoveAll(env.tmp)
 	r := call(t, &env, ToolBash, map[string]any{"command": fmt.Sprintf("cat < /dev/tcp/127.0.0.1/%d", port)})
 	assert.NotContains(t, r.output, "REACHED", "a port the session's rules do not allow")
+}
+
+// TestSessionTmpIsRecordedForTheBootSweep: the session's TMPDIR is made
+// through its process group, so a runtime that dies with the session open
+// leaves a record the next boot's sweep removes it by; Close removes the
+// folder and the record.
+func TestSessionTmpIsRecordedForTheBootSweep(t *testing.T) {
+	kitDir := filepath.Join(t.TempDir(), "procs")
+	kit, err := proc.NewKit(kitDir, "rt-native")
+	require.NoError(t, err)
+	defer kit.Close()
+	l := openLive(t, &modelmock.Scenario{}, transports.SessionSpec{SessionID: "s-tmp", Procs: kit.Group("s-tmp")})
+
+	ents, err := os.ReadDir(kitDir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "the TMPDIR's record")
+	b, err := os.ReadFile(filepath.Join(kitDir, ents[0].Name()))
+	require.NoError(t, err)
+	var rec proc.Record
+	require.NoError(t, json.Unmarshal(b, &rec))
+	assert.Equal(t, "rt-native", rec.Runtime)
+	assert.Equal(t, "s-tmp", rec.SessionID)
+	assert.DirExists(t, rec.Tmp)
+
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	require.NoError(t, l.s.Close(ctx))
+	assert.NoDirExists(t, rec.Tmp, "Close removes the TMPDIR")
+	ents, err = os.ReadDir(kitDir)
+	require.NoError(t, err)
+	assert.Empty(t, ents, "and its record")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -224,8 +223,8 @@ func (s *session) Close(ctx context.Context) error {
 	if s.cfg.httpc != nil {
 		s.cfg.httpc.CloseIdleConnections()
 	}
-	if s.cfg.tools.tmp != "" {
-		_ = os.RemoveAll(s.cfg.tools.tmp)
+	if s.cfg.tools.removeTmp != nil {
+		s.cfg.tools.removeTmp()
 	}
 	s.cfg.mcp.close()
 	return nil

@@ -119,6 +119,8 @@ type toolEnv struct {
 	procs   *proc.Group
 	confine *proc.Confinement
 	tmp     string
+	// removeTmp removes tmp and its boot-sweep record (proc.Group.TempDir)
+	removeTmp func()
 }
 
 func obj(props map[string]any, required ...string) map[string]any {

@@ -371,7 +371,9 @@ func (t *Transport) CheckEnv(spec transports.SessionSpec) error {
 // toolEnv builds what the tools run with: bash's environment, its
 // confinement and its own TMPDIR.
 func (t *Transport) toolEnv(ws gate.Workspace, spec transports.SessionSpec) (toolEnv, error) {
-	tmp, err := os.MkdirTemp("", "codesession-native-")
+	// recorded with the session's processes: a runtime that dies leaves
+	// it to the next boot's sweep
+	tmp, removeTmp, err := spec.Procs.TempDir()
 	if err != nil {
 		return toolEnv{}, messages.Wrap(messages.CodeInternal, messages.OpStart, err, "cannot make the session's TMPDIR")
 	}
@@ -389,7 +391,7 @@ func (t *Transport) toolEnv(ws gate.Workspace, spec transports.SessionSpec) (too
 		confine.ReadDenied, confine.Network = spec.Confine.ReadDenied, spec.Confine.Network
 	}
 	return toolEnv{ws: ws, outputCap: t.outputCap, env: env, bashWall: t.bashWall,
-		procs: spec.Procs, confine: confine, tmp: tmp}, nil
+		procs: spec.Procs, confine: confine, tmp: tmp, removeTmp: removeTmp}, nil
 }
 
 // bashEnv is the environment of the agent's commands: the environment

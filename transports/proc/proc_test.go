@@ -226,3 +226,46 @@ func TestSweepRemovesADeadRuntimesTmp(t *testing.T) {
 	assert.DirExists(t, keep, "a folder Start did not make stays")
 	require.Eventually(t, func() bool { return len(proctest.WithMarker(m)) == 0 }, time.Minute, 10*time.Millisecond)
 }
+
+// TestGroupTempDirIsRecordedAndSwept: a session's TMPDIR made by the group
+// is recorded beside its processes; remove deletes both; a runtime that
+// dies without removing it has it removed by the next Sweep, and a live
+// runtime's is left alone.
+func TestGroupTempDirIsRecordedAndSwept(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "procs")
+	kit, err := proc.NewKit(dir, "rt-a")
+	require.NoError(t, err)
+	defer kit.Close()
+	records := func() int { ents, _ := os.ReadDir(dir); return len(ents) }
+
+	tmp, remove, err := kit.Group("s1").TempDir()
+	require.NoError(t, err)
+	assert.DirExists(t, tmp)
+	assert.Equal(t, 1, records(), "the TMPDIR is recorded")
+	remove()
+	assert.NoDirExists(t, tmp)
+	assert.Equal(t, 0, records(), "remove takes its record too")
+
+	left, _, err := kit.Group("s2").TempDir()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(left, "scratch"), []byte("x"), 0o600))
+	rep, err := proc.Sweep(dir, "", func(id string) bool { return id == "rt-a" })
+	require.NoError(t, err)
+	assert.Empty(t, rep.Removed, "a live runtime's TMPDIR stays")
+	assert.DirExists(t, left)
+
+	rep, err = proc.Sweep(dir, "", func(string) bool { return false })
+	require.NoError(t, err)
+	assert.Equal(t, []string{left}, rep.Removed)
+	assert.NoDirExists(t, left, "a dead runtime's TMPDIR is removed")
+	assert.Equal(t, 0, records())
+	assert.Empty(t, rep.Killed, "no process to kill")
+
+	// without a kit the folder is made, unrecorded
+	var none *proc.Group
+	tmp, remove, err = none.TempDir()
+	require.NoError(t, err)
+	assert.DirExists(t, tmp)
+	remove()
+	assert.NoDirExists(t, tmp)
+}

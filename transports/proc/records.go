@@ -47,6 +47,36 @@ func (g *Group) record(pgid int, argv []string, tmp string) string {
 	return path
 }
 
+// TempDir makes a private TMPDIR for the session (a backend's own
+// scratch, shared by its commands) and records it beside the process
+// records, so that when the runtime dies without removing it the next
+// boot's Sweep does. remove deletes the folder and its record; call it
+// when the session ends. Without a kit the folder is made all the same,
+// unrecorded.
+func (g *Group) TempDir() (dir string, remove func(), err error) {
+	dir, err = os.MkdirTemp("", tmpPrefix)
+	if err != nil {
+		return "", nil, err
+	}
+	rec := ""
+	if g != nil && g.kit != nil && g.kit.Dir != "" {
+		b, _ := json.Marshal(Record{Runtime: g.kit.RuntimeID, SessionID: g.sessionID, Tmp: dir})
+		path := filepath.Join(g.kit.Dir, fmt.Sprintf("%s.%s.json", safeName(g.kit.RuntimeID), filepath.Base(dir)))
+		part := path + ".tmp"
+		if os.WriteFile(part, b, 0o600) == nil && os.Rename(part, path) == nil {
+			rec = path
+		} else {
+			_ = os.Remove(part) // unrecorded: only a crash would leave it
+		}
+	}
+	return dir, func() {
+		_ = os.RemoveAll(dir)
+		if rec != "" {
+			_ = os.Remove(rec)
+		}
+	}, nil
+}
+
 func startTime(pid int) (uint64, error) {
 	p, err := procfs.NewProc(pid)
 	if err != nil {
@@ -63,6 +93,7 @@ func startTime(pid int) (uint64, error) {
 type SweepReport struct {
 	Killed  []Record // groups (and cgroups) of dead runtimes that were killed
 	Skipped []string // why records were dropped without a kill (a reused pid, nothing left)
+	Removed []string // sessions' TMPDIRs (Group.TempDir) of dead runtimes that were removed
 }
 
 // Sweep kills the process groups and cgroups that runtimes which are no
@@ -93,12 +124,19 @@ func Sweep(dir string, cgroupRoot string, alive func(runtimeID string) bool) (Sw
 			continue
 		}
 		var rec Record
-		if json.Unmarshal(b, &rec) != nil || rec.Pgid <= 1 {
+		if json.Unmarshal(b, &rec) != nil || rec.Pgid <= 1 && !(rec.Pgid == 0 && ownTmp(rec.Tmp)) {
 			rep.Skipped = append(rep.Skipped, e.Name()+": unreadable record")
 			_ = os.Remove(path)
 			continue
 		}
 		if alive(rec.Runtime) {
+			continue
+		}
+		if rec.Pgid == 0 {
+			// a session's TMPDIR (Group.TempDir): no process to kill
+			_ = os.RemoveAll(rec.Tmp)
+			rep.Removed = append(rep.Removed, rec.Tmp)
+			_ = os.Remove(path)
 			continue
 		}
 		if !loaded {
