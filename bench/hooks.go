@@ -219,6 +219,7 @@ func bareGitTurn(ctx context.Context, r *genRepo, n int) (time.Duration, error) 
 // time spent in Begin and Finish and the diff.
 func captureTurn(ctx context.Context, r *genRepo, n int) (time.Duration, messages.TurnDiff, error) {
 	g := diffcapture.NewGit(r.dir)
+	defer g.Close() // its snapshot's scratch folder, after the timing
 	t0 := time.Now()
 	base, err := g.Begin(ctx)
 	if err != nil {

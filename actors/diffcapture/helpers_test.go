@@ -18,7 +18,17 @@ import (
 
 // TestMain keeps every git the tests run away from the user's
 // configuration: HOME is a temporary directory and system config is off.
+// The captures' scratch folders go under a TMPDIR of the package's own,
+// removed at the end: many tests drop a capture without Close, and its
+// folder would otherwise wait for a collection that a test binary's exit
+// never runs.
 func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "diffcapture-tmp-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Setenv("TMPDIR", tmp)
 	home, err := os.MkdirTemp("", "diffcapture-home-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -33,6 +43,7 @@ func TestMain(m *testing.M) {
 	if benchRepo.dir != "" {
 		os.RemoveAll(benchRepo.dir)
 	}
+	os.RemoveAll(tmp)
 	os.Exit(code)
 }
 
