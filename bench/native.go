@@ -459,11 +459,10 @@ func joinInts(v []int) string {
 
 // nativeAloneTurns runs c native sessions of turns turns each straight on
 // a native transport against url: no actors, no store, no gate answers
-// (the scenario's ls needs none). It is what the runtime's native turn
-// would cost with the runtime taken away: the agent loop's own work (the
-// answers decoded, the tool run, the next request built) on top of the
-// model calls.
-// Each turn is timed from StartTurn to its turn_end.
+// (the scenario's ls needs none). Each turn is timed from StartTurn to its
+// turn_end: what the runtime's native turn would cost with the runtime
+// taken away, the agent loop's own work (the answers decoded, the tool
+// run, the next request built) on top of the model calls.
 func nativeAloneTurns(ctx context.Context, url, dir string, c, turns int) (summary, error) {
 	var lat latencies
 	tr := native.New(native.WithProcessEnv(nil))

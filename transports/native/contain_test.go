@@ -118,8 +118,8 @@ func TestBashTakesTheSessionsNetworkMode(t *testing.T) {
 
 // TestSessionTmpIsRecordedForTheBootSweep: the session's TMPDIR is made
 // through its process group, so a runtime that dies with the session open
-// leaves a record the next boot's sweep removes it by; Close removes the
-// folder and the record.
+// leaves a record by which the next boot's sweep removes the folder;
+// Close removes the folder and the record.
 func TestSessionTmpIsRecordedForTheBootSweep(t *testing.T) {
 	kitDir := filepath.Join(t.TempDir(), "procs")
 	kit, err := proc.NewKit(kitDir, "rt-native")
