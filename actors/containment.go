@@ -31,6 +31,9 @@ func containBackends(cfg config.Config, runtimeID string, backends *transports.R
 		for _, r := range rep.Killed {
 			log.Info("killed the process group a dead runtime left", "runtime", r.Runtime, "session", r.SessionID, "pgid", r.Pgid, "argv", r.Argv)
 		}
+		if len(rep.Removed) > 0 {
+			log.Info("removed the temporary folders dead runtimes left", "folders", len(rep.Removed))
+		}
 		if cg := kit.Cgroups(); cg.Root == "" {
 			log.Debug("no cgroup per session", "reason", cg.Reason)
 		}

@@ -309,6 +309,11 @@ func (r *registry) spawn(c *actor.Context, spec session.Spec, t transports.Trans
 	if r.capture != nil {
 		capt = r.capture(spec.Cwd, spec.Descriptor)
 	}
+	if u, ok := capt.(interface{ UseScratchDirs(diffcapture.ScratchDirs) }); ok && r.procs != nil {
+		// recorded with the session's processes: the next boot removes
+		// the folders of a daemon that died (proc.Sweep)
+		u.UseScratchDirs(r.procs(spec.SessionID).TempDir)
+	}
 	opts := session.Options{
 		Spec: spec, Transport: t, Env: r.cfg.EnvList(), Store: r.store, Capturer: capt, Policy: r.policy,
 		ShutdownTimeout: r.cfg.Supervision.ShutdownTimeout.D(), Lifetime: r.cfg.SessionLifetime.D(), StallAfter: r.cfg.StallAfter.D(),

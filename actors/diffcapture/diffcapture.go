@@ -11,7 +11,9 @@
 // and every untracked path .gitignore does not exclude (what status -uall
 // reports), with its objects in a private temporary directory (the
 // repository's objects are read through the alternates; nothing is written
-// into the repository). `git add -A -v` brings the snapshot to the work
+// into the repository). The runtime has those directories made through the
+// session's process group (WithScratchDirs), which records them so that
+// the next boot removes the ones a daemon that died left. `git add -A -v` brings the snapshot to the work
 // tree, hashing only what its stat data says changed, and prints a line per
 // path whose content changed.
 //

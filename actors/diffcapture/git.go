@@ -42,6 +42,58 @@ func WithMaxDiffBytes(n int) Option { return func(g *Git) { g.maxBytes = n } }
 // WithMaxFiles caps the file list (default DefaultMaxFiles).
 func WithMaxFiles(n int) Option { return func(g *Git) { g.maxFiles = n } }
 
+// ScratchDirs makes a private folder for a capture's scratch (an index and
+// objects of its own) and returns how to remove it.
+type ScratchDirs func() (dir string, remove func(), err error)
+
+// WithScratchDirs has the capture make its scratch folders with mk
+// (default: a codesession-diff-* folder in the temporary directory). The
+// runtime passes its session's process group's (proc.Group.TempDir),
+// which records each folder so that the next boot removes those of a
+// daemon that died.
+func WithScratchDirs(mk ScratchDirs) Option { return func(g *Git) { g.mkScratch = mk } }
+
+// UseScratchDirs is WithScratchDirs for a capture already made (a Factory
+// made it; the runtime then hands it the session's folders). Call it
+// before the first Begin.
+func (g *Git) UseScratchDirs(mk ScratchDirs) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mkScratch = mk
+}
+
+// scratchDirs is the maker of the capture's scratch folders.
+func (g *Git) scratchDirs() ScratchDirs {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mkScratch != nil {
+		return g.mkScratch
+	}
+	return tempScratch
+}
+
+// tempScratch is the default ScratchDirs.
+func tempScratch() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "codesession-diff-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// makeScratch makes a scratch folder with its objects folder.
+func makeScratch(mk ScratchDirs) (string, func(), error) {
+	dir, remove, err := mk()
+	if err != nil {
+		return "", nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "objects"), 0o700); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	return dir, remove, nil
+}
+
 // Git is the capture of seed 000 §6 for one working directory: git when the
 // directory is inside a work tree at the turn's start, else the tool-event
 // fallback. Between turns it keeps where the repository is and the
@@ -56,11 +108,12 @@ type Git struct {
 	maxFiles int
 	env      []string
 
-	mu       sync.Mutex
-	cached   *discovered   // nil until a Begin found a work tree
-	none     *noRepository // set while git found no repository around cwd
-	prepEnd  time.Time     // when the last Prepare returned
-	prepCost time.Duration // how long it took
+	mu        sync.Mutex
+	mkScratch ScratchDirs   // nil: tempScratch
+	cached    *discovered   // nil until a Begin found a work tree
+	none      *noRepository // set while git found no repository around cwd
+	prepEnd   time.Time     // when the last Prepare returned
+	prepCost  time.Duration // how long it took
 
 	// smu serializes the uses of the session's snapshot (scratch.go):
 	// a Begin waits for the previous turn's Settle and Finish.
@@ -122,6 +175,8 @@ type gitBaseline struct {
 	// the ones that existed are in dir's index with their content.
 	known map[string]bool
 	dir   string // "" until something needs a scratch index
+	mk    ScratchDirs
+	rm    func() // removes dir
 
 	// kindScratch: the session's snapshot and its state at Begin
 	sc   *scratchState
@@ -184,7 +239,7 @@ func (g *Git) begin(ctx context.Context) (*gitBaseline, error) {
 	if err != nil {
 		return &gitBaseline{}, err
 	}
-	b := &gitBaseline{kind: kindGit, repo: rp, head: st.head, known: map[string]bool{}}
+	b := &gitBaseline{kind: kindGit, repo: rp, head: st.head, known: map[string]bool{}, mk: g.scratchDirs()}
 	var present []string
 	for _, p := range st.paths {
 		if _, dup := b.known[p]; dup {
@@ -290,24 +345,24 @@ func (b *gitBaseline) makeDir() error {
 	if b.dir != "" {
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "codesession-diff-")
+	mk := b.mk
+	if mk == nil {
+		mk = tempScratch
+	}
+	dir, rm, err := makeScratch(mk)
 	if err != nil {
-		return fmt.Errorf("scratch directory: %w", err)
+		return err
 	}
-	if err := os.Mkdir(filepath.Join(dir, "objects"), 0o700); err != nil {
-		_ = os.RemoveAll(dir)
-		return fmt.Errorf("scratch directory: %w", err)
-	}
-	b.dir = dir
+	b.dir, b.rm = dir, rm
 	// a baseline dropped without Finish (a turn abandoned, the actor
 	// restarted) still removes its scratch directory once collected
-	runtime.AddCleanup(b, func(d string) { _ = os.RemoveAll(d) }, dir)
+	runtime.AddCleanup(b, func(rm func()) { rm() }, rm)
 	return nil
 }
 
 func (b *gitBaseline) remove() {
 	if b != nil && b.dir != "" {
-		_ = os.RemoveAll(b.dir)
+		b.rm()
 		b.dir = ""
 	}
 }

@@ -27,9 +27,10 @@ import (
 // changed) and the tree of S as it stands (the next turn's baseline when
 // nothing changed in between).
 type scratchState struct {
-	dir  string
-	repo repo
-	disc *discovered // the discovery S was seeded under (a new one re-seeds)
+	dir    string
+	remove func() // removes dir
+	repo   repo
+	disc   *discovered // the discovery S was seeded under (a new one re-seeds)
 
 	seed      string    // stamp of the repository's index and excludes S was seeded from
 	reseed    bool      // .gitignore changed: seed again at the next Begin
@@ -130,23 +131,19 @@ var addArgs = []string{"-c", "advice.addEmbeddedRepo=false", "add", "-A", "-v"}
 // newScratch makes the private directory of a session's snapshot; it is
 // removed by Close, by dropScratch, or once g is collected.
 func (g *Git) newScratch(d *discovered) (*scratchState, error) {
-	dir, err := os.MkdirTemp("", "codesession-diff-")
+	dir, remove, err := makeScratch(g.scratchDirs())
 	if err != nil {
-		return nil, fmt.Errorf("scratch directory: %w", err)
+		return nil, err
 	}
-	if err := os.Mkdir(filepath.Join(dir, "objects"), 0o700); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("scratch directory: %w", err)
-	}
-	runtime.AddCleanup(g, func(d string) { _ = os.RemoveAll(d) }, dir)
-	return &scratchState{dir: dir, repo: d.rp, disc: d, reseed: true}, nil
+	runtime.AddCleanup(g, func(rm func()) { rm() }, remove)
+	return &scratchState{dir: dir, remove: remove, repo: d.rp, disc: d, reseed: true}, nil
 }
 
 // dropScratch forgets the session's snapshot (after a failed run S may be
 // half written or locked); the next Begin seeds a new one. Callers hold smu.
 func (g *Git) dropScratch() {
 	if g.sc != nil {
-		_ = os.RemoveAll(g.sc.dir)
+		g.sc.remove()
 		g.sc = nil
 	}
 }

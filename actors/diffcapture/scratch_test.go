@@ -1,11 +1,13 @@
 package diffcapture
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,4 +243,78 @@ func TestFileForceAddedDuringTheTurn(t *testing.T) {
 	require.Empty(t, d.Warning)
 	assert.Equal(t, []messages.FileChange{{Path: "keep.log", Status: "M", Insertions: 1}}, d.Files)
 	assert.Equal(t, []string{"add", "diff-index"}, runs.finish)
+}
+
+// countingScratch is a ScratchDirs that makes its folders under root and
+// counts what it made and removed.
+type countingScratch struct {
+	root           string
+	made, removals atomic.Int32
+}
+
+func (c *countingScratch) mk() (string, func(), error) {
+	dir, err := os.MkdirTemp(c.root, "scratch-")
+	if err != nil {
+		return "", nil, err
+	}
+	c.made.Add(1)
+	return dir, func() { c.removals.Add(1); _ = os.RemoveAll(dir) }, nil
+}
+
+func (c *countingScratch) left(t *testing.T) int {
+	ents, err := os.ReadDir(c.root)
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// A capture makes its scratch folders with the maker it is given (the
+// runtime's records them for the boot sweep) and removes them with its
+// remove: the session's snapshot at Close, the status way's per-turn
+// folder at Finish.
+func TestScratchFoldersComeFromTheMaker(t *testing.T) {
+	r := newRepo(t)
+	r.write("a.txt", "a\n")
+	r.commitAll("init")
+	sc := &countingScratch{root: t.TempDir()}
+	g := NewGit(r.dir, WithScratchDirs(sc.mk))
+	ctx := context.Background()
+	b, err := g.Begin(ctx)
+	require.NoError(t, err)
+	r.write("a.txt", "a\nb\n")
+	d := g.Finish(ctx, b, nil)
+	require.Empty(t, d.Warning)
+	require.Len(t, d.Files, 1)
+	assert.Equal(t, int32(1), sc.made.Load(), "the session's snapshot")
+	assert.Equal(t, 1, sc.left(t), "kept between turns")
+	require.NoError(t, g.Close())
+	assert.Equal(t, int32(1), sc.removals.Load())
+	assert.Equal(t, 0, sc.left(t))
+
+	// the status way (a gitlink in the work tree): a folder per turn,
+	// made through UseScratchDirs, gone once the turn is diffed
+	sub := &testRepo{tb: t, dir: r.path("sub")}
+	require.NoError(t, os.MkdirAll(sub.dir, 0o755))
+	sub.git("init", "-q", "-b", "main")
+	sub.git("config", "user.name", "Sub")
+	sub.git("config", "user.email", "sub@test.invalid")
+	sub.write("s.txt", "s\n")
+	sub.commitAll("sub")
+	r.git("add", "sub")
+	r.commitAll("with a gitlink")
+	sc2 := &countingScratch{root: t.TempDir()}
+	g2 := NewGit(r.dir)
+	g2.UseScratchDirs(sc2.mk)
+	for turn := range 2 {
+		r.write("a.txt", strings.Repeat("x\n", turn+1)) // dirty before the turn: status reports it
+		b, err := g2.Begin(ctx)
+		require.NoError(t, err)
+		r.write("a.txt", strings.Repeat("y\n", turn+1))
+		d := g2.Finish(ctx, b, nil)
+		require.Empty(t, d.Warning, "turn %d", turn)
+		require.Len(t, d.Files, 1, "turn %d", turn)
+	}
+	require.NoError(t, g2.Close())
+	assert.GreaterOrEqual(t, sc2.made.Load(), int32(1+2), "the snapshot seeded, then a folder per turn the status way: all from the maker")
+	assert.Equal(t, sc2.made.Load(), sc2.removals.Load())
+	assert.Equal(t, 0, sc2.left(t))
 }
