@@ -88,6 +88,25 @@ func sweepHome(home string) string {
 	return k.Cgroups().Root
 }
 
+// recordedTmps are the temporary folders recorded in home's process
+// records (a group's own TMPDIR, a session's TempDir), for the boot sweep.
+func recordedTmps(t *testing.T, home string) []string {
+	t.Helper()
+	dir := filepath.Join(home, "run", "procs")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		var rec proc.Record
+		if json.Unmarshal(b, &rec) == nil && rec.Tmp != "" {
+			out = append(out, rec.Tmp)
+		}
+	}
+	return out
+}
+
 func sleeper(marker string) string {
 	// a background child, a setsid escapee and a foreground sleep, all
 	// carrying the marker in argv
@@ -98,7 +117,8 @@ func sleeper(marker string) string {
 // with a claude-code session (the real CLI, running a Bash command) and a
 // native session (its bash running sleeps): within 5 s no process of either
 // session remains, by process group and by the marker in argv, the setsid
-// child included where the host has a writable cgroup v2.
+// child included where the host has a writable cgroup v2; and the next
+// daemon's boot removes the temporary folders the dead one left.
 func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a daemon with real backends")
@@ -200,6 +220,27 @@ func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
 	}
 	assert.Empty(t, desc, "processes outlived the SIGKILLed daemon by 5 s (groups %v)", groups)
 	t.Logf("the daemon's backend processes were gone %s after its SIGKILL", time.Since(killedAt).Round(time.Millisecond))
+
+	// the dead daemon's temporary folders (the native session's TMPDIR,
+	// the diff captures' scratch, the CLI's own TMPDIR) were recorded
+	// with its processes: the next daemon's boot removes them
+	tmps := recordedTmps(t, home)
+	require.NotEmpty(t, tmps, "the dead daemon's temporary folders are recorded")
+	for _, p := range tmps {
+		assert.DirExists(t, p, "left by the SIGKILL")
+	}
+	d2, _ := startServe(t, home, nil)
+	waitUntil(t, "the next boot to remove the dead daemon's temporary folders", func() bool {
+		for _, p := range tmps {
+			if _, err := os.Stat(p); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the next boot removed the %d temporary folders the dead daemon left", len(tmps))
+	require.NoError(t, d2.cmd.Process.Signal(syscall.SIGTERM))
+	d2.wait(t, time.Minute)
 	if root := sweepHome(home); root != "" {
 		// the killed daemon's session cgroups are empty but still there
 		// until a sweep of the home removes them
