@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,29 +10,18 @@ import (
 
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports/proc"
+	"github.com/codesession/codesession/transports/proc/proctest"
 	"github.com/codesession/codesession/transports/script"
 )
 
-// tmpRecords are the TMPDIRs recorded with the runtime's processes
-// (proc.Group.TempDir): what the next boot's sweep removes when the
-// runtime that made them died.
-func tmpRecords(t *testing.T, home string) []proc.Record {
+// sessionTmps are the session TMPDIRs recorded in home's process
+// records (Pgid 0: no process).
+func sessionTmps(t *testing.T, home string) []proc.Record {
 	t.Helper()
-	dir := filepath.Join(home, "run", "procs")
-	ents, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
 	var out []proc.Record
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue // removed meanwhile
-		}
-		var rec proc.Record
-		if json.Unmarshal(b, &rec) == nil && rec.Pgid == 0 && rec.Tmp != "" {
-			out = append(out, rec)
+	for _, r := range proctest.Tmps(t, filepath.Join(home, "run", "procs")) {
+		if r.Pgid == 0 {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -59,7 +46,7 @@ func TestDiffScratchIsRecordedForTheBootSweep(t *testing.T) {
 	require.NotNil(t, res.TurnDiff)
 	assert.Equal(t, messages.DiffGit, res.TurnDiff.Source)
 
-	recs := tmpRecords(t, cfg.Home)
+	recs := sessionTmps(t, cfg.Home)
 	require.NotEmpty(t, recs, "the capture's scratch folder is recorded")
 	for _, rec := range recs {
 		assert.Equal(t, st.SessionID, rec.SessionID)
@@ -70,7 +57,7 @@ func TestDiffScratchIsRecordedForTheBootSweep(t *testing.T) {
 	require.NoError(t, err)
 	// the capture is closed as the session's actor stops, after the op
 	// has answered: wait for it, bounded only against a hang
-	require.Eventually(t, func() bool { return len(tmpRecords(t, cfg.Home)) == 0 }, time.Minute, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return len(sessionTmps(t, cfg.Home)) == 0 }, time.Minute, 10*time.Millisecond,
 		"the stop removes the records")
 	for _, rec := range recs {
 		assert.NoDirExists(t, rec.Tmp)

@@ -100,15 +100,9 @@ func TestGitlinkTakesTheStatusWay(t *testing.T) {
 	// logged
 	t.Setenv("PATH", filepath.Dir(cg.bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	g := NewGit(r.dir, WithGitBinary(cg.bin))
-	sub := &testRepo{tb: t, dir: r.path("sub")}
-
+	var sub *testRepo
 	runs, d := countedTurn(t, g, cg, func() {
-		require.NoError(t, os.MkdirAll(sub.dir, 0o755))
-		sub.git("init", "-q", "-b", "main")
-		sub.git("config", "user.name", "Sub")
-		sub.git("config", "user.email", "sub@test.invalid")
-		sub.write("s.txt", "s\n")
-		sub.commitAll("sub")
+		sub = r.nested("sub")
 		_ = cg.take(t) // the test's own runs
 	})
 	require.Empty(t, d.Warning)
@@ -130,6 +124,20 @@ func TestGitlinkTakesTheStatusWay(t *testing.T) {
 		assert.Empty(t, runs.afterBegin, "turn %d: no snapshot to settle", turn)
 		assert.Empty(t, runs.afterFinish, "turn %d", turn)
 	}
+}
+
+// nested makes a repository with one commit at p inside r's work tree
+// (r sees it as a gitlink once added).
+func (r *testRepo) nested(p string) *testRepo {
+	r.tb.Helper()
+	sub := &testRepo{tb: r.tb, dir: r.path(p)}
+	require.NoError(r.tb, os.MkdirAll(sub.dir, 0o755))
+	sub.git("init", "-q", "-b", "main")
+	sub.git("config", "user.name", "Sub")
+	sub.git("config", "user.email", "sub@test.invalid")
+	sub.write("s.txt", "s\n")
+	sub.commitAll("sub")
+	return sub
 }
 
 func count(runs []string, cmd string) int {
@@ -292,13 +300,7 @@ func TestScratchFoldersComeFromTheMaker(t *testing.T) {
 
 	// the status way (a gitlink in the work tree): a folder per turn,
 	// made through UseScratchDirs, gone once the turn is diffed
-	sub := &testRepo{tb: t, dir: r.path("sub")}
-	require.NoError(t, os.MkdirAll(sub.dir, 0o755))
-	sub.git("init", "-q", "-b", "main")
-	sub.git("config", "user.name", "Sub")
-	sub.git("config", "user.email", "sub@test.invalid")
-	sub.write("s.txt", "s\n")
-	sub.commitAll("sub")
+	r.nested("sub")
 	r.git("add", "sub")
 	r.commitAll("with a gitlink")
 	sc2 := &countingScratch{root: t.TempDir()}

@@ -88,25 +88,6 @@ func sweepHome(home string) string {
 	return k.Cgroups().Root
 }
 
-// recordedTmps are the temporary folders recorded in home's process
-// records (a group's own TMPDIR, a session's TempDir), for the boot sweep.
-func recordedTmps(t *testing.T, home string) []string {
-	t.Helper()
-	dir := filepath.Join(home, "run", "procs")
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		var rec proc.Record
-		if json.Unmarshal(b, &rec) == nil && rec.Tmp != "" {
-			out = append(out, rec.Tmp)
-		}
-	}
-	return out
-}
-
 func sleeper(marker string) string {
 	// a background child, a setsid escapee and a foreground sleep, all
 	// carrying the marker in argv
@@ -224,7 +205,10 @@ func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
 	// the dead daemon's temporary folders (the native session's TMPDIR,
 	// the diff captures' scratch, the CLI's own TMPDIR) were recorded
 	// with its processes: the next daemon's boot removes them
-	tmps := recordedTmps(t, home)
+	var tmps []string
+	for _, r := range proctest.Tmps(t, filepath.Join(home, "run", "procs")) {
+		tmps = append(tmps, r.Tmp)
+	}
 	require.NotEmpty(t, tmps, "the dead daemon's temporary folders are recorded")
 	for _, p := range tmps {
 		assert.DirExists(t, p, "left by the SIGKILL")

@@ -92,9 +92,10 @@ func WriteRecord(path string, rec proc.Record) error {
 // GroupAlive says whether a process of group pgid still runs.
 func GroupAlive(pgid int) bool { return len(InGroup(pgid)) > 0 }
 
-// Records reads the process records (one per live process group) a kit
-// keeps in dir; one that cannot be decoded fails t (the kit writes them
-// whole, by rename), one released while being read is left out.
+// Records reads the records a kit keeps in dir (one per live process
+// group, and one per session TMPDIR: Pgid 0); one that cannot be decoded
+// fails t (the kit writes them whole, by rename), one released while being
+// read is left out.
 func Records(t testing.TB, dir string) []proc.Record {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -116,12 +117,29 @@ func Records(t testing.TB, dir string) []proc.Record {
 	return out
 }
 
-// ByPgid is Records by process group.
+// ByPgid is Records of process groups by process group (a session
+// TMPDIR's record has none).
 func ByPgid(t testing.TB, dir string) map[int]proc.Record {
 	t.Helper()
 	out := map[int]proc.Record{}
 	for _, r := range Records(t, dir) {
-		out[r.Pgid] = r
+		if r.Pgid != 0 {
+			out[r.Pgid] = r
+		}
+	}
+	return out
+}
+
+// Tmps are the temporary folders the records in dir name (a process
+// group's own TMPDIR, a session's TempDir): what the boot sweep removes
+// when the runtime that made them died.
+func Tmps(t testing.TB, dir string) []proc.Record {
+	t.Helper()
+	var out []proc.Record
+	for _, r := range Records(t, dir) {
+		if r.Tmp != "" {
+			out = append(out, r)
+		}
 	}
 	return out
 }
