@@ -148,6 +148,18 @@ func (g *Git) dropScratch() {
 	}
 }
 
+// removeIfDropped removes sc's folder again when the snapshot was dropped
+// (Close, a reseed) while a Settle or a Prepare wrote into it without smu:
+// git may have written there after the removal, or recreated it.
+func (g *Git) removeIfDropped(sc *scratchState) {
+	g.smu.Lock()
+	dropped := g.sc != sc
+	g.smu.Unlock()
+	if dropped {
+		sc.remove()
+	}
+}
+
 // Close removes the session's scratch directory. The capture stays usable:
 // a later Begin starts a new one.
 func (g *Git) Close() error {
@@ -332,6 +344,7 @@ func (g *Git) Settle(ctx context.Context) {
 	}
 	sn, dir := sc.cur, sc.dir
 	g.smu.Unlock()
+	defer g.removeIfDropped(sc)
 	d, why, err := g.repository(ctx)
 	if err != nil || why != "" || d.rp != sc.repo {
 		return

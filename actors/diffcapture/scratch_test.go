@@ -2,6 +2,7 @@ package diffcapture
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -319,4 +320,37 @@ func TestScratchFoldersComeFromTheMaker(t *testing.T) {
 	assert.GreaterOrEqual(t, sc2.made.Load(), int32(1+2), "the snapshot seeded, then a folder per turn the status way: all from the maker")
 	assert.Equal(t, sc2.made.Load(), sc2.removals.Load())
 	assert.Equal(t, 0, sc2.left(t))
+}
+
+// A Close while the turn's Settle writes into the snapshot's folder (the
+// session stopped right after its turn) leaves no folder: Settle writes
+// without the snapshot's lock, so git could write there, or make it anew,
+// after Close removed it; Settle removes it again once it sees the
+// snapshot dropped.
+func TestCloseBesideSettleLeavesNoFolder(t *testing.T) {
+	r := newRepo(t)
+	r.write("a.txt", "a\n")
+	r.commitAll("init")
+	ctx := context.Background()
+	for i := range 40 {
+		sc := &countingScratch{root: t.TempDir()}
+		g := NewGit(r.dir, WithScratchDirs(sc.mk))
+		b, err := g.Begin(ctx)
+		require.NoError(t, err)
+		r.write("a.txt", fmt.Sprintf("a\n%d\n", i))
+		d := g.Finish(ctx, b, nil)
+		require.Empty(t, d.Warning)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); g.Settle(ctx) }()
+		go func() {
+			defer wg.Done()
+			// a little later each round: Close lands before, during and
+			// after Settle's write
+			time.Sleep(time.Duration(i%8) * 250 * time.Microsecond)
+			_ = g.Close()
+		}()
+		wg.Wait()
+		assert.Equal(t, 0, sc.left(t), "round %d: a folder outlived Close and Settle", i)
+	}
 }

@@ -497,6 +497,7 @@ func (g *Git) Prepare(ctx context.Context, base Baseline) {
 	if b == nil || b.kind != kindScratch || g.witnessOff {
 		return
 	}
+	defer g.removeIfDropped(b.sc)
 	// at most half of the time in Prepare: a turn with many tools in a
 	// big work tree must not keep git running beside them all along (a
 	// Prepare skipped costs its Finish an add and a diff, no more)

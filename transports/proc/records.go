@@ -50,8 +50,9 @@ func (g *Group) record(pgid int, argv []string, tmp string) string {
 // TempDir makes a private TMPDIR for the session (a backend's own
 // scratch, shared by its commands) and records it beside the process
 // records, so that when the runtime dies without removing it the next
-// boot's Sweep does. remove deletes the folder and its record; call it
-// when the session ends. Without a kit the folder is made all the same,
+// boot's Sweep does. remove deletes the folder and then its record (the
+// record stays when the folder could not be removed whole); call it when
+// the session ends. Without a kit the folder is made all the same,
 // unrecorded.
 func (g *Group) TempDir() (dir string, remove func(), err error) {
 	dir, err = os.MkdirTemp("", tmpPrefix)
@@ -70,7 +71,9 @@ func (g *Group) TempDir() (dir string, remove func(), err error) {
 		}
 	}
 	return dir, func() {
-		_ = os.RemoveAll(dir)
+		if os.RemoveAll(dir) != nil {
+			return // the record stays: a later call, or the next boot's sweep, removes the rest
+		}
 		if rec != "" {
 			_ = os.Remove(rec)
 		}
