@@ -1,5 +1,7 @@
 package proc
 
+import "os"
+
 // BaseAllow is the allowlist of every backend's environment.
 var BaseAllow = baseAllow
 
@@ -7,4 +9,11 @@ var BaseAllow = baseAllow
 // are, for comparison with a path.Match loop.
 func MatchCompiled(patterns []string, name string) bool {
 	return compilePatterns(patterns).match(name)
+}
+
+// RefuseRemoval makes the sweep's removals of temporary folders fail with
+// err until the returned func restores them.
+func RefuseRemoval(err error) (restore func()) {
+	removeAll = func(string) error { return err }
+	return func() { removeAll = os.RemoveAll }
 }

@@ -3,6 +3,7 @@ package proc_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -268,4 +269,53 @@ func TestGroupTempDirIsRecordedAndSwept(t *testing.T) {
 	assert.DirExists(t, tmp)
 	remove()
 	assert.NoDirExists(t, tmp)
+}
+
+// TestSweepKeepsTheRecordOfAFolderItCouldNotRemove: when a dead runtime's
+// TMPDIR cannot be removed (the disk refuses), its record stays and the
+// next sweep removes both.
+func TestSweepKeepsTheRecordOfAFolderItCouldNotRemove(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "procs")
+	kit, err := proc.NewKit(dir, "rt-gone")
+	require.NoError(t, err)
+	defer kit.Close()
+	tmp, _, err := kit.Group("s").TempDir()
+	require.NoError(t, err)
+	dead := func(string) bool { return false }
+
+	restore := proc.RefuseRemoval(errors.New("input/output error"))
+	rep, err := proc.Sweep(dir, "", dead)
+	restore()
+	require.NoError(t, err)
+	assert.Empty(t, rep.Removed)
+	assert.Contains(t, strings.Join(rep.Skipped, "\n"), "input/output error")
+	assert.DirExists(t, tmp)
+	assert.Len(t, proctest.Tmps(t, dir), 1, "the record stays for the next sweep")
+
+	rep, err = proc.Sweep(dir, "", dead)
+	require.NoError(t, err)
+	assert.Equal(t, []string{tmp}, rep.Removed)
+	assert.NoDirExists(t, tmp)
+	assert.Empty(t, proctest.Records(t, dir))
+
+	// a killed group's own TMPDIR: the group is killed, its record stays
+	// until its folder is gone
+	m := marker()
+	cmd := exec.Command("sleep", m)
+	h, err := kit.Group("s2").Start(cmd, proc.Options{Confine: &proc.Confinement{OwnTmp: true}})
+	require.NoError(t, err)
+	go func() { _ = cmd.Wait() }()
+	t.Cleanup(func() { h.Kill(true); h.Release() })
+	restore = proc.RefuseRemoval(errors.New("input/output error"))
+	rep, err = proc.Sweep(dir, "", dead)
+	restore()
+	require.NoError(t, err)
+	require.Len(t, rep.Killed, 1)
+	require.Eventually(t, func() bool { return len(proctest.WithMarker(m)) == 0 }, time.Minute, 10*time.Millisecond)
+	assert.Len(t, proctest.Records(t, dir), 1, "the group's record stays while its TMPDIR does")
+	rep, err = proc.Sweep(dir, "", dead)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Killed, "nothing of the group is left to kill")
+	assert.Equal(t, []string{h.TempDir()}, rep.Removed)
+	assert.Empty(t, proctest.Records(t, dir))
 }

@@ -96,13 +96,15 @@ func startTime(pid int) (uint64, error) {
 type SweepReport struct {
 	Killed  []Record // groups (and cgroups) of dead runtimes that were killed
 	Skipped []string // why records were dropped without a kill (a reused pid, nothing left)
-	Removed []string // sessions' TMPDIRs (Group.TempDir) of dead runtimes that were removed
+	Removed []string // temporary folders of dead runtimes that were removed (a group's own, a session's TempDir)
 }
 
 // Sweep kills the process groups and cgroups that runtimes which are no
 // longer alive left behind, as recorded under dir, and removes their
-// records and the groups' own TMPDIRs. A group is killed only while it is provably the recorded one:
-// its leader is alive with the recorded start time, or the leader is gone
+// temporary folders and then their records (a record whose folder could
+// not be removed stays, for the next sweep). A group is killed only while
+// it is provably the recorded one: its leader is alive with the recorded
+// start time, or the leader is gone
 // and members of the group remain that started after it (a pgid is never
 // handed out again while any process still has it). alive reports whether
 // a runtime still runs; its records are left alone.
@@ -137,9 +139,9 @@ func Sweep(dir string, cgroupRoot string, alive func(runtimeID string) bool) (Sw
 		}
 		if rec.Pgid == 0 {
 			// a session's TMPDIR (Group.TempDir): no process to kill
-			_ = os.RemoveAll(rec.Tmp)
-			rep.Removed = append(rep.Removed, rec.Tmp)
-			_ = os.Remove(path)
+			if removeTmp(rec.Tmp, &rep) {
+				_ = os.Remove(path)
+			}
 			continue
 		}
 		if !loaded {
@@ -154,9 +156,10 @@ func Sweep(dir string, cgroupRoot string, alive func(runtimeID string) bool) (Sw
 		if rec.Cgroup != "" {
 			removeCgroup(rec.Cgroup, 2*time.Second)
 		}
-		if ownTmp(rec.Tmp) {
-			// what the killed group still writes there is its last
-			_ = os.RemoveAll(rec.Tmp)
+		if ownTmp(rec.Tmp) && !removeTmp(rec.Tmp, &rep) {
+			// the record stays: the next sweep finds nothing of the
+			// group left and tries the folder again
+			continue
 		}
 		_ = os.Remove(path)
 	}
@@ -164,6 +167,21 @@ func Sweep(dir string, cgroupRoot string, alive func(runtimeID string) bool) (Sw
 		sweepCgroups(cgroupRoot, alive)
 	}
 	return rep, nil
+}
+
+// removeAll is os.RemoveAll (tests: a disk that refuses).
+var removeAll = os.RemoveAll
+
+// removeTmp removes a dead runtime's recorded TMPDIR and says so in rep;
+// false when it could not be removed whole (its record then stays, for the
+// next sweep).
+func removeTmp(dir string, rep *SweepReport) bool {
+	if err := removeAll(dir); err != nil {
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: not removed (%v); the next sweep tries again", dir, err))
+		return false
+	}
+	rep.Removed = append(rep.Removed, dir)
+	return true
 }
 
 // tmpPrefix names the TMPDIRs Start makes (Confinement.OwnTmp).
