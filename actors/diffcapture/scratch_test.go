@@ -255,10 +255,15 @@ func TestFileForceAddedDuringTheTurn(t *testing.T) {
 }
 
 // countingScratch is a ScratchDirs that makes its folders under root and
-// counts what it made and removed.
+// counts the folders it made and the ones removed (a folder's remove may
+// run more than once: a baseline's or a capture's cleanup runs it again
+// when the collector gets to it).
 type countingScratch struct {
-	root           string
-	made, removals atomic.Int32
+	root string
+	made atomic.Int32
+
+	mu      sync.Mutex
+	removed map[string]bool
 }
 
 func (c *countingScratch) mk() (string, func(), error) {
@@ -267,7 +272,22 @@ func (c *countingScratch) mk() (string, func(), error) {
 		return "", nil, err
 	}
 	c.made.Add(1)
-	return dir, func() { c.removals.Add(1); _ = os.RemoveAll(dir) }, nil
+	return dir, func() {
+		c.mu.Lock()
+		if c.removed == nil {
+			c.removed = map[string]bool{}
+		}
+		c.removed[dir] = true
+		c.mu.Unlock()
+		_ = os.RemoveAll(dir)
+	}, nil
+}
+
+// removals is how many of the folders made were removed through the maker.
+func (c *countingScratch) removals() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int32(len(c.removed))
 }
 
 func (c *countingScratch) left(t *testing.T) int {
@@ -296,7 +316,7 @@ func TestScratchFoldersComeFromTheMaker(t *testing.T) {
 	assert.Equal(t, int32(1), sc.made.Load(), "the session's snapshot")
 	assert.Equal(t, 1, sc.left(t), "kept between turns")
 	require.NoError(t, g.Close())
-	assert.Equal(t, int32(1), sc.removals.Load())
+	assert.Equal(t, int32(1), sc.removals())
 	assert.Equal(t, 0, sc.left(t))
 
 	// the status way (a gitlink in the work tree): a folder per turn,
@@ -318,7 +338,7 @@ func TestScratchFoldersComeFromTheMaker(t *testing.T) {
 	}
 	require.NoError(t, g2.Close())
 	assert.GreaterOrEqual(t, sc2.made.Load(), int32(1+2), "the snapshot seeded, then a folder per turn the status way: all from the maker")
-	assert.Equal(t, sc2.made.Load(), sc2.removals.Load())
+	assert.Equal(t, sc2.made.Load(), sc2.removals(), "every folder made was removed through the maker")
 	assert.Equal(t, 0, sc2.left(t))
 }
 
