@@ -175,7 +175,6 @@ type gitBaseline struct {
 	// the ones that existed are in dir's index with their content.
 	known map[string]bool
 	dir   string // "" until something needs a scratch index
-	mk    ScratchDirs
 	rm    func() // removes dir
 
 	// kindScratch: the session's snapshot and its state at Begin
@@ -239,7 +238,7 @@ func (g *Git) begin(ctx context.Context) (*gitBaseline, error) {
 	if err != nil {
 		return &gitBaseline{}, err
 	}
-	b := &gitBaseline{kind: kindGit, repo: rp, head: st.head, known: map[string]bool{}, mk: g.scratchDirs()}
+	b := &gitBaseline{kind: kindGit, repo: rp, head: st.head, known: map[string]bool{}}
 	var present []string
 	for _, p := range st.paths {
 		if _, dup := b.known[p]; dup {
@@ -254,7 +253,7 @@ func (g *Git) begin(ctx context.Context) (*gitBaseline, error) {
 	if len(present) == 0 {
 		return b, nil
 	}
-	if err := b.makeDir(); err != nil {
+	if err := b.makeDir(g.scratchDirs()); err != nil {
 		return b, err
 	}
 	s := r.scratch(b.dir, rp.objects)
@@ -341,13 +340,10 @@ func indexable(path string) bool {
 	return false
 }
 
-func (b *gitBaseline) makeDir() error {
+// makeDir makes the baseline's scratch folder with mk, once.
+func (b *gitBaseline) makeDir(mk ScratchDirs) error {
 	if b.dir != "" {
 		return nil
-	}
-	mk := b.mk
-	if mk == nil {
-		mk = tempScratch
 	}
 	dir, rm, err := makeScratch(mk)
 	if err != nil {
@@ -475,7 +471,7 @@ func (g *Git) finish(ctx context.Context, b *gitBaseline) (messages.TurnDiff, er
 	if len(cand) == 0 {
 		return gitDiff(nil, nil, false, g.maxBytes, g.maxFiles), nil
 	}
-	if err := b.makeDir(); err != nil {
+	if err := b.makeDir(g.scratchDirs()); err != nil {
 		return messages.TurnDiff{}, err
 	}
 	s := r.scratch(b.dir, b.repo.objects)

@@ -21,8 +21,10 @@ type Record struct {
 	StartTime uint64   `json:"startTime"` // the leader's start, in clock ticks after boot (/proc/<pid>/stat)
 	Cgroup    string   `json:"cgroup,omitempty"`
 	Argv      []string `json:"argv"`
-	// Tmp is the group's own TMPDIR (Confinement.OwnTmp), which Release
-	// removes and a runtime that dies leaves behind: the sweep removes it.
+	// Tmp is a temporary folder the runtime made: the group's own TMPDIR
+	// (Confinement.OwnTmp, removed at Release) or, in a record with no
+	// Pgid, a session's (Group.TempDir). A runtime that dies leaves it
+	// behind: the sweep removes it.
 	Tmp string `json:"tmp,omitempty"`
 }
 
@@ -37,8 +39,13 @@ func (g *Group) record(pgid int, argv []string, tmp string) string {
 		return "" // the process is already gone
 	}
 	rec := Record{Runtime: g.kit.RuntimeID, SessionID: g.sessionID, Pgid: pgid, StartTime: st, Cgroup: g.Cgroup(), Argv: argv[5:], Tmp: tmp}
+	return writeRecord(filepath.Join(g.kit.Dir, fmt.Sprintf("%s.%d.json", safeName(g.kit.RuntimeID), pgid)), rec)
+}
+
+// writeRecord writes rec whole at path (by rename) and returns path; ""
+// when the write failed.
+func writeRecord(path string, rec Record) string {
 	b, _ := json.Marshal(rec)
-	path := filepath.Join(g.kit.Dir, fmt.Sprintf("%s.%d.json", safeName(g.kit.RuntimeID), pgid))
 	part := path + ".tmp"
 	if os.WriteFile(part, b, 0o600) != nil || os.Rename(part, path) != nil {
 		_ = os.Remove(part)
@@ -59,16 +66,10 @@ func (g *Group) TempDir() (dir string, remove func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	rec := ""
+	rec := "" // unrecorded (no kit, a failed write): only a crash would leave it
 	if g != nil && g.kit != nil && g.kit.Dir != "" {
-		b, _ := json.Marshal(Record{Runtime: g.kit.RuntimeID, SessionID: g.sessionID, Tmp: dir})
-		path := filepath.Join(g.kit.Dir, fmt.Sprintf("%s.%s.json", safeName(g.kit.RuntimeID), filepath.Base(dir)))
-		part := path + ".tmp"
-		if os.WriteFile(part, b, 0o600) == nil && os.Rename(part, path) == nil {
-			rec = path
-		} else {
-			_ = os.Remove(part) // unrecorded: only a crash would leave it
-		}
+		rec = writeRecord(filepath.Join(g.kit.Dir, fmt.Sprintf("%s.%s.json", safeName(g.kit.RuntimeID), filepath.Base(dir))),
+			Record{Runtime: g.kit.RuntimeID, SessionID: g.sessionID, Tmp: dir})
 	}
 	return dir, func() {
 		if os.RemoveAll(dir) != nil {
@@ -184,11 +185,12 @@ func removeTmp(dir string, rep *SweepReport) bool {
 	return true
 }
 
-// tmpPrefix names the TMPDIRs Start makes (Confinement.OwnTmp).
+// tmpPrefix names the temporary folders the kit makes (Start's for
+// Confinement.OwnTmp, Group.TempDir's).
 const tmpPrefix = "codesession-tmp-"
 
-// ownTmp says whether a record's Tmp is one Start made, which the sweep
-// may remove: an absolute path named as Start names them. A record is
+// ownTmp says whether a record's Tmp is one the kit made, which the sweep
+// may remove: an absolute path named as the kit names them. A record is
 // ours (the kit's folder is private), but a sweep never removes a folder
 // it did not make on a record's word alone.
 func ownTmp(path string) bool {
