@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -319,34 +320,38 @@ func await(t *testing.T, sub *subscription, n int) []*item {
 	return out
 }
 
+// The bridge's window is a timer: in a bubble its clock is virtual, so
+// the window ends when the test's own waits say, never because a loaded
+// machine paused between the Listens and the drains (in real time a pause
+// longer than the window flushed the text early and "held" failed).
 func TestBridgeCoalescesAndFlushesInOrder(t *testing.T) {
-	// the window is long enough that no pause of a loaded machine between
-	// the Listens and the first drain ends it early
-	b := NewBridge(BridgeOptions{CoalesceWindow: 500 * time.Millisecond, Logger: quietLogger()})
-	defer b.Close(context.Background())
-	sid := messages.NewSessionID()
-	sub, err := b.subscribe(sid, topicSet{event: true})
-	require.NoError(t, err)
-	defer b.unsubscribe(sub)
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBridge(BridgeOptions{CoalesceWindow: 500 * time.Millisecond, Logger: quietLogger()})
+		defer b.Close(context.Background())
+		sid := messages.NewSessionID()
+		sub, err := b.subscribe(sid, topicSet{event: true})
+		require.NoError(t, err)
+		defer b.unsubscribe(sub)
 
-	b.Listen(sid, pe(1, messages.EvText, true))
-	b.Listen(sid, pe(2, messages.EvText, true))
-	b.Listen(sid, pe(3, messages.EvText, true))
-	assert.Empty(t, drain(sub, 10*time.Millisecond), "held for the window")
-	got := await(t, sub, 1)
-	require.Empty(t, drain(sub, 20*time.Millisecond), "the timer publishes the last delta only")
-	assert.Equal(t, uint64(3), got[0].ev.Seq)
-	assert.Equal(t, uint64(1), got[0].from, "it stands for deltas 1..3")
+		b.Listen(sid, pe(1, messages.EvText, true))
+		b.Listen(sid, pe(2, messages.EvText, true))
+		b.Listen(sid, pe(3, messages.EvText, true))
+		assert.Empty(t, drain(sub, 10*time.Millisecond), "held for the window")
+		got := await(t, sub, 1)
+		require.Empty(t, drain(sub, 20*time.Millisecond), "the timer publishes the last delta only")
+		assert.Equal(t, uint64(3), got[0].ev.Seq)
+		assert.Equal(t, uint64(1), got[0].from, "it stands for deltas 1..3")
 
-	b.Listen(sid, pe(4, messages.EvText, true))
-	b.Listen(sid, pe(5, messages.EvToolUse, false))
-	got = takeQueued(sub) // queued by the Listens themselves
-	require.Len(t, got, 2, "any other event flushes the pending text first")
-	assert.Equal(t, []uint64{4, 5}, []uint64{got[0].ev.Seq, got[1].ev.Seq})
+		b.Listen(sid, pe(4, messages.EvText, true))
+		b.Listen(sid, pe(5, messages.EvToolUse, false))
+		got = takeQueued(sub) // queued by the Listens themselves
+		require.Len(t, got, 2, "any other event flushes the pending text first")
+		assert.Equal(t, []uint64{4, 5}, []uint64{got[0].ev.Seq, got[1].ev.Seq})
 
-	other := messages.NewSessionID()
-	b.Listen(other, pe(1, messages.EvToolUse, false))
-	assert.Empty(t, drain(sub, 20*time.Millisecond), "a session subscription sees only its session")
+		other := messages.NewSessionID()
+		b.Listen(other, pe(1, messages.EvToolUse, false))
+		assert.Empty(t, drain(sub, 20*time.Millisecond), "a session subscription sees only its session")
+	})
 }
 
 func TestBridgeDropsASlowSubscriberWithoutBlocking(t *testing.T) {
@@ -385,36 +390,39 @@ func TestBridgeDropsASlowSubscriberWithoutBlocking(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(b.m.dropped))
 }
 
+// In a bubble, as above: the debounce and the settle retries (20 tries
+// of 200 ms) run on the virtual clock, so no pause of a loaded machine
+// between the Listens splits the burst into two records, nor outlasts the
+// retries before the record settles.
 func TestBridgeRepublishesTheRecordAfterStatusEvents(t *testing.T) {
-	st := store.NewMemory()
-	ctx := context.Background()
-	sid := messages.NewSessionID()
-	rec := messages.SessionRecord{SessionID: sid, BackendID: "script", Status: messages.StatusRunning,
-		Runs: []messages.Run{{OwnerScopeID: "s"}}, Version: messages.RecordVersion}
-	require.NoError(t, st.Create(ctx, rec))
-	// a debounce long enough that a loaded machine's pause between the
-	// Listens does not split the burst, and 20 settle tries (4 s) that
-	// outlast the test's own pause before the record settles
-	b := NewBridge(BridgeOptions{ChangedDebounce: 200 * time.Millisecond, Logger: quietLogger()})
-	b.Attach(st)
-	defer b.Close(ctx)
-	sub, err := b.subscribe(sid, topicSet{changed: true})
-	require.NoError(t, err)
-	defer b.unsubscribe(sub)
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		ctx := context.Background()
+		sid := messages.NewSessionID()
+		rec := messages.SessionRecord{SessionID: sid, BackendID: "script", Status: messages.StatusRunning,
+			Runs: []messages.Run{{OwnerScopeID: "s"}}, Version: messages.RecordVersion}
+		require.NoError(t, st.Create(ctx, rec))
+		b := NewBridge(BridgeOptions{ChangedDebounce: 200 * time.Millisecond, Logger: quietLogger()})
+		b.Attach(st)
+		defer b.Close(ctx)
+		sub, err := b.subscribe(sid, topicSet{changed: true})
+		require.NoError(t, err)
+		defer b.unsubscribe(sub)
 
-	b.Listen(sid, pe(1, messages.EvTurnStarted, false))
-	b.Listen(sid, pe(2, messages.EvToolUse, false))
-	b.Listen(sid, pe(3, messages.EvTurnDiff, false))
-	got := await(t, sub, 1)
-	require.Empty(t, drain(sub, 300*time.Millisecond), "debounced: one record for the burst")
-	assert.Equal(t, TopicChanged, got[0].topic)
-	assert.Equal(t, uint64(3), got[0].seq)
+		b.Listen(sid, pe(1, messages.EvTurnStarted, false))
+		b.Listen(sid, pe(2, messages.EvToolUse, false))
+		b.Listen(sid, pe(3, messages.EvTurnDiff, false))
+		got := await(t, sub, 1)
+		require.Empty(t, drain(sub, 300*time.Millisecond), "debounced: one record for the burst")
+		assert.Equal(t, TopicChanged, got[0].topic)
+		assert.Equal(t, uint64(3), got[0].seq)
 
-	// after released the record is refreshed until the store shows it settled
-	b.Listen(sid, messages.PersistedEvent{Seq: 4, At: time.Now(), Event: messages.Event{Type: messages.EvReleased, ReleaseReason: messages.ReleaseExplicit}})
-	assert.Empty(t, drain(sub, 500*time.Millisecond), "still live in the store: not yet")
-	rec.Status = messages.StatusEnded
-	require.NoError(t, st.PutMeta(ctx, rec))
-	got = await(t, sub, 1)
-	assert.Equal(t, messages.StatusEnded, got[0].rec.Status)
+		// after released the record is refreshed until the store shows it settled
+		b.Listen(sid, messages.PersistedEvent{Seq: 4, At: time.Now(), Event: messages.Event{Type: messages.EvReleased, ReleaseReason: messages.ReleaseExplicit}})
+		assert.Empty(t, drain(sub, 500*time.Millisecond), "still live in the store: not yet")
+		rec.Status = messages.StatusEnded
+		require.NoError(t, st.PutMeta(ctx, rec))
+		got = await(t, sub, 1)
+		assert.Equal(t, messages.StatusEnded, got[0].rec.Status)
+	})
 }
