@@ -24,6 +24,10 @@ import (
 // envFake makes the test binary act as a fake claude (see fakeClaude).
 const envFake = "CODESESSION_FAKE_CLAUDE"
 
+// ignoringSignals is what the stubborn fake says once a "hang" turn
+// ignores SIGINT and SIGTERM.
+const ignoringSignals = "ignoring SIGINT and SIGTERM"
+
 // TestMain runs the fake claude when asked to, else the tests, failing
 // the package if a goroutine outlives them.
 func TestMain(m *testing.M) {
@@ -35,7 +39,7 @@ func TestMain(m *testing.M) {
 
 // fakeClaude speaks just enough of the protocol for the shell's own
 // tests, deterministically. Modes: "normal"; "stubborn" (ignores SIGINT
-// and SIGTERM while a "hang" turn runs); "mute" (never answers control
+// and SIGTERM while a "hang" turn runs, and then says ignoringSignals); "mute" (never answers control
 // requests but initialize); "silent" (never answers anything). User messages: "hang" (no result, ever),
 // "hook" (asks the host a hook_callback and reports its answer), anything
 // else is echoed in a result.
@@ -93,6 +97,9 @@ func fakeClaude(mode string, in io.Reader, out io.Writer) int {
 			case "hang":
 				if mode == "stubborn" {
 					signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
+					// said once the signals are ignored: the test waits for
+					// it rather than for a pause it hopes is long enough
+					_ = enc.Encode(map[string]any{"type": "assistant", "message": map[string]any{"content": []any{map[string]any{"type": "text", "text": ignoringSignals}}}})
 				}
 			case "hook":
 				_ = enc.Encode(map[string]any{"type": "control_request", "request_id": "hook-1", "request": map[string]any{"subtype": "hook_callback"}})
@@ -124,8 +131,12 @@ func TestFakeInterruptEscalates(t *testing.T) {
 		WithInterruptDeadlines(InterruptDeadlines{Grace: 100 * time.Millisecond, AfterINT: 100 * time.Millisecond, AfterTERM: 100 * time.Millisecond}))
 	ctx := ctxFor(t, 30*time.Second)
 	require.NoError(t, l.sess.StartTurn(ctx, 1, "hang"))
-	l.rec.wait(t, 10*time.Second, 0, func(te turnEvent) bool { return te.ev.Type == messages.EvStarted })
-	time.Sleep(200 * time.Millisecond) // let the fake ignore its signals
+	// the escalation's 100 ms steps start with the Interrupt: the fake must
+	// be ignoring its signals by then, or SIGINT ends the turn at the first
+	// step (a sleep of 200 ms here was that hope, missed on a loaded machine)
+	l.rec.wait(t, time.Minute, 0, func(te turnEvent) bool {
+		return te.turn == 1 && te.ev.Type == messages.EvText && te.ev.Text == ignoringSignals
+	})
 	require.NoError(t, l.sess.(*session).Interrupt(ctx), "acknowledged, though the turn goes on")
 	end := l.rec.turnEnd(t, 1)
 	require.Equal(t, messages.EvTurnEnd, end.Type, dump(l.rec.all()))
