@@ -127,9 +127,12 @@ func fakeLive(t *testing.T, mode string, opts ...Option) *live {
 }
 
 func TestFakeInterruptEscalates(t *testing.T) {
-	l := fakeLive(t, "stubborn", WithControlTimeout(time.Second),
+	// the control timeout only stops a hang: one that expired while a loaded
+	// machine was slow to ack (or to see the SIGKILLed fake exit) added a
+	// fourth warning, "did not acknowledge the interrupt in time"
+	l := fakeLive(t, "stubborn", WithControlTimeout(time.Minute),
 		WithInterruptDeadlines(InterruptDeadlines{Grace: 100 * time.Millisecond, AfterINT: 100 * time.Millisecond, AfterTERM: 100 * time.Millisecond}))
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := ctxFor(t, 2*time.Minute)
 	require.NoError(t, l.sess.StartTurn(ctx, 1, "hang"))
 	// the escalation's 100 ms steps start with the Interrupt: the fake must
 	// be ignoring its signals by then, or SIGINT ends the turn at the first
