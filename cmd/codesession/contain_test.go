@@ -96,8 +96,8 @@ func sleeper(marker string) string {
 
 // TestDaemonSIGKILLLeavesNoBackendProcess SIGKILLs a real daemon mid-turn
 // with a claude-code session (the real CLI, running a Bash command) and a
-// native session (its bash running sleeps): within 5 s no process of either
-// session remains, by process group and by the marker in argv, the setsid
+// native session (its bash running sleeps): once the watchdogs have run no
+// process of either session remains, by process group and by the marker in argv, the setsid
 // child included where the host has a writable cgroup v2; and the next
 // daemon's boot removes the temporary folders the dead one left.
 func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
@@ -165,7 +165,7 @@ func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
 	cg := proc.DetectCgroups()
 
 	require.NoError(t, d.cmd.Process.Signal(syscall.SIGKILL))
-	d.wait(t, 10*time.Second)
+	d.wait(t, time.Minute) // only stops a hang
 	killedAt := time.Now()
 	left := func() []int {
 		var out []int
@@ -181,7 +181,9 @@ func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
 		}
 		return out
 	}
-	for time.Since(killedAt) < 5*time.Second && len(left()) > 0 {
+	// the watchdogs are shells that must be scheduled to see their lifeline
+	// close and kill: a minute only stops a hang (5 s judged the machine)
+	for time.Since(killedAt) < time.Minute && len(left()) > 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if cg.Root == "" {
@@ -199,7 +201,7 @@ func TestDaemonSIGKILLLeavesNoBackendProcess(t *testing.T) {
 		argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		desc = append(desc, fmt.Sprintf("%d (group %d): %s", pid, proctest.Pgid(pid), strings.ReplaceAll(string(argv), "\x00", " ")))
 	}
-	assert.Empty(t, desc, "processes outlived the SIGKILLed daemon by 5 s (groups %v)", groups)
+	assert.Empty(t, desc, "processes outlived the SIGKILLed daemon by a minute (groups %v)", groups)
 	t.Logf("the daemon's backend processes were gone %s after its SIGKILL", time.Since(killedAt).Round(time.Millisecond))
 
 	// the dead daemon's temporary folders (the native session's TMPDIR,
