@@ -102,11 +102,13 @@ func TestReadWhileWaitingAndHumanMessages(t *testing.T) {
 	assert.Contains(t, first.stdout, `"go vet ./... && go test ./..."`, "no \\u0026 in text mode")
 	assert.NotContains(t, first.stdout, `\u0026`)
 
-	began := time.Now()
+	// returned, not blocked until the question is answered: nobody answers
+	// it, so a read that waited for the answer would end at its --timeout
+	// with "no result" and exit 1, not 0 with the question (judged by the
+	// answer, not by a clock a loaded machine can miss)
 	again := cli("read", "--timeout", "2m", st.SessionID)
-	require.Equal(t, 0, again.code, again.stderr)
+	require.Equal(t, 0, again.code, "a read that waits for the answer ends with no result: %s", again.stderr)
 	assert.Equal(t, first.stdout, again.stdout, "the same question, again")
-	assert.Less(t, time.Since(began), time.Minute, "returned, not blocked until the question is answered")
 
 	r = cli("ls")
 	require.Equal(t, 0, r.code, r.stderr)
