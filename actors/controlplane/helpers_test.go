@@ -87,7 +87,7 @@ func newFixture(t *testing.T, opts ...func(*DaemonOptions)) *fixture {
 	srv := httptest.NewServer(d.Handler())
 	f := &fixture{t: t, d: d, srv: srv, token: o.Token, cwd: t.TempDir(), home: o.Config.Home}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), hang)
 		defer cancel()
 		_ = d.Shutdown(ctx) // idempotent enough: a second runtime Close is a no-op
 		srv.CloseClientConnections()
@@ -275,7 +275,7 @@ func (c *sseConn) until(t *testing.T, stop func(sseEvent) bool) []sseEvent {
 	t.Helper()
 	var out []sseEvent
 	for {
-		ev, ok := c.next(20 * time.Second)
+		ev, ok := c.next(hang)
 		require.True(t, ok, "the stream ended or stalled; got %d events", len(out))
 		out = append(out, ev)
 		if stop(ev) {
@@ -290,10 +290,15 @@ func isType(t *testing.T, typ messages.EventType) func(sseEvent) bool {
 	}
 }
 
+// hang bounds the waits that only stop a hang: generous, since CI runs the
+// race detector on a loaded two-core machine, where 20 s was close enough
+// to miss.
+const hang = time.Minute
+
 // waitFor polls cond until it holds or the test times out.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(hang)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

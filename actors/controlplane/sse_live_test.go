@@ -85,7 +85,7 @@ func eventSeqs(t *testing.T, c *sseConn, sid string, n int) []uint64 {
 	t.Helper()
 	var seqs []uint64
 	for len(seqs) < n {
-		ev, ok := c.next(20 * time.Second)
+		ev, ok := c.next(hang)
 		require.True(t, ok, "the stream ended or stalled after %v", seqs)
 		if ev.event != TopicEvent {
 			continue

@@ -142,7 +142,7 @@ func TestSSELiveDeliveryReadsNothingFromTheStore(t *testing.T) {
 	expect := func(c <-chan string, want string) int {
 		t.Helper()
 		beats := 0
-		timeout := time.After(20 * time.Second)
+		timeout := time.After(hang)
 		for {
 			select {
 			case line, ok := <-c:
@@ -189,7 +189,7 @@ func TestSSELiveDeliveryReadsNothingFromTheStore(t *testing.T) {
 				if line == ": heartbeat" {
 					beats++
 				}
-			case <-time.After(20 * time.Second):
+			case <-time.After(hang):
 				require.Fail(t, "no heartbeat")
 			}
 		}

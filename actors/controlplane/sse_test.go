@@ -63,7 +63,7 @@ func TestSSEReconnectWithLastEventIDGetsEveryEventOnce(t *testing.T) {
 	require.Equal(t, http.StatusOK, c1.status)
 	var got []sseEvent
 	for len(got) < 8 {
-		ev, ok := c1.next(20 * time.Second)
+		ev, ok := c1.next(hang)
 		require.True(t, ok)
 		got = append(got, ev)
 	}
@@ -104,7 +104,7 @@ func TestSSEReplaysAFinishedSessionAndSnapshotsTheRecord(t *testing.T) {
 
 	// Last-Event-ID wins over afterSeq and names the same session
 	c2 := f.sse("sessionId="+st.SessionID+"&afterSeq=0&topics="+TopicEvent, EventID(st.SessionID, stored[len(stored)-2].Seq))
-	ev, ok := c2.next(10 * time.Second)
+	ev, ok := c2.next(hang)
 	require.True(t, ok)
 	assert.Equal(t, stored[len(stored)-1].Seq, ev.eventData(t).Seq)
 	r := f.call("GET", "/api/events?sessionId="+st.SessionID, nil, "Last-Event-ID", EventID(messages.NewSessionID(), 3))
@@ -179,7 +179,7 @@ func TestSSESlowSubscriberIsDroppedAndReconnects(t *testing.T) {
 	var got []sseEvent
 	var reconnect *ReconnectData
 	for {
-		ev, ok := c1.next(20 * time.Second)
+		ev, ok := c1.next(hang)
 		require.True(t, ok, "the stream must end with a reconnect event")
 		if ev.event == ReconnectEvent {
 			reconnect = &ReconnectData{}
@@ -201,7 +201,7 @@ func TestSSESlowSubscriberIsDroppedAndReconnects(t *testing.T) {
 	// machine is loaded; a client then reconnects again from its last id,
 	// as tail -f does. Every event must still arrive exactly once.
 	for {
-		ev, ok := c2.next(20 * time.Second)
+		ev, ok := c2.next(hang)
 		require.True(t, ok, "the stream ended or stalled without a reconnect event; got %d events", len(got))
 		if ev.event == ReconnectEvent {
 			var rd ReconnectData
@@ -241,13 +241,13 @@ func TestShutdownOrphansLiveSessionsAndEndsStreams(t *testing.T) {
 	f := newFixture(t)
 	st := f.start("SLOW")
 	c := f.sse("sessionId="+st.SessionID, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
 	require.NoError(t, f.d.Shutdown(ctx))
 	var kinds []string
 	var last EventData
 	for {
-		ev, ok := c.next(10 * time.Second)
+		ev, ok := c.next(hang)
 		require.True(t, ok)
 		kinds = append(kinds, ev.event)
 		if ev.event == TopicEvent {

@@ -51,12 +51,12 @@ func TestSSEStreamIsCloseDelimitedOnHTTP11(t *testing.T) {
 	c := f.sse("topics="+TopicEvent, "")
 	require.Equal(t, http.StatusOK, c.status)
 	st := f.start("STREAM it")
-	ev, ok := c.next(20 * time.Second)
+	ev, ok := c.next(hang)
 	require.True(t, ok, "an event of the started session")
 	assert.Equal(t, st.SessionID, ev.eventData(t).SessionID)
 	go f.d.Shutdown(t.Context())
 	for {
-		ev, ok = c.next(20 * time.Second)
+		ev, ok = c.next(hang)
 		require.True(t, ok, "the stream ended without a reconnect event")
 		if ev.event == ReconnectEvent {
 			break
@@ -64,7 +64,7 @@ func TestSSEStreamIsCloseDelimitedOnHTTP11(t *testing.T) {
 	}
 	select {
 	case <-c.done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("the stream did not end after its reconnect event")
 	}
 }
@@ -151,7 +151,7 @@ func rawSubscribe(t *testing.T, f *fixture) (net.Conn, *bufio.Reader) {
 	require.NoError(t, err)
 	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
 	require.NoError(t, err)
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	require.NoError(t, conn.SetDeadline(time.Now().Add(hang)))
 	_, err = io.WriteString(conn, "GET /api/events?topics="+TopicEvent+" HTTP/1.1\r\nHost: "+u.Host+
 		"\r\nAuthorization: Bearer "+f.token+"\r\nAccept: text/event-stream\r\n\r\n")
 	require.NoError(t, err)

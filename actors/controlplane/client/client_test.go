@@ -41,7 +41,7 @@ func daemon(t *testing.T) string {
 	require.NoError(t, err)
 	srv := httptest.NewServer(d.Handler())
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = d.Shutdown(ctx)
 		srv.CloseClientConnections()
@@ -68,7 +68,7 @@ func TestClientDrivesASession(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, messages.PostureAcceptEdits, st.MaxPosture, "the default token's ceiling")
 
-	q, err := c.ReadTurn(ctx, st.SessionID, client.ReadOptions{Wait: 30 * time.Second})
+	q, err := c.ReadTurn(ctx, st.SessionID, client.ReadOptions{Wait: time.Minute}) // only stops a hang
 	require.NoError(t, err)
 	require.Equal(t, messages.KindClarification, q.Kind)
 	again, err := c.ReadTurn(ctx, st.SessionID[:10], client.ReadOptions{})
