@@ -79,7 +79,7 @@ func newDriverFixture(t *testing.T, sc *modelmock.Scenario, turns *script.Scenar
 	rt, err := New(cfg, append(opts, extra...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // only stops a hang
 		defer cancel()
 		_ = rt.Close(ctx)
 	})

@@ -46,7 +46,7 @@ func curationRuntime(t *testing.T) (*Runtime, chan transports.SessionSpec) {
 	rt, err := New(cfg, WithBackends(transports.NewRegistry(be)), WithCurator(cur))
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // only stops a hang
 		defer cancel()
 		_ = rt.Close(ctx)
 	})
@@ -65,7 +65,7 @@ func project(t *testing.T, files map[string]string) string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second) // only stops a hang
+	deadline := time.Now().Add(time.Minute) // only stops a hang
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -217,7 +217,7 @@ func TestManifestArgvOfAnACPAgentIsKnownBeforeItsProcess(t *testing.T) {
 	rt, err := New(cfg, WithBackends(transports.NewRegistry(script.New(), opencode.New(acp.WithBinary(bin)))), WithCurator(cur))
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // only stops a hang
 		defer cancel()
 		_ = rt.Close(ctx)
 	})

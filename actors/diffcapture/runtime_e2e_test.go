@@ -51,15 +51,16 @@ func runtimeFor(t *testing.T, sc *script.Scenario, opts ...actors.Option) *actor
 	rt, err := actors.New(cfg, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // only stops a hang
 		defer cancel()
 		_ = rt.Close(ctx)
 	})
 	return rt
 }
 
+// ctxFor bounds a test's ops; it only stops a hang.
 func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
