@@ -18,12 +18,14 @@ import (
 )
 
 // flakyOpen is the script backend whose first Open fails: the host reopens
-// it for the next turn. It records the spec of every Open.
+// it for the next turn. It records the spec of every Open. A failing Open
+// returns only once turnQueued is closed (when set).
 type flakyOpen struct {
 	*script.Transport
-	failures atomic.Int32
-	mu       sync.Mutex
-	specs    []transports.SessionSpec
+	failures   atomic.Int32
+	turnQueued <-chan struct{}
+	mu         sync.Mutex
+	specs      []transports.SessionSpec
 }
 
 func (f *flakyOpen) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
@@ -31,7 +33,16 @@ func (f *flakyOpen) Open(ctx context.Context, spec transports.SessionSpec, sink 
 	f.specs = append(f.specs, spec)
 	f.mu.Unlock()
 	if f.failures.Add(-1) >= 0 {
-		time.Sleep(300 * time.Millisecond) // the first turn is queued on the opening host by then
+		// the first turn must be queued on the opening host when the Open
+		// fails, so that the failure is its answer (a sleep of 300 ms here
+		// was a hope a loaded machine could miss: the turn waits for its
+		// diff baseline first, and then the host reopened for it)
+		if f.turnQueued != nil {
+			select {
+			case <-f.turnQueued:
+			case <-time.After(time.Minute): // only stops a hang
+			}
+		}
 		return nil, errors.New("the backend would not start")
 	}
 	return f.Transport.Open(ctx, spec, sink)
@@ -50,9 +61,20 @@ func (f *flakyOpen) opened() []transports.SessionSpec {
 func TestHostReopensFromASpecSnapshotWithoutARace(t *testing.T) {
 	cfg := testConfig(t)
 	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("reply to {{input}}")}}}
-	backend := &flakyOpen{Transport: script.New(script.WithScenario(sc))}
+	// the session sends the host its first turn in the flush that emits
+	// turn_started, and the feed sees that event only once it is durable,
+	// in a later flush: once the listener has it, the turn is in the
+	// host's mailbox, ahead of the failed Open's answer
+	turnQueued := make(chan struct{})
+	var once sync.Once
+	listener := func(_ string, ev messages.PersistedEvent) {
+		if ev.Event.Type == messages.EvTurnStarted {
+			once.Do(func() { close(turnQueued) })
+		}
+	}
+	backend := &flakyOpen{Transport: script.New(script.WithScenario(sc)), turnQueued: turnQueued}
 	backend.failures.Store(1)
-	rt, err := New(cfg, WithBackends(transports.NewRegistry(backend)))
+	rt, err := New(cfg, WithBackends(transports.NewRegistry(backend)), WithEventListener(listener))
 	require.NoError(t, err)
 	defer rt.Close(context.Background())
 	ctx := ctxT(t)
