@@ -462,6 +462,13 @@ func (r *Recorder) Wait(timeout time.Duration, pred func(recs []Record) bool) ([
 		select {
 		case <-ch:
 		case <-timer.C:
+			// an event that came with the deadline may have lost select's
+			// random pick: look once more before saying it never came
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if pred(r.recs) {
+				return append([]Record(nil), r.recs...), true
+			}
 			return nil, false
 		}
 	}

@@ -84,16 +84,28 @@ func (r *Recorder[T]) Wait(t testing.TB, d time.Duration, from int, match func(T
 	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	for {
-		recs := r.Records()
+	find := func(recs []Record) (T, int, bool) {
 		for i := from; i < len(recs); i++ {
 			if v := r.mk(recs[i].Turn, recs[i].Ev); match(v) {
-				return v, i
+				return v, i, true
 			}
+		}
+		var zero T
+		return zero, 0, false
+	}
+	for {
+		if v, i, ok := find(r.Records()); ok {
+			return v, i
 		}
 		select {
 		case <-r.more:
 		case <-deadline.C:
+			// an event that came with the deadline may have lost select's
+			// random pick: look once more before failing
+			recs := r.Records()
+			if v, i, ok := find(recs); ok {
+				return v, i
+			}
 			t.Fatalf("no matching event within %s; events:\n%s", d, Dump(recs))
 		}
 	}
