@@ -33,7 +33,7 @@ func nextAck(t *testing.T, acks chan persistAck) persistAck {
 	select {
 	case a := <-acks:
 		return a
-	case <-time.After(30 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no ack")
 		return persistAck{}
 	}

@@ -133,14 +133,14 @@ func TestStartAppendThenAnswersInOrder(t *testing.T) {
 		}
 	}
 	st.StartAppendThen(ctx, a.SessionID, storetest.NewEvents(1, 2), nil, report("a1"))
-	require.Eventually(t, func() bool { return st.WALCommits() >= 4 }, 30*time.Second, time.Millisecond, "a1 committed (2 creates, b, a1)")
+	require.Eventually(t, func() bool { return st.WALCommits() >= 4 }, time.Minute, time.Millisecond, "a1 committed (2 creates, b, a1)")
 	armed.Store(true)
 	st.StartAppendThen(ctx, a.SessionID, storetest.NewEvents(3, 2), nil, report("a2"))
 	st.StartAppendThen(ctx, a.SessionID, storetest.NewEvents(5, 2), nil, report("a3"))
-	require.Eventually(t, fired.Load, 30*time.Second, time.Millisecond)
+	require.Eventually(t, fired.Load, time.Minute, time.Millisecond)
 	time.Sleep(50 * time.Millisecond) // room for a failure reported out of turn (not a verdict: the order is)
 	close(release)
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 }, 30*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 }, time.Minute, time.Millisecond)
 	mu.Lock()
 	assert.Equal(t, []string{"a1:true", "a2:false", "a3:false"}, got)
 	mu.Unlock()
