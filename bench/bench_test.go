@@ -323,7 +323,22 @@ func TestNative(t *testing.T) {
 		}
 		assert.True(t, found, "c=%d: no row of process CPU per turn", c)
 		// the native backend alone (no runtime): against the bare client,
-		// and the runtime against it
+		// and the runtime against it; and what each side asked of the kernel
+		for _, f := range []string{
+			fmt.Sprintf("c=%d: page faults per turn (the process: runtime + model server)", c),
+			fmt.Sprintf("c=%d: voluntary context switches per turn (the process: runtime + model server)", c),
+		} {
+			row := findRow(res, f)
+			if assert.NotNil(t, row, "no row %q", f) {
+				assert.GreaterOrEqual(t, row.Value, 0.0, f)
+				require.NotNil(t, row.Baseline, f)
+				assert.GreaterOrEqual(t, row.Baseline.Value, 0.0, f)
+			}
+		}
+		// a runtime's turn waits on the disk, so some thread slept
+		if row := findRow(res, fmt.Sprintf("c=%d: voluntary context switches per turn (the process: runtime + model server)", c)); row != nil {
+			assert.Positive(t, row.Value, "voluntary context switches at c=%d", c)
+		}
 		for _, f := range []string{
 			fmt.Sprintf("c=%d: the native backend alone per turn (turn - model server; no runtime)", c),
 			fmt.Sprintf("c=%d: runtime per turn against the native backend alone (what the actors and the store add)", c),
@@ -357,6 +372,39 @@ func TestNative(t *testing.T) {
 		assert.False(t, strings.HasPrefix(r.Figure, "c=2: one device flush"), "a flush row at c=2, where sessions share their flushes")
 	}
 	assert.True(t, floor, "c=1: no row of the runtime per turn less one device flush")
+	// and, at c=1, what a hand-off to a sleeping thread and a page fault cost
+	for _, prefix := range []string{"c=1: one hand-off to a goroutine on a sleeping thread", "c=1: one page fault"} {
+		found := false
+		for _, r := range res.Rows {
+			if strings.HasPrefix(r.Figure, prefix) {
+				found = true
+				assert.Positive(t, r.Value, r.Figure)
+			}
+		}
+		assert.True(t, found, "no row %q...", prefix)
+	}
+}
+
+func TestThreadWakeTimesEachHandOff(t *testing.T) {
+	s := threadWake(20)
+	assert.Equal(t, 20, s.n)
+	assert.Positive(t, s.p50)
+	assert.LessOrEqual(t, s.p50, s.mx)
+}
+
+func TestPageFaultTimesTheFirstTouch(t *testing.T) {
+	t.Parallel()
+	per, err := pageFault(64)
+	require.NoError(t, err)
+	assert.Positive(t, per)
+}
+
+func TestKernelUsageCountsTheFaultsOfFreshPages(t *testing.T) {
+	before := processKernelUsage()
+	_, err := pageFault(256)
+	require.NoError(t, err)
+	// every page was touched for the first time: each one a minor fault
+	assert.GreaterOrEqual(t, processKernelUsage().since(before).faults, int64(256))
 }
 
 func TestDeviceFlushTimesEachWrite(t *testing.T) {

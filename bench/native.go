@@ -131,6 +131,14 @@ func (s clockedSession) StartTurn(ctx context.Context, turn int, input string) e
 // nativeFlushes is how many durable writes deviceFlush times at c=1.
 const nativeFlushes = 200
 
+// nativeWakes and nativeFaultPages are how many hand-offs threadWake
+// times and how many pages pageFault touches at c=1 (about 0.1 s and a
+// few ms here).
+const (
+	nativeWakes      = 200
+	nativeFaultPages = 2000
+)
+
 // nativeLevel is one rung of the ladder: c sessions at once.
 type nativeLevel struct {
 	c          int
@@ -167,6 +175,15 @@ type nativeLevel struct {
 	// at c=1 only: there a turn waits for one flush of its own, at higher
 	// rungs sessions share their flushes
 	flush summary
+	// the process's page faults and context switches over the turns, the
+	// bare baseline's calls and the backend alone's turns
+	kern, bareKern, aloneKern kernelUsage
+	// at c=1 only, what two kernel costs are on this machine: a hand-off
+	// to a goroutine on a sleeping thread (threadWake) and one page fault
+	// (pageFault); a c=1 turn is made of hand-offs with the other CPU
+	// idle between them
+	wake  summary
+	fault time.Duration
 }
 
 func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
@@ -219,6 +236,21 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
 		res.vs(pre+"process CPU per turn, the native backend alone (+ model server)", ms(lv.aloneCPU/time.Duration(max(lv.alone.n, 1))), UnitMs,
 			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
+		faults, switches := lv.kern.perTurn(lv.turns)
+		bareFaults, bareSwitches := lv.bareKern.perTurn(lv.bareTurns)
+		aloneFaults, aloneSwitches := lv.aloneKern.perTurn(lv.alone.n)
+		res.vs(pre+"page faults per turn (the process: runtime + model server)", faults, UnitCount,
+			"page faults per turn replayed (bare client + model server)", bareFaults)
+		res.vs(pre+"page faults per turn, the native backend alone (+ model server)", aloneFaults, UnitCount,
+			"page faults per turn replayed (bare client + model server)", bareFaults)
+		res.vs(pre+"voluntary context switches per turn (the process: runtime + model server)", switches, UnitCount,
+			"voluntary context switches per turn replayed (bare client + model server)", bareSwitches)
+		res.vs(pre+"voluntary context switches per turn, the native backend alone (+ model server)", aloneSwitches, UnitCount,
+			"voluntary context switches per turn replayed (bare client + model server)", bareSwitches)
+		if lv.wake.n > 0 {
+			res.row(pre+fmt.Sprintf("one hand-off to a goroutine on a sleeping thread (a channel send to it running, its CPU idle %s before; p50 of %d)", wakeIdle, lv.wake.n), ms(lv.wake.p50), UnitMs)
+			res.row(pre+fmt.Sprintf("one page fault (the first touch of a fresh page; mean of %d)", nativeFaultPages), ms(lv.fault), UnitMs)
+		}
 		res.row(pre+"a session's first turn, its start included (mean; the turn rows share it among the session's turns)", ms(lv.firstTurn.mean), UnitMs)
 		res.row(pre+"turn, part 1: the op to the backend's StartTurn (mean)", ms(lv.toBackend.mean), UnitMs)
 		res.row(pre+"turn, part 2: the backend's turn, model server included (mean)", ms(lv.backendTurn.mean), UnitMs)
@@ -232,6 +264,7 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.note("store writes happen on each session's persist actor alongside the agent loop; a turn's result is delivered once its events are durable, so they are part of the runtime's share")
 	res.note("a turn runs from the op that starts it (start or guide) to read-turn returning its result: the agent loop, tool execution, events persisted, the result made durable")
 	res.note("a turn's three parts are timed where the runtime meets the backend: its StartTurn and its turn_end event; part 3 is what a turn waits for the store once the backend is done (its last batch's group commit, and an earlier batch still in flight)")
+	res.note("page faults and voluntary context switches per turn: getrusage's minor faults and voluntary switches of the whole process over the same spans as its CPU; at c=1 the two kernel costs beside them (a hand-off to a goroutine on a sleeping thread, one page fault) say what each costs on this machine: a side that runs first in a rung grows the heap and pays the faults of its fresh pages, and every hand-off between goroutines at c=1 may wake the idle CPU")
 	res.note("process CPU per turn: this process's user and system CPU (getrusage, every thread) over a rung's turns, from the first op to the last stop, per turn; the baseline's over its replay. Both hold modelmock's CPU (the same calls on both sides): the difference is the runtime's CPU against the bare client's")
 	res.note("the contract's floor: a turn's result is durable before read-turn answers, so a turn at c=1 holds at least one device flush after its turn_end that the bare client never pays; 'less one device flush' takes the mean of %d flushes measured on the same disk right after the rung, and is the ratio to read against issue 35's 2x at c=1", nativeFlushes)
 	res.note("the model server's time is from each model call's arrival to the end of its streamed answer (modelmock's request log); the runtime's share is what is left of the turns")
@@ -269,7 +302,7 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile, trac
 	if traceErr != nil {
 		res.note("turns trace not taken: %v", traceErr)
 	}
-	t0, cpu0 := time.Now(), processCPU()
+	t0, cpu0, kern0 := time.Now(), processCPU(), processKernelUsage()
 	for i := range c {
 		wg.Add(1)
 		go func() {
@@ -321,7 +354,7 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile, trac
 		}()
 	}
 	wg.Wait()
-	lv.elapsed, lv.cpu = time.Since(t0), processCPU()-cpu0
+	lv.elapsed, lv.cpu, lv.kern = time.Since(t0), processCPU()-cpu0, processKernelUsage().since(kern0)
 	stopTrace()
 	stopProfile()
 	lv.turnLat = turnLat.summary()
@@ -357,26 +390,30 @@ func nativeRung(ctx context.Context, o Options, dir string, c int, profile, trac
 
 	// the bare baseline: the same calls from a plain client
 	bodies := clock.stopRecording()
-	busyBefore, bareCPU0 := clock.busy.Load(), processCPU()
+	busyBefore, bareCPU0, bareKern0 := clock.busy.Load(), processCPU(), processKernelUsage()
 	bare, err := bareModelTurns(ctx, mock.URL(), c, bodies)
 	if err != nil {
 		return lv, calls, err
 	}
-	lv.bareCPU = processCPU() - bareCPU0
+	lv.bareCPU, lv.bareKern = processCPU()-bareCPU0, processKernelUsage().since(bareKern0)
 	lv.bare, lv.bareSpan = bare.turns.summary(), bare.span
 	lv.bareTurns = lv.bare.n
 	lv.bareSum = time.Duration(lv.bare.n)*lv.bare.mean - time.Duration(clock.busy.Load()-busyBefore)
 
 	// the native backend alone: the same turns without the runtime
-	busyBefore, aloneCPU0 := clock.busy.Load(), processCPU()
+	busyBefore, aloneCPU0, aloneKern0 := clock.busy.Load(), processCPU(), processKernelUsage()
 	if lv.alone, err = nativeAloneTurns(ctx, mock.URL(), dir, c, o.NativeTurns); err != nil {
 		return lv, calls, err
 	}
-	lv.aloneCPU = processCPU() - aloneCPU0
+	lv.aloneCPU, lv.aloneKern = processCPU()-aloneCPU0, processKernelUsage().since(aloneKern0)
 	lv.aloneSum = time.Duration(lv.alone.n)*lv.alone.mean - time.Duration(clock.busy.Load()-busyBefore)
 	if c == 1 {
 		if lv.flush, err = deviceFlush(dir, nativeFlushes, 30*time.Second); err != nil {
 			return lv, calls, fmt.Errorf("the device flush: %w", err)
+		}
+		lv.wake = threadWake(nativeWakes)
+		if lv.fault, err = pageFault(nativeFaultPages); err != nil {
+			return lv, calls, fmt.Errorf("the page fault: %w", err)
 		}
 	}
 	return lv, calls, nil
