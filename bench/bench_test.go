@@ -156,7 +156,8 @@ func TestSessions(t *testing.T) {
 	}
 	for _, f := range []string{"sessions started", "start p50", "read-turn p99", "answer max", "guide p50", "stop p99",
 		"events persisted", "heap per live session", "RSS per live session", "goroutines per live session",
-		"CPU per event persisted, turns phase", "cores busy, turns phase (process CPU / wall)"} {
+		"CPU per event persisted, turns phase", "cores busy, turns phase (process CPU / wall)",
+		"page faults per event persisted, turns phase", "voluntary context switches per event persisted, turns phase"} {
 		assert.True(t, figures[f], "missing figure %q", f)
 	}
 	var live float64
@@ -169,6 +170,12 @@ func TestSessions(t *testing.T) {
 			assert.Greater(t, r.Value, 0.0, "the sessions' CPU per event")
 			if assert.NotNil(t, r.Baseline) {
 				assert.Greater(t, r.Baseline.Value, 0.0, "the plain-file appends' CPU per event")
+			}
+		case "voluntary context switches per event persisted, turns phase":
+			// every event waits for an fsync on both sides: some thread slept
+			assert.Greater(t, r.Value, 0.0, "the sessions' context switches per event")
+			if assert.NotNil(t, r.Baseline) {
+				assert.Greater(t, r.Baseline.Value, 0.0, "the plain-file appends' context switches per event")
 			}
 		}
 	}

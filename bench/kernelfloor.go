@@ -83,8 +83,8 @@ func (k kernelUsage) since(before kernelUsage) kernelUsage {
 	return kernelUsage{faults: k.faults - before.faults, switches: k.switches - before.switches}
 }
 
-// perTurn is k spread over turns.
-func (k kernelUsage) perTurn(turns int) (faults, switches float64) {
-	n := float64(max(turns, 1))
-	return float64(k.faults) / n, float64(k.switches) / n
+// per spreads k over n turns, or events.
+func (k kernelUsage) per(n int) (faults, switches float64) {
+	d := float64(max(n, 1))
+	return float64(k.faults) / d, float64(k.switches) / d
 }

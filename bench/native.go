@@ -236,9 +236,9 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
 		res.vs(pre+"process CPU per turn, the native backend alone (+ model server)", ms(lv.aloneCPU/time.Duration(max(lv.alone.n, 1))), UnitMs,
 			"process CPU per turn replayed (bare client + model server)", ms(lv.bareCPU/time.Duration(max(lv.bareTurns, 1))))
-		faults, switches := lv.kern.perTurn(lv.turns)
-		bareFaults, bareSwitches := lv.bareKern.perTurn(lv.bareTurns)
-		aloneFaults, aloneSwitches := lv.aloneKern.perTurn(lv.alone.n)
+		faults, switches := lv.kern.per(lv.turns)
+		bareFaults, bareSwitches := lv.bareKern.per(lv.bareTurns)
+		aloneFaults, aloneSwitches := lv.aloneKern.per(lv.alone.n)
 		res.vs(pre+"page faults per turn (the process: runtime + model server)", faults, UnitCount,
 			"page faults per turn replayed (bare client + model server)", bareFaults)
 		res.vs(pre+"page faults per turn, the native backend alone (+ model server)", aloneFaults, UnitCount,

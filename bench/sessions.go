@@ -501,7 +501,7 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	// persisted from the release on are the load phase's (the whole run
 	// also holds the starts, each a durable record create)
 	eventsAtRelease, appendsAtRelease := brt.store.events.Load(), brt.store.appends.Load()
-	tRelease, cpuAtRelease, waitAtRelease := time.Now(), processCPU(), runQueueWait()
+	tRelease, cpuAtRelease, waitAtRelease, kernAtRelease := time.Now(), processCPU(), runQueueWait(), processKernelUsage()
 	stopProfile, profileErr := startTurnsProfile(o.TurnsProfile)
 	stopTrace, traceErr := startTurnsTrace(o.TurnsTrace)
 	close(d.bar.release)
@@ -510,6 +510,7 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	stopProfile()
 	elapsed := time.Since(t0)
 	loadElapsed, loadCPU, waitAtStop := time.Since(tRelease), processCPU()-cpuAtRelease, runQueueWait()
+	loadKern := processKernelUsage().since(kernAtRelease)
 	peakThreads := threads.end()
 	p.printf("all sessions stopped after %.1fs", elapsed.Seconds())
 	appends, events, metas := brt.store.appends.Load(), brt.store.events.Load(), brt.store.metas.Load()
@@ -560,6 +561,7 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	// the store's raw rate, with the batching this run saw
 	var rawEvents float64
 	var rawCPU time.Duration
+	var rawKern kernelUsage
 	rawTotal := 0
 	if appends > 0 && len(started) > 0 {
 		batchesPer := max(int(appends)/len(started), 1)
@@ -567,7 +569,9 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 		bytesPerBatch := int(float64(stats.bytes) / float64(max(stats.events, 1)) * float64(eventsPerBatch))
 		writers := min(len(started), 1000)
 		p.printf("raw baseline: %d plain files x %d appends of %d bytes, fsync each", writers, batchesPer, bytesPerBatch)
+		kern0 := processKernelUsage()
 		rawEvents, rawCPU, err = rawAppendRate(ctx, filepath.Join(dir, "rawlogs"), writers, batchesPer, eventsPerBatch, bytesPerBatch)
+		rawKern = processKernelUsage().since(kern0)
 		rawTotal = writers * batchesPer * eventsPerBatch
 		if err != nil {
 			return nil, err
@@ -588,6 +592,10 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.vs("events persisted, turns phase", rate(int(events-eventsAtRelease), loadElapsed), UnitPerSec, "plain-file appends, same batching", rawEvents)
 	loadEvents := events - eventsAtRelease
 	res.vs("CPU per event persisted, turns phase", perEvent(loadCPU, loadEvents), UnitMs, "plain-file appends, same batching", perEvent(rawCPU, int64(rawTotal)))
+	loadFaults, loadSwitches := loadKern.per(int(loadEvents))
+	rawFaults, rawSwitches := rawKern.per(rawTotal)
+	res.vs("page faults per event persisted, turns phase", loadFaults, UnitCount, "plain-file appends, same batching", rawFaults)
+	res.vs("voluntary context switches per event persisted, turns phase", loadSwitches, UnitCount, "plain-file appends, same batching", rawSwitches)
 	res.row("cores busy, turns phase (process CPU / wall)", loadCPU.Seconds()/loadElapsed.Seconds(), UnitCount)
 	if waitAtRelease >= 0 && waitAtStop >= waitAtRelease {
 		res.row("cores wanted but not given, turns phase (run-queue wait / wall)", (waitAtStop-waitAtRelease).Seconds()/loadElapsed.Seconds(), UnitCount)
