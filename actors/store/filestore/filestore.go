@@ -1826,39 +1826,17 @@ func ioError(op string, err error, format string, args ...any) error {
 	return messages.Wrap(messages.CodeInternal, op, err, fmt.Sprintf(format, args...))
 }
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// spareBufs keeps append buffers across garbage collections, which empty
-// bufPool: at ten thousand sessions a collection runs every few hundred
-// milliseconds, and each append then grew a new buffer (a tenth of the
-// store's CPU per append). Buffers past spareBufMax go to bufPool only.
-var spareBufs = make(chan *bytes.Buffer, 4096)
-
-const spareBufMax = 64 << 10
-
-// getBuffer is an empty append buffer.
-func getBuffer() *bytes.Buffer {
-	select {
-	case buf := <-spareBufs:
-		return buf
-	default:
-		buf := bufPool.Get().(*bytes.Buffer)
-		buf.Reset()
-		return buf
-	}
-}
-
 // encodeEventsFrame encodes events as one WAL events frame of session sid
 // into a pooled buffer, the frame of rec (its JSON, when not nil) after it:
 // the events frame first, so a torn tail can only cut the record. The
 // frame's body is the events.jsonl lines (frameBody finds them), so an
 // event is encoded once and not copied into its frame afterwards.
 func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []byte) (*bytes.Buffer, error) {
-	buf := getBuffer()
-	// one allocation at about the size the frames take, where a buffer
-	// grown from empty would take several (the pool is emptied by GCs)
+	// a buffer of about the size the frames take: one grown from empty
+	// would take several allocations, one much larger holds memory in
+	// every append in flight
 	frame := frameHeader + 2 + len(sid)
-	buf.Grow(frame + len(events)*eventBytesGuess + len(rec) + frame)
+	buf := getBuffer(frame + lineEstimate.room(len(events)) + len(rec) + frame)
 	var head [frameHeader + 2]byte
 	head[frameHeader], head[frameHeader+1] = frameEvents, byte(len(sid))
 	buf.Write(head[:])
@@ -1885,6 +1863,7 @@ func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []b
 		}
 	}
 	sealFrame(buf.Bytes())
+	lineEstimate.observe(buf.Len()-frame, len(events)) // the lines alone
 	if rec != nil {
 		at := buf.Len()
 		head[frameHeader] = frameRecord
@@ -1894,24 +1873,6 @@ func encodeEventsFrame(op, sid string, events []messages.PersistedEvent, rec []b
 		sealFrame(buf.Bytes()[at:])
 	}
 	return buf, nil
-}
-
-// eventBytesGuess is about the size of an event's line (a text or tool
-// event of an agent turn), for sizing an append's buffer.
-const eventBytesGuess = 384
-
-func putBuffer(buf *bytes.Buffer) {
-	if buf.Cap() <= spareBufMax {
-		buf.Reset()
-		select {
-		case spareBufs <- buf:
-			return
-		default:
-		}
-	}
-	if buf.Cap() <= 1<<20 {
-		bufPool.Put(buf)
-	}
 }
 
 // MetaPath is where a session's record lives under home.
