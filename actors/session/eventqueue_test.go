@@ -16,7 +16,7 @@ import (
 // empties the queue, so the next push owes one again; a recycled batch is
 // refilled in place.
 func TestEventQueueOneMessagePerBatch(t *testing.T) {
-	q := &eventQueue{}
+	q := &eventQueue{spares: make(chan []agentEvent, 1)}
 	ev := func(i int) agentEvent {
 		return agentEvent{turn: 1, ev: messages.Event{Type: messages.EvText, Text: strconv.Itoa(i)}}
 	}
@@ -38,7 +38,7 @@ func TestEventQueueOneMessagePerBatch(t *testing.T) {
 // session takes loses nothing and reorders nothing, and every batch was
 // announced by exactly one message.
 func TestEventQueueKeepsOrderUnderConcurrency(t *testing.T) {
-	q := &eventQueue{}
+	q := &eventQueue{spares: make(chan []agentEvent, 4)}
 	const n = 20000
 	notes := make(chan struct{}, n)
 	var wg sync.WaitGroup
@@ -66,4 +66,33 @@ func TestEventQueueKeepsOrderUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	assert.Empty(t, notes, "no message without a batch")
 	assert.LessOrEqual(t, messagesSeen, n)
+}
+
+// TestEventQueueArraysGoBackToTheShared: a queue keeps no array between
+// bursts; a handled batch's array goes to the spares its queues share, and
+// another session's next burst fills it. A queue without spares makes a
+// new array each time.
+func TestEventQueueArraysGoBackToTheShared(t *testing.T) {
+	spares := make(chan []agentEvent, 2)
+	a, b := &eventQueue{spares: spares}, &eventQueue{spares: spares}
+	a.push(agentEvent{turn: 1})
+	evs := a.take()
+	a.recycle(evs)
+	assert.Nil(t, a.evs, "the idle queue holds no array")
+	b.push(agentEvent{turn: 2})
+	got := b.take()
+	assert.Same(t, &evs[:1][0], &got[0], "the other queue's burst fills the array given back")
+
+	long := make([]agentEvent, maxSpare+1)
+	b.recycle(long)
+	assert.Empty(t, spares, "a long burst's array is not kept")
+
+	var lone eventQueue
+	lone.push(agentEvent{turn: 3})
+	first := lone.take()
+	lone.recycle(first)
+	lone.push(agentEvent{turn: 4})
+	second := lone.take()
+	assert.NotSame(t, &first[:1][0], &second[0], "no spares: a new array")
+	assert.Equal(t, []agentEvent{{turn: 4}}, second)
 }
