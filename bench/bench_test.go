@@ -538,3 +538,22 @@ func findRow(res *Result, figure string) *Row {
 	}
 	return nil
 }
+
+// TestVsCountLeavesOutARatioToAHandful: a count per unit of work whose
+// baseline is a handful over a whole run gets no ratio (one of thousands
+// of x would swing with that handful); at the floor and above it does.
+func TestVsCountLeavesOutARatioToAHandful(t *testing.T) {
+	var r Result
+	r.vsCount("page faults per event", 0.26, "plain files", 0.00002)
+	r.vsCount("thread sleeps per turn", 3.3, "bare client", 0.2)
+	r.vsCount("at the floor", 0.5, "baseline", countFloor)
+	require.Len(t, r.Rows, 3)
+	assert.Nil(t, r.Rows[0].Ratio, "no ratio to a handful")
+	if assert.NotNil(t, r.Rows[0].Baseline) {
+		assert.Equal(t, 0.00002, r.Rows[0].Baseline.Value, "the baseline itself is still reported")
+	}
+	if assert.NotNil(t, r.Rows[1].Ratio) {
+		assert.InDelta(t, 16.5, *r.Rows[1].Ratio, 1e-9)
+	}
+	assert.NotNil(t, r.Rows[2].Ratio)
+}

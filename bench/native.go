@@ -239,13 +239,13 @@ func runNative(ctx context.Context, o Options, dir string) (*Result, error) {
 		faults, switches := lv.kern.per(lv.turns)
 		bareFaults, bareSwitches := lv.bareKern.per(lv.bareTurns)
 		aloneFaults, aloneSwitches := lv.aloneKern.per(lv.alone.n)
-		res.vs(pre+"page faults per turn (the process: runtime + model server)", faults, UnitCount,
+		res.vsCount(pre+"page faults per turn (the process: runtime + model server)", faults,
 			"page faults per turn replayed (bare client + model server)", bareFaults)
-		res.vs(pre+"page faults per turn, the native backend alone (+ model server)", aloneFaults, UnitCount,
+		res.vsCount(pre+"page faults per turn, the native backend alone (+ model server)", aloneFaults,
 			"page faults per turn replayed (bare client + model server)", bareFaults)
-		res.vs(pre+"voluntary context switches per turn (the process: runtime + model server)", switches, UnitCount,
+		res.vsCount(pre+"voluntary context switches per turn (the process: runtime + model server)", switches,
 			"voluntary context switches per turn replayed (bare client + model server)", bareSwitches)
-		res.vs(pre+"voluntary context switches per turn, the native backend alone (+ model server)", aloneSwitches, UnitCount,
+		res.vsCount(pre+"voluntary context switches per turn, the native backend alone (+ model server)", aloneSwitches,
 			"voluntary context switches per turn replayed (bare client + model server)", bareSwitches)
 		if lv.wake.n > 0 {
 			res.row(pre+fmt.Sprintf("one hand-off to a goroutine on a sleeping thread (a channel send to it running, its CPU idle %s before; p50 of %d)", wakeIdle, lv.wake.n), ms(lv.wake.p50), UnitMs)

@@ -144,6 +144,20 @@ func (r *Result) vs(figure string, v float64, unit, baseName string, base float6
 	r.Rows = append(r.Rows, row)
 }
 
+// vsCount is vs for a count of rare things per unit of work (page
+// faults, thread sleeps): a baseline under countFloor a unit is a handful
+// over a whole run, and a ratio to it (thousands of x, swinging with that
+// handful) says nothing, so it is left out, as for a baseline of zero.
+func (r *Result) vsCount(figure string, v float64, baseName string, base float64) {
+	r.vs(figure, v, UnitCount, baseName, base)
+	if base < countFloor {
+		r.Rows[len(r.Rows)-1].Ratio = nil
+	}
+}
+
+// countFloor is the least baseline per unit vsCount gives a ratio to.
+const countFloor = 0.01
+
 // check adds a correctness check.
 func (r *Result) check(name string, ok bool, format string, args ...any) {
 	r.Checks = append(r.Checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})

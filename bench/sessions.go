@@ -594,8 +594,8 @@ func runSessions(ctx context.Context, o Options, dir string) (*Result, error) {
 	res.vs("CPU per event persisted, turns phase", perEvent(loadCPU, loadEvents), UnitMs, "plain-file appends, same batching", perEvent(rawCPU, int64(rawTotal)))
 	loadFaults, loadSwitches := loadKern.per(int(loadEvents))
 	rawFaults, rawSwitches := rawKern.per(rawTotal)
-	res.vs("page faults per event persisted, turns phase", loadFaults, UnitCount, "plain-file appends, same batching", rawFaults)
-	res.vs("voluntary context switches per event persisted, turns phase", loadSwitches, UnitCount, "plain-file appends, same batching", rawSwitches)
+	res.vsCount("page faults per event persisted, turns phase", loadFaults, "plain-file appends, same batching", rawFaults)
+	res.vsCount("voluntary context switches per event persisted, turns phase", loadSwitches, "plain-file appends, same batching", rawSwitches)
 	res.row("cores busy, turns phase (process CPU / wall)", loadCPU.Seconds()/loadElapsed.Seconds(), UnitCount)
 	if waitAtRelease >= 0 && waitAtStop >= waitAtRelease {
 		res.row("cores wanted but not given, turns phase (run-queue wait / wall)", (waitAtStop-waitAtRelease).Seconds()/loadElapsed.Seconds(), UnitCount)
