@@ -266,8 +266,8 @@ type eventQueue struct {
 
 // sharedBatches is the spares of every session's queue. A queue of its
 // own kept each session's last batch for its next burst: an event is
-// 384 bytes, so 6-13 KiB held by every session, idle or not (a seventh of
-// a live session's heap, 137 MiB of the live heap at 10,000 sessions).
+// 384 bytes, so 6-13 KiB held by every session, idle or not (137 MiB of
+// the live heap at 10,000 sessions).
 // Shared, the arrays are held by the bursts in flight, and only
 // sharedBatchesMax of them between bursts.
 var sharedBatches = make(chan []agentEvent, sharedBatchesMax)

@@ -16,8 +16,9 @@ import (
 // classes instead, each append takes one of the class its estimate
 // needs, and the estimate follows the lines this store has encoded.
 
-// frameClasses are the buffer sizes kept for reuse: powers of two from
-// minFrameBuf to maxFrameBuf. A larger append gets a buffer of its own.
+// The buffer sizes kept for reuse are frameClasses powers of two, from
+// 1<<minFrameShift to 1<<maxFrameShift bytes. A larger append gets a
+// buffer of its own, not kept.
 const (
 	minFrameShift = 10 // 1 KiB
 	maxFrameShift = 16 // 64 KiB
@@ -104,10 +105,10 @@ func (e *lineEstimator) room(n int) int {
 // observe moves the mean an eighth of the way to this batch's. Updates
 // racing from several goroutines may lose one another's step: it is an
 // estimate, and the next batch moves it again.
-func (e *lineEstimator) observe(bytes, n int) {
-	if n <= 0 || bytes <= 0 {
+func (e *lineEstimator) observe(size, n int) {
+	if n <= 0 || size <= 0 {
 		return
 	}
 	m := e.mean.Load()
-	e.mean.Store(m + (int64(bytes)<<4/int64(n)-m)/8)
+	e.mean.Store(m + (int64(size)<<4/int64(n)-m)/8)
 }
