@@ -14,9 +14,7 @@ import (
 // typical batch under 1 KiB): 150 MiB of the turns phase's live heap,
 // whose growth is paid in page faults. The buffers are kept in size
 // classes instead, each append takes one of the class its estimate
-// needs, and the estimate follows the lines this store has encoded. The
-// lines a session holds back from its file (hold) take their buffers
-// from the same classes.
+// needs, and the estimate follows the lines this store has encoded.
 
 // The buffer sizes kept for reuse are frameClasses powers of two, from
 // 1<<minFrameShift to 1<<maxFrameShift bytes. A larger append gets a
