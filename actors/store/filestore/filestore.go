@@ -1369,10 +1369,10 @@ func (st *Store) writeLines(s *session, b []byte) {
 	}
 	if len(s.behind) > 0 {
 		// what is held goes first, on its own: appended to, the held
-		// lines would be copied into a buffer past holdBytes only to be
-		// written at once (on the applier, each time a session's held
-		// lines filled up). b is then held afresh, or written if it is as
-		// large.
+		// buffer would outgrow holdBytes and be reallocated, then not go
+		// back to heldPool (two allocations each time a session's held
+		// lines filled up, on the applier). b is then held in the emptied
+		// buffer, or written if it is as large.
 		if err := st.flushBehind(s); err != nil {
 			st.log.Warn("store: cannot write events.jsonl (the events are safe in the write-ahead log)", "session", s.id, "err", err)
 			st.hold(s, b) // after the lines still held, never before them
@@ -1398,27 +1398,16 @@ const (
 	maxHeldBytes = 32 << 20
 )
 
-// hold adds b to the lines s holds back (s.mu held). The lines are kept
-// in a buffer of the append buffers' size classes, moved to the next class
-// when they outgrow it: a buffer of holdBytes for every session that
-// holds a line kept 80 MiB at 10,000 sessions for the 32 MiB of lines
-// maxHeldBytes allows, most sessions holding a few KiB.
+// heldPool recycles the buffers sessions hold lines in.
+var heldPool = sync.Pool{New: func() any { b := make([]byte, 0, holdBytes); return &b }}
+
+// hold adds b to the lines s holds back (s.mu held).
 func (st *Store) hold(s *session, b []byte) {
-	if n := len(s.behind) + len(b); n > cap(s.behind) {
-		grown := append(getBuffer(n).Bytes(), s.behind...)
-		putHeld(s.behind)
-		s.behind = grown
+	if s.behind == nil && len(b) < holdBytes {
+		s.behind = (*heldPool.Get().(*[]byte))[:0]
 	}
 	s.behind = append(s.behind, b...)
 	st.held.Add(int64(len(b)))
-}
-
-// putHeld gives a held-lines buffer back to the append buffers' classes
-// once nothing refers to its lines.
-func putHeld(b []byte) {
-	if cap(b) > 0 {
-		putBuffer(bytes.NewBuffer(b[:0]))
-	}
 }
 
 // flushBehind writes the lines s holds back (s.mu held).
@@ -1430,7 +1419,10 @@ func (st *Store) flushBehind(s *session) error {
 		return err
 	}
 	st.held.Add(-int64(len(s.behind)))
-	putHeld(s.behind) // written: the file has its copy
+	if cap(s.behind) == holdBytes {
+		b := s.behind[:0]
+		heldPool.Put(&b)
+	}
 	s.behind = nil
 	return nil
 }

@@ -1,16 +1,12 @@
 package filestore
 
 import (
-	"bytes"
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors/store"
-	"github.com/codesession/codesession/actors/store/storetest"
 )
 
 // TestFrameClassIsTheSmallestThatFits: a need maps to the smallest kept
@@ -87,49 +83,4 @@ func TestLineEstimateFollowsTheLines(t *testing.T) {
 		e.observe(1000*2, 2)
 	}
 	assert.InDelta(t, 1000*10*5/4, e.room(10), 150, "and follows the lines when they grow")
-}
-
-// TestHeldLinesTakeABufferOfTheirSize: a session holding a line or two
-// keeps a buffer of about their size, not holdBytes; as its lines grow
-// the buffer moves up a class with every line kept, in order.
-func TestHeldLinesTakeABufferOfTheirSize(t *testing.T) {
-	ctx := context.Background()
-	st, err := Open(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	rec := storetest.NewRecord(time.Now())
-	require.NoError(t, st.Create(ctx, rec))
-	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(1, 1))) // creates the file
-	s, err := st.session(store.OpAppend, rec.SessionID, false)
-	require.NoError(t, err)
-	held := func() (int, []byte) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return cap(s.behind), bytes.Clone(s.behind)
-	}
-
-	require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(2, 1)))
-	c, lines := held()
-	require.NotEmpty(t, lines, "the second line is held")
-	assert.LessOrEqual(t, c, 2*max(len(lines), 1<<minFrameShift), "a buffer of the line's class, not of holdBytes")
-
-	seq := uint64(2)
-	for {
-		c, lines = held()
-		if len(lines) > holdBytes/2 {
-			break
-		}
-		seq++
-		require.NoError(t, st.Append(ctx, rec.SessionID, storetest.NewEvents(seq, 1)))
-		require.Less(t, seq, uint64(1000), "the lines were never held past half of holdBytes")
-	}
-	assert.GreaterOrEqual(t, c, len(lines))
-	assert.LessOrEqual(t, c, holdBytes, "grown a class at a time, to holdBytes at most")
-	assert.Equal(t, int(seq-1), bytes.Count(lines, []byte{'\n'}), "every line after the first kept, once")
-	evs, err := st.ReadEvents(ctx, rec.SessionID, 0, 0)
-	require.NoError(t, err)
-	require.Len(t, evs, int(seq))
-	for i, ev := range evs {
-		assert.EqualValues(t, i+1, ev.Seq)
-	}
 }

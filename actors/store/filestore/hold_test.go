@@ -91,9 +91,9 @@ func TestHeldLinesAreWrittenPastTheirBound(t *testing.T) {
 
 // TestHeldLinesFlushAlone: when a session's held lines would pass their
 // bound, they are written on their own and the batch that passed it is
-// held afresh (appended to the full one first, the lines would be copied
-// past holdBytes only to be written at once), and nothing is lost or
-// doubled either way.
+// held in the emptied buffer (appended to the full one first, the buffer
+// was reallocated past holdBytes and never went back to its pool), and
+// nothing is lost or doubled either way.
 func TestHeldLinesFlushAlone(t *testing.T) {
 	ctx := context.Background()
 	home := t.TempDir()
