@@ -266,7 +266,7 @@ type eventQueue struct {
 
 // sharedBatches is the spares of every session's queue. A queue of its
 // own kept each session's last batch for its next burst: an event is
-// 384 bytes, so 6-13 KiB held by every session, idle or not (137 MiB of
+// 400 bytes, so 6-13 KiB held by every session, idle or not (137 MiB of
 // the live heap at 10,000 sessions).
 // Shared, the arrays are held by the bursts in flight, and only
 // sharedBatchesMax of them between bursts.
@@ -274,8 +274,8 @@ var sharedBatches = make(chan []agentEvent, sharedBatchesMax)
 
 // firstBatch is the room a new array has (a turn's burst is about this
 // many events); maxSpare bounds the arrays kept for reuse: a long burst's
-// array goes; sharedBatchesMax bounds how many are kept (3 MiB of
-// firstBatch's arrays, 12 MiB at most).
+// array goes; sharedBatchesMax bounds how many are kept (about 3 MiB of
+// firstBatch's arrays, 13 MiB at most).
 const (
 	firstBatch       = 16
 	maxSpare         = 64
