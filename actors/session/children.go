@@ -264,12 +264,11 @@ type eventQueue struct {
 	spares chan []agentEvent
 }
 
-// sharedBatches is the spares of every session's queue. A queue of its
-// own kept each session's last batch for its next burst: an event is
-// 400 bytes, so 6-13 KiB held by every session, idle or not (137 MiB of
-// the live heap at 10,000 sessions).
-// Shared, the arrays are held by the bursts in flight, and only
-// sharedBatchesMax of them between bursts.
+// sharedBatches is the spares of every session's queue. Spares of its
+// own kept each session's last batch for its next burst: an event is 400
+// bytes, so 6-13 KiB held by every session, idle or not (137 MiB of the
+// live heap at 10,000 sessions). Shared, the arrays are held by the
+// bursts in flight, and only sharedBatchesMax of them between bursts.
 var sharedBatches = make(chan []agentEvent, sharedBatchesMax)
 
 // firstBatch is the room a new array has (a turn's burst is about this
