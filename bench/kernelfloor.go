@@ -72,10 +72,7 @@ func pageFault(n int) (time.Duration, error) {
 type kernelUsage struct{ faults, switches int64 }
 
 func processKernelUsage() kernelUsage {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return kernelUsage{}
-	}
+	ru := selfUsage()
 	return kernelUsage{faults: ru.Minflt, switches: ru.Nvcsw}
 }
 

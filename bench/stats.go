@@ -240,9 +240,16 @@ func runQueueWait() time.Duration {
 }
 
 func processCPU() time.Duration {
+	ru := selfUsage()
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// selfUsage is getrusage of this process, every thread together; all
+// zero if the call fails (a figure built on it then reads as nothing).
+func selfUsage() syscall.Rusage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return syscall.Rusage{}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return ru
 }
