@@ -100,6 +100,17 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
+// Prompt is a Session whose commands (StartTurn, Answer and the optional
+// Interrupt, Steer, SetModel and SetPosture) return at once: each hands
+// its work to the session's own goroutine, or changes a field, and never
+// waits on I/O, a process or a model. The runtime then calls them on the
+// goroutine that hosts the session instead of one started per command,
+// which spares every command a hand-off between goroutines. A session
+// that says so and blocks stalls its host: only say so when it holds.
+type Prompt interface {
+	Prompt() bool
+}
+
 // Interrupter aborts the running turn; the turn then ends with
 // EvTurnEnd{State: interrupted}.
 type Interrupter interface {

@@ -164,3 +164,32 @@ func TestPassEnvReachesTheBackendsCheck(t *testing.T) {
 	require.NoError(t, tr.(transports.EnvChecker).CheckEnv(transports.SessionSpec{}))
 	assert.Equal(t, []string{"GITEA_TOKEN"}, f.sawPass)
 }
+
+// promptFake is a fake whose commands say they return at once.
+type promptFake struct{ *fake }
+
+func (p promptFake) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	if _, err := p.fake.Open(ctx, spec, sink); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+func (promptFake) Prompt() bool { return true }
+
+// TestWrappedSessionIsPromptAsItsBackend: the wrapper adds nothing to a
+// command that could block, so its sessions say their commands return at
+// once (transports.Prompt) exactly when the backend's do.
+func TestWrappedSessionIsPromptAsItsBackend(t *testing.T) {
+	for _, tc := range []struct {
+		backend transports.Transport
+		prompt  bool
+	}{{promptFake{&fake{}}, true}, {&fake{}, false}} {
+		tr := contain.Wrap(tc.backend, contain.Options{Environ: func() []string { return nil }})
+		s, err := tr.Open(t.Context(), transports.SessionSpec{}, (&rec{}).sink)
+		require.NoError(t, err)
+		p, ok := s.(transports.Prompt)
+		require.True(t, ok, "the wrapper answers whether it is prompt")
+		assert.Equal(t, tc.prompt, p.Prompt())
+		require.NoError(t, s.Close(t.Context()))
+	}
+}

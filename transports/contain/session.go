@@ -38,6 +38,7 @@ var (
 	_ transports.Steerer       = (*session)(nil)
 	_ transports.ModelSetter   = (*session)(nil)
 	_ transports.PostureSetter = (*session)(nil)
+	_ transports.Prompt        = (*session)(nil)
 )
 
 func (s *session) backend() transports.Session {
@@ -138,6 +139,13 @@ func (s *session) endOverTime(turn int) {
 	s.clocked[turn] = true
 	s.sink(turn, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted,
 		Text: fmt.Sprintf("the turn ran past its wall clock of %s and did not stop within %s of the interrupt: the runtime ended it", s.wall, s.grace)})
+}
+
+// Prompt is the backend session's (transports.Prompt): what the wrapper
+// adds to a command (its wall clock's timer) never blocks.
+func (s *session) Prompt() bool {
+	p, ok := s.backend().(transports.Prompt)
+	return ok && p.Prompt()
 }
 
 // Answer is the backend's.

@@ -353,6 +353,53 @@ func TestInterruptCancelsTheStream(t *testing.T) {
 	assert.Equal(t, messages.TurnCompleted, closed(evs).State)
 }
 
+// TestCommandsReturnWhileTheModelStalls: the session says its commands
+// return at once (transports.Prompt: the runtime then calls them on its
+// host's goroutine), and they do while a model call stalls mid-stream.
+func TestCommandsReturnWhileTheModelStalls(t *testing.T) {
+	t.Parallel()
+	sc := &modelmock.Scenario{Rules: []modelmock.Rule{
+		{Match: modelmock.Match{Text: "slow"}, Steps: []modelmock.Step{{Text: "Starting a long answer... and the rest", Chunks: 2, ChunkDelay: modelmock.Duration(10 * time.Minute)}}},
+	}}
+	l := openLive(t, sc, transports.SessionSpec{})
+	p, ok := l.s.(transports.Prompt)
+	require.True(t, ok)
+	require.True(t, p.Prompt())
+	l.rec.TurnStarting(1)
+	require.NoError(t, l.s.StartTurn(context.Background(), 1, "answer slow"))
+	_, ok = l.rec.Wait(testWait, func(recs []transporttest.Record) bool {
+		for _, ev := range inTurn(recs, 1) {
+			if ev.Type == messages.EvText {
+				return true
+			}
+		}
+		return false
+	})
+	require.True(t, ok, l.rec.Transcript())
+	returned := make(chan error, 3)
+	go func() {
+		ctx := context.Background()
+		returned <- l.s.StartTurn(ctx, 2, "again")
+		returned <- l.s.(transports.PostureSetter).SetPosture(ctx, messages.PosturePlan)
+		returned <- l.s.Answer(ctx, "never-raised", messages.DecisionAllowOnce, "")
+	}()
+	for _, code := range []messages.Code{messages.CodeConflict, "", messages.CodeNotFound} {
+		select {
+		case err := <-returned:
+			if code == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.Equal(t, code, messages.AsError("", err).Code, "%v", err)
+			}
+		case <-time.After(testWait): // only stops a hang
+			t.Fatal("a command waited on the stalled model call")
+		}
+	}
+	require.NoError(t, l.s.(transports.Interrupter).Interrupt(context.Background()))
+	_, ok = l.rec.Wait(testWait, func(recs []transporttest.Record) bool { return closed(inTurn(recs, 1)) != nil })
+	require.True(t, ok)
+}
+
 func TestInterruptKillsARunningCommand(t *testing.T) {
 	t.Parallel()
 	sc := &modelmock.Scenario{Rules: []modelmock.Rule{

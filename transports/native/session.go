@@ -156,6 +156,11 @@ func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
 	return nil
 }
 
+// Prompt says that the session's commands return at once
+// (transports.Prompt): StartTurn queues the turn for the session's loop,
+// the others answer an ask, cancel or set a field under the session's lock.
+func (s *session) Prompt() bool { return true }
+
 // Answer answers the pending clarification. An id that was never raised is
 // not_found; one that is not waiting (answered already, or its turn ended)
 // is a conflict.
