@@ -193,3 +193,41 @@ func TestWrappedSessionIsPromptAsItsBackend(t *testing.T) {
 		require.NoError(t, s.Close(t.Context()))
 	}
 }
+
+// TestCommandsDoNotWaitBehindABlockedSink: while the session does not take
+// the backend's next event (it is behind its store: the runtime's sink
+// waits), the wrapper's commands still return; only the events wait. On
+// the old code one lock guarded both, so StartTurn waited for the sink.
+func TestCommandsDoNotWaitBehindABlockedSink(t *testing.T) {
+	f := &fake{}
+	tr := contain.Wrap(f, contain.Options{DefaultTurnTimeout: time.Hour, Environ: func() []string { return nil }})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var got []messages.Event
+	sink := func(_ int, ev messages.Event) {
+		if ev.Type == messages.EvText && ev.Text == "held" {
+			close(entered)
+			<-release
+		}
+		got = append(got, ev)
+	}
+	s, err := tr.Open(t.Context(), transports.SessionSpec{}, sink)
+	require.NoError(t, err)
+	go f.sink(1, messages.Event{Type: messages.EvText, Text: "held"})
+	<-entered
+	returned := make(chan error, 2)
+	go func() {
+		returned <- s.StartTurn(t.Context(), 2, "next")
+		returned <- s.(transports.Interrupter).Interrupt(t.Context())
+	}()
+	for range 2 {
+		select {
+		case err := <-returned:
+			assert.NoError(t, err)
+		case <-time.After(time.Minute): // only stops a hang
+			t.Fatal("a command waited for the blocked sink")
+		}
+	}
+	close(release)
+	require.NoError(t, s.Close(t.Context()))
+	require.Len(t, got, 1, "the held event went on once the sink took it")
+}

@@ -12,7 +12,16 @@ import (
 )
 
 // session is a contained backend session.
+//
+// Two locks: emitMu orders every call of sink (the backend's events, the
+// wall clock's warning and end) and is held across it, which may wait
+// while the session is behind its store (backpressure); mu guards the
+// fields and is never held across sink, so a command (StartTurn, Answer,
+// ...) never waits behind an event the session is not taking yet, and the
+// session's commands return at once when its backend's do
+// (transports.Prompt). emitMu is always taken before mu.
 type session struct {
+	emitMu sync.Mutex
 	mu     sync.Mutex
 	inner  transports.Session
 	sink   transports.Sink
@@ -54,12 +63,22 @@ func closes(ev messages.Event) bool {
 
 // fromBackend is the sink the backend sees.
 func (s *session) fromBackend(turn int, ev messages.Event) {
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
+	if s.take(turn, &ev) {
+		s.sink(turn, s.redact.event(ev))
+	}
+}
+
+// take updates the session's state for the backend's ev, and reports
+// whether ev goes on.
+func (s *session) take(turn int, ev *messages.Event) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ev.Type == messages.EvTurnEnd && s.clocked[turn] {
-		return // the runtime already ended this turn at its wall clock
+		return false // the runtime already ended this turn at its wall clock
 	}
-	if closes(ev) && turn == s.turn && s.open {
+	if closes(*ev) && turn == s.turn && s.open {
 		s.stopClock()
 	}
 	if ev.Type == messages.EvStarted && !s.started {
@@ -71,7 +90,7 @@ func (s *session) fromBackend(turn int, ev messages.Event) {
 		}
 		ev.Containment = s.applied
 	}
-	s.sink(turn, s.redact.event(ev))
+	return true
 }
 
 func (s *session) stopClock() {
@@ -106,43 +125,56 @@ func (s *session) StartTurn(ctx context.Context, turn int, input string) error {
 // overTime interrupts a turn past its wall clock and ends it after the
 // grace period if the backend has not.
 func (s *session) overTime(turn int) {
+	s.emitMu.Lock()
 	s.mu.Lock()
 	if s.closed || !s.open || s.turn != turn {
 		s.mu.Unlock()
+		s.emitMu.Unlock()
 		return
 	}
-	s.sink(turn, messages.Event{Type: messages.EvWarning,
-		Text: fmt.Sprintf("turn %d ran past its wall clock of %s: the runtime interrupts it", turn, s.wall)})
 	inner := s.inner
 	s.timer = time.AfterFunc(s.grace, func() { s.endOverTime(turn) })
 	s.mu.Unlock()
+	s.sink(turn, messages.Event{Type: messages.EvWarning,
+		Text: fmt.Sprintf("turn %d ran past its wall clock of %s: the runtime interrupts it", turn, s.wall)})
+	s.emitMu.Unlock()
 	if i, ok := inner.(transports.Interrupter); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), s.grace)
 		defer cancel()
 		if err := i.Interrupt(ctx); err != nil {
-			s.mu.Lock()
-			if !s.closed {
+			s.emitMu.Lock()
+			if !s.isClosed() {
 				s.sink(turn, messages.Event{Type: messages.EvWarning, Text: "interrupting the over-time turn failed: " + err.Error()})
 			}
-			s.mu.Unlock()
+			s.emitMu.Unlock()
 		}
 	}
 }
 
 func (s *session) endOverTime(turn int) {
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || !s.open || s.turn != turn {
+		s.mu.Unlock()
 		return
 	}
 	s.stopClock()
 	s.clocked[turn] = true
+	s.mu.Unlock()
 	s.sink(turn, messages.Event{Type: messages.EvTurnEnd, State: messages.TurnInterrupted,
 		Text: fmt.Sprintf("the turn ran past its wall clock of %s and did not stop within %s of the interrupt: the runtime ended it", s.wall, s.grace)})
 }
 
+func (s *session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 // Prompt is the backend session's (transports.Prompt): what the wrapper
-// adds to a command (its wall clock's timer) never blocks.
+// adds to a command (its wall clock's timer, under mu, which no sink call
+// holds) never blocks.
 func (s *session) Prompt() bool {
 	p, ok := s.backend().(transports.Prompt)
 	return ok && p.Prompt()
@@ -187,11 +219,15 @@ func (s *session) SetPosture(ctx context.Context, p messages.Posture) error {
 
 // Close closes the backend, then kills and removes the session's cgroup.
 func (s *session) Close(ctx context.Context) error {
+	// emitMu first: once closed is set, no wall-clock event is sent (a
+	// sink call in progress ends first, as it did when one lock held both)
+	s.emitMu.Lock()
 	s.mu.Lock()
 	s.closed = true
 	s.stopClock()
 	inner := s.inner
 	s.mu.Unlock()
+	s.emitMu.Unlock()
 	err := inner.Close(ctx)
 	s.group.Close()
 	return err
