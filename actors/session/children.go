@@ -375,7 +375,9 @@ func (h *host) failQueued(c *actor.Context, err error) {
 // do runs a backend command off the host's Receive, after the commands
 // before it (one chain per host, so their order holds): a backend call that
 // ignores its context can delay the commands after it, never the host's
-// stop. A panic in the backend fails the host, as it would in Receive.
+// stop. A panic in the backend fails the host, as it would in Receive. A
+// session whose commands return at once (transports.Prompt) has them run
+// in Receive instead (doHere): it promised they cannot hold the stop.
 func (h *host) do(c *actor.Context, cmd TransportCmd) {
 	if p, ok := h.sess.(transports.Prompt); ok && h.last == nil && p.Prompt() {
 		h.doHere(c, cmd)
