@@ -101,7 +101,7 @@ func TestPromptSessionsCommandsRunOnTheHost(t *testing.T) {
 	}
 }
 
-// panickySession panics in every command.
+// panickySession panics starting a turn.
 type panickySession struct{ transports.Session }
 
 func (panickySession) Prompt() bool { return true }
