@@ -296,12 +296,7 @@ func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	st := open(t, t.TempDir())
 	const sessions, per = 32, 20
-	ids := make([]string, sessions)
-	for i := range ids {
-		rec := storetest.NewRecord(time.Now())
-		require.NoError(t, st.Create(ctx, rec))
-		ids[i] = rec.SessionID
-	}
+	ids := createSessions(t, st, sessions)
 	before := st.WALCommits()
 	var wg sync.WaitGroup
 	for _, sid := range ids {
@@ -322,6 +317,18 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// createSessions creates n records and returns their session ids.
+func createSessions(t *testing.T, st *filestore.Store, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		rec := storetest.NewRecord(time.Now())
+		require.NoError(t, st.Create(context.Background(), rec))
+		ids[i] = rec.SessionID
+	}
+	return ids
+}
+
 // TestAppendsQueuedDuringACommitShareTheNext: every append queued while a
 // group commit is in its sync goes out in the next commit, one write and
 // one sync for all of them. The commit's sync is held (the sync seam)
@@ -339,13 +346,7 @@ func TestAppendsQueuedDuringACommitShareTheNext(t *testing.T) {
 		}
 		return nil
 	}))
-	const sessions = 32
-	ids := make([]string, sessions)
-	for i := range ids {
-		rec := storetest.NewRecord(time.Now())
-		require.NoError(t, st.Create(ctx, rec))
-		ids[i] = rec.SessionID
-	}
+	ids := createSessions(t, st, 32)
 	before := st.WALCommits()
 	hold.Store(true)
 	waits := []func() error{st.StartAppend(ctx, ids[0], storetest.NewEvents(1, 1), nil)}
