@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -62,23 +63,42 @@ type skip struct {
 func main() {
 	strict := flag.Bool("strict", false, "exit 1 on a skip not allowed by name (CI=true)")
 	flag.Parse()
-	skips, err := scan(os.Stdin, os.Stdout)
+	skips, stuck, err := scan(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "skipcheck:", err)
 		os.Exit(2)
 	}
-	if bad := report(os.Stdout, skips); bad > 0 && *strict {
+	bad := report(os.Stdout, skips)
+	// last, where a log cut to its head and tail still shows it
+	reportHung(os.Stdout, stuck)
+	if bad > 0 && *strict {
 		fmt.Printf("skipcheck: FAIL: %d test(s) skipped under CI=true that no allowance names (.ci/skipcheck/main.go): install what they need, or make them fail\n", bad)
 		os.Exit(1)
 	}
 }
 
+// hung is a test that never finished: the one a package's panic or
+// timeout stopped, with what it logged before the panic.
+type hung struct {
+	pkg, test string
+	panic     string   // "panic: test timed out after 30m0s", or the panic's first line
+	log       []string // its last lines before the panic
+	stacks    []string // the goroutines in the project's code, grouped
+}
+
+// hungLogLines is how many of a hung test's lines before its panic the
+// closing summary repeats.
+const hungLogLines = 20
+
 // scan copies go test's output to out as go test without -v shows it: a
 // test's own lines only when it fails (or never finishes: a panic or a
 // timeout), every package line (ok, FAIL, panics) at once. It collects
-// the skips. A line that is not JSON (the go command's own messages) is
-// copied as it is.
-func scan(in io.Reader, out io.Writer) ([]skip, error) {
+// the skips, and the tests a panic or timeout stopped. A test that never
+// finished without logging anything of its own (paused or waiting for
+// its parallel turn when the package stopped) gets a name in one line per
+// package, not its RUN and PAUSE lines. A line that is not JSON (the go
+// command's own messages) is copied as it is.
+func scan(in io.Reader, out io.Writer) ([]skip, []hung, error) {
 	w := bufio.NewWriter(out)
 	defer w.Flush()
 	held := map[string]*strings.Builder{} // package + test -> its lines so far
@@ -135,12 +155,130 @@ func scan(in io.Reader, out io.Writer) ([]skip, error) {
 			skips = append(skips, classify(skip{pkg: ev.Package, test: ev.Test, reason: last[key]}))
 		}
 	}
+	var hungs []hung
+	waiting := map[string][]string{} // package -> tests that never ran a line of their own
+	var pkgs []string
 	for _, key := range order {
-		if b := held[key]; b != nil {
-			fmt.Fprintf(w, "skipcheck: the output of %s, which never finished:\n%s", key, b.String())
+		b := held[key]
+		if b == nil {
+			continue
+		}
+		pkg, test, _ := strings.Cut(key, " ")
+		if !ownLines(b.String()) {
+			if waiting[pkg] == nil {
+				pkgs = append(pkgs, pkg)
+			}
+			waiting[pkg] = append(waiting[pkg], test)
+			continue
+		}
+		fmt.Fprintf(w, "skipcheck: the output of %s, which never finished:\n%s", key, b.String())
+		if h, ok := stopped(pkg, test, b.String()); ok {
+			hungs = append(hungs, h)
 		}
 	}
-	return skips, sc.Err()
+	for _, pkg := range pkgs {
+		fmt.Fprintf(w, "skipcheck: %s: %d test(s) never finished without a line of their own (paused or waiting their turn): %s\n",
+			pkg, len(waiting[pkg]), strings.Join(waiting[pkg], " "))
+	}
+	return skips, hungs, sc.Err()
+}
+
+// ownLines reports whether out has a line other than go test's own
+// === RUN, === PAUSE and === CONT.
+func ownLines(out string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "=== ") {
+			return true
+		}
+	}
+	return false
+}
+
+// stopped finds the panic in a never-finished test's output (go test
+// puts a package's timeout panic and its goroutines in the running
+// test's output) and the lines the test logged before it.
+func stopped(pkg, test, out string) (hung, bool) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "panic: ") {
+			continue
+		}
+		h := hung{pkg: pkg, test: test, panic: l}
+		before := lines[:i]
+		if len(before) > hungLogLines {
+			before = before[len(before)-hungLogLines:]
+		}
+		h.log = before
+		h.stacks = projectStacks(lines[i:])
+		return h, true
+	}
+	return hung{}, false
+}
+
+// reportHung prints, after everything else, each test a panic or a
+// timeout stopped: its package, its name, the panic, and its last lines
+// before it. The goroutine dump stays above, in the test's output.
+func reportHung(out io.Writer, hs []hung) {
+	for _, h := range hs {
+		fmt.Fprintf(out, "\nskipcheck: %s %s never finished: %s\n", strings.TrimPrefix(h.pkg, module), h.test, h.panic)
+		fmt.Fprintf(out, "  its last %d line(s) before the panic (the goroutines are above, in its output):\n", len(h.log))
+		for _, l := range h.log {
+			fmt.Fprintf(out, "  | %s\n", l)
+		}
+		if len(h.stacks) > 0 {
+			fmt.Fprintf(out, "  where the goroutines in the project's code were (count, state, innermost project frame):\n")
+			for _, l := range h.stacks {
+				fmt.Fprintf(out, "  | %s\n", l)
+			}
+		}
+	}
+}
+
+// stackGroups is how many groups of goroutines the closing summary shows.
+const stackGroups = 25
+
+// projectStacks groups a panic's goroutine dump by each goroutine's state
+// and innermost frame in the project's code (goroutines with none are
+// left out): the most common first, at most stackGroups.
+func projectStacks(dump []string) []string {
+	count := map[string]int{}
+	var keys []string
+	state, found := "", false
+	for i, l := range dump {
+		if strings.HasPrefix(l, "goroutine ") {
+			// goroutine 7 [chan receive, 29 minutes]:
+			state, found = "", false
+			if a, b := strings.IndexByte(l, '['), strings.LastIndexByte(l, ']'); a >= 0 && b > a {
+				state, _, _ = strings.Cut(l[a+1:b], ",")
+			}
+			continue
+		}
+		if found || state == "" || strings.HasPrefix(l, "\t") || !strings.Contains(l, module) {
+			continue
+		}
+		found = true
+		fn, _, _ := strings.Cut(strings.TrimPrefix(l, module), "(")
+		at := ""
+		if i+1 < len(dump) {
+			at, _, _ = strings.Cut(strings.TrimSpace(dump[i+1]), " +")
+			at = path.Base(at) // feed.go:123: the function names the package
+		}
+		key := state + "  " + fn + "  " + at
+		if count[key] == 0 {
+			keys = append(keys, key)
+		}
+		count[key]++
+	}
+	sort.SliceStable(keys, func(i, j int) bool { return count[keys[i]] > count[keys[j]] })
+	var out []string
+	for i, k := range keys {
+		if i == stackGroups {
+			out = append(out, fmt.Sprintf("... and %d more group(s)", len(keys)-stackGroups))
+			break
+		}
+		out = append(out, fmt.Sprintf("%5d  %s", count[k], k))
+	}
+	return out
 }
 
 func classify(s skip) skip {

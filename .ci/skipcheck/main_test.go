@@ -24,7 +24,7 @@ func TestScanCountsAndClassifiesSkips(t *testing.T) {
 		`{"Action":"output","Package":"github.com/codesession/codesession/actors","Test":"TestHung","Output":"    hung_test.go:7: waiting\n"}`,
 	}, "\n")
 	var out strings.Builder
-	skips, err := scan(strings.NewReader(in), &out)
+	skips, _, err := scan(strings.NewReader(in), &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,5 +68,76 @@ func TestAllowancesAreByName(t *testing.T) {
 		if got := classify(skip{pkg: c.pkg, test: c.test}).allowedBy != ""; got != c.ok {
 			t.Errorf("%s %s: allowed=%v, want %v", c.pkg, c.test, got, c.ok)
 		}
+	}
+}
+
+// A package stopped by its timeout: the paused tests get one line, the
+// running one its whole output above, and the closing summary names it
+// with its panic and its last lines, after the skip report.
+func TestATimedOutTestIsNamedLast(t *testing.T) {
+	const pkg = "github.com/codesession/codesession/bench"
+	line := func(test, action, output string) string {
+		if output == "" {
+			return `{"Action":"` + action + `","Package":"` + pkg + `","Test":"` + test + `"}`
+		}
+		return `{"Action":"output","Package":"` + pkg + `","Test":"` + test + `","Output":"` + output + `"}`
+	}
+	in := strings.Join([]string{
+		line("TestSessions", "run", ""),
+		line("TestSessions", "output", `=== RUN   TestSessions\n`),
+		line("TestSessions", "output", `=== PAUSE TestSessions\n`),
+		line("TestStore", "output", `=== RUN   TestStore\n`),
+		line("TestStore", "output", `=== PAUSE TestStore\n`),
+		line("TestStuck", "output", `=== RUN   TestStuck\n`),
+		line("TestStuck", "output", `    stuck_test.go:9: waiting for the cluster\n`),
+		line("TestStuck", "output", `panic: test timed out after 30m0s\n`),
+		line("TestStuck", "output", `\trunning tests:\n`),
+		line("TestStuck", "output", `\t\tTestStuck (30m0s)\n`),
+		line("TestStuck", "output", `\n`),
+		line("TestStuck", "output", `goroutine 1 [chan receive, 29 minutes]:\n`),
+		line("TestStuck", "output", `testing.(*T).Run(0x1, {0x2, 0x3})\n`),
+		line("TestStuck", "output", `\t/usr/local/go/src/testing/testing.go:2109 +0x4e5\n`),
+		line("TestStuck", "output", `\n`),
+		line("TestStuck", "output", `goroutine 7 [select, 29 minutes]:\n`),
+		line("TestStuck", "output", `github.com/codesession/codesession/bench.waitNode(0x1)\n`),
+		line("TestStuck", "output", `\t/work/ci/bench/cluster.go:88 +0x2a\n`),
+		line("TestStuck", "output", `github.com/codesession/codesession/bench.TestStuck(0x1)\n`),
+		line("TestStuck", "output", `\t/work/ci/bench/stuck_test.go:10 +0x2a\n`),
+		line("TestStuck", "output", `\n`),
+		line("TestStuck", "output", `goroutine 8 [select]:\n`),
+		line("TestStuck", "output", `github.com/codesession/codesession/bench.waitNode(0x2)\n`),
+		line("TestStuck", "output", `\t/work/ci/bench/cluster.go:88 +0x2a\n`),
+		`{"Action":"output","Package":"` + pkg + `","Output":"FAIL\t` + pkg + `\t1800.2s\n"}`,
+		`{"Action":"fail","Package":"` + pkg + `"}`,
+	}, "\n")
+	var out strings.Builder
+	_, stuck, err := scan(strings.NewReader(in), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"bench TestStuck, which never finished:\n=== RUN   TestStuck\n    stuck_test.go:9: waiting for the cluster\npanic: test timed out",
+		"bench: 2 test(s) never finished without a line of their own (paused or waiting their turn): TestSessions TestStore\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "=== PAUSE TestSessions") {
+		t.Errorf("a paused test's lines are shown:\n%s", out.String())
+	}
+	if len(stuck) != 1 {
+		t.Fatalf("got %d stopped tests, want 1: %+v", len(stuck), stuck)
+	}
+	var rep strings.Builder
+	report(&rep, nil)
+	reportHung(&rep, stuck)
+	want := "skipcheck: bench TestStuck never finished: panic: test timed out after 30m0s\n" +
+		"  its last 2 line(s) before the panic (the goroutines are above, in its output):\n" +
+		"  | === RUN   TestStuck\n  |     stuck_test.go:9: waiting for the cluster\n" +
+		"  where the goroutines in the project's code were (count, state, innermost project frame):\n" +
+		"  |     2  select  bench.waitNode  cluster.go:88\n"
+	if !strings.HasSuffix(rep.String(), want) {
+		t.Errorf("the closing summary does not end with the stopped test:\n%s", rep.String())
 	}
 }
