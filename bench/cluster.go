@@ -9,11 +9,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"math/big"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,6 +27,7 @@ import (
 
 	"github.com/codesession/codesession/actors"
 	"github.com/codesession/codesession/actors/cluster"
+	"github.com/codesession/codesession/actors/cluster/clustertest"
 	"github.com/codesession/codesession/config"
 	"github.com/codesession/codesession/messages"
 	"github.com/codesession/codesession/transports"
@@ -386,117 +384,6 @@ func listingDuringDeath(ctx context.Context, res *Result, a, c *cluster.Node) {
 	res.note("%d listings on a between c's kill and a's dead verdict", n)
 }
 
-// faultTransport is memberlist's NetTransport with faults a benchmark sets
-// while it runs: cut drops every packet and stream to and from the node (a
-// partition of its gossip); delay holds each packet the node sends (and
-// each stream it dials) that long, and lossPermille of its packets are
-// dropped, as netem on its egress would.
-type faultTransport struct {
-	*memberlist.NetTransport
-	cut          atomic.Bool
-	delay        atomic.Int64 // nanoseconds
-	lossPermille atomic.Int64
-	packets      chan *memberlist.Packet
-	streams      chan net.Conn
-	done         chan struct{}
-}
-
-func newFaultTransport(addr string) (*faultTransport, error) {
-	host, ps, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, err := strconv.Atoi(ps)
-	if err != nil {
-		return nil, err
-	}
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port,
-		Logger: log.New(io.Discard, "", 0)})
-	if err != nil {
-		return nil, err
-	}
-	ft := &faultTransport{NetTransport: nt, packets: make(chan *memberlist.Packet), streams: make(chan net.Conn), done: make(chan struct{})}
-	go func() {
-		for {
-			select {
-			case p := <-nt.PacketCh():
-				if ft.cut.Load() {
-					continue
-				}
-				select {
-				case ft.packets <- p:
-				case <-ft.done:
-					return
-				}
-			case <-ft.done:
-				return
-			}
-		}
-	}()
-	go func() {
-		for {
-			select {
-			case c := <-nt.StreamCh():
-				if ft.cut.Load() {
-					c.Close()
-					continue
-				}
-				select {
-				case ft.streams <- c:
-				case <-ft.done:
-					c.Close()
-					return
-				}
-			case <-ft.done:
-				return
-			}
-		}
-	}()
-	return ft, nil
-}
-
-func (ft *faultTransport) PacketCh() <-chan *memberlist.Packet { return ft.packets }
-func (ft *faultTransport) StreamCh() <-chan net.Conn           { return ft.streams }
-
-func (ft *faultTransport) WriteTo(b []byte, addr string) (time.Time, error) {
-	now := time.Now()
-	switch {
-	case ft.cut.Load():
-		return now, nil
-	case ft.lossPermille.Load() > 0 && rand.Int64N(1000) < ft.lossPermille.Load():
-		return now, nil
-	}
-	if d := time.Duration(ft.delay.Load()); d > 0 {
-		cp := append([]byte(nil), b...)
-		time.AfterFunc(d, func() { _, _ = ft.NetTransport.WriteTo(cp, addr) })
-		return now, nil
-	}
-	return ft.NetTransport.WriteTo(b, addr)
-}
-
-func (ft *faultTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
-	return ft.WriteTo(b, a.Addr)
-}
-
-func (ft *faultTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	if ft.cut.Load() {
-		return nil, fmt.Errorf("bench: %s is cut off", addr)
-	}
-	if d := time.Duration(ft.delay.Load()); d > 0 {
-		time.Sleep(d)
-	}
-	return ft.NetTransport.DialTimeout(addr, timeout)
-}
-
-func (ft *faultTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	return ft.DialTimeout(a.Addr, timeout)
-}
-
-func (ft *faultTransport) Shutdown() error {
-	close(ft.done)
-	return ft.NetTransport.Shutdown()
-}
-
 // gossipCounter counts memberlist's verdicts in the nodes' debug log: a
 // probe that failed (a peer made suspect), a suspicion of itself refuted,
 // a probe answered only over memberlist's TCP fallback (its UDP ping and
@@ -527,10 +414,10 @@ var localRound = memberlist.DefaultLocalConfig().ProbeInterval
 func rounds(d time.Duration) float64 { return float64(d) / float64(localRound) }
 
 // faultCluster is three nodes (a, b, c) whose gossip runs over
-// faultTransports.
+// fault transports (clustertest).
 type faultCluster struct {
 	nodes []*cluster.Node
-	fts   []*faultTransport
+	fts   []*clustertest.FaultTransport
 	count *gossipCounter
 	stop  func()
 	// formed is how long the three took to verify each other from the
@@ -542,7 +429,7 @@ func startFaultCluster(dir string) (*faultCluster, error) {
 	fc := &faultCluster{count: &gossipCounter{}}
 	t0 := time.Now()
 	nodes, stop, err := startBenchClusterWith(dir, []string{"a", "b", "c"}, 3, slog.New(fc.count), func(nc *cluster.Config) error {
-		ft, err := newFaultTransport(nc.ListenAddr)
+		ft, err := clustertest.NewFaultTransport(nc.ListenAddr)
 		if err != nil {
 			return err
 		}
@@ -621,8 +508,8 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 	}
 	clean, cleanLat, cleanBad := phase()
 	for _, ft := range fc.fts {
-		ft.delay.Store(int64(300 * time.Millisecond))
-		ft.lossPermille.Store(100)
+		ft.Delay.Store(int64(300 * time.Millisecond))
+		ft.LossPermille.Store(100)
 	}
 	slow, slowLat, slowBad := phase()
 	deadUnderDelay := false
@@ -632,8 +519,8 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 		}
 	}
 	for _, ft := range fc.fts {
-		ft.delay.Store(0)
-		ft.lossPermille.Store(0)
+		ft.Delay.Store(0)
+		ft.LossPermille.Store(0)
 	}
 	res.check("routed reads answered with gossip clean and under 300 ms delay / 10% loss", cleanBad == 0 && slowBad == 0,
 		"%d and %d reads failed", cleanBad, slowBad)
@@ -649,7 +536,7 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 
 	// partition: c's gossip is cut; a declares it dead, c runs a turn
 	// alone; the cut heals and a verifies c again
-	fc.fts[2].cut.Store(true)
+	fc.fts[2].Cut.Store(true)
 	// while waiting for a's dead verdict, note when a and b each first
 	// held c suspect, and whose probe they name: one of them learns it
 	// from the other's gossip when its own probe has not failed yet
@@ -683,7 +570,7 @@ func clusterFaults(ctx context.Context, o Options, res *Result, dir string) erro
 	if err != nil {
 		return err
 	}
-	fc.fts[2].cut.Store(false)
+	fc.fts[2].Cut.Store(false)
 	toHeal, ok := waitUntil(ctx, 2*time.Minute, func() bool { s, v := memberState(a, "c"); return s == "alive" && v })
 	res.check("a verified c again after the heal", ok, "c %v after %s", fmtState(a, "c"), toHeal.Round(time.Millisecond))
 	_, okList := waitUntil(ctx, time.Minute, func() bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/codesession/codesession/actors/cluster/clustertest"
 	"github.com/codesession/codesession/messages"
 )
 
@@ -101,10 +102,12 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 	for _, r := range roots {
 		require.NoError(t, mkdir(r))
 	}
-	cuts := make([]*cutTransport, 2)
+	cuts := make([]*clustertest.FaultTransport, 2)
 	nodes := startNodes(t, []spec{{id: "a", roots: roots[:1]}, {id: "c", roots: roots[1:]}}, func(i int, c *Config) {
-		cuts[i] = newCutTransport(t, c.ListenAddr)
-		c.Transport = cuts[i]
+		ft, err := clustertest.NewFaultTransport(c.ListenAddr)
+		require.NoError(t, err)
+		cuts[i] = ft
+		c.Transport = ft
 	})
 	a := nodes[0]
 	ctx := ctxT(t)
@@ -163,7 +166,7 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 	}
 	healed := func() {
 		t.Helper()
-		cuts[1].cut.Store(false)
+		cuts[1].Cut.Store(false)
 		require.Eventually(t, func() bool { return listed() == "alive" && len(a.livePeers()) == 1 }, deadline, 20*time.Millisecond,
 			"c's session never listed alive after the heal: %v %s", history(), describe(a))
 	}
@@ -172,7 +175,7 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 	// the heal (c rejoins). It comes first: after a cut that heals at once
 	// a's memberlist may still hold c suspect (until c's refutation
 	// reaches it) and declare it dead with no probe of a's failing.
-	cuts[1].cut.Store(true)
+	cuts[1].Cut.Store(true)
 	cutUntilSuspect()
 	require.Eventually(t, func() bool { return slices.Contains(history(), "dead/dead") }, deadline, 20*time.Millisecond,
 		"a never declared the cut-off c dead: %v %s", history(), describe(a))
@@ -191,7 +194,7 @@ func TestSuspectNodeIsListedSuspectBeforeDead(t *testing.T) {
 	for len(verdicts) > 0 {
 		<-verdicts
 	}
-	cuts[1].cut.Store(true)
+	cuts[1].Cut.Store(true)
 	cutUntilSuspect()
 	require.Equal(t, "suspect/suspect", history()[0], "c's session is listed suspect the moment a suspects c")
 	healed()

@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"os"
 	"strconv"
@@ -12,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/stretchr/testify/require"
 
 	"github.com/codesession/codesession/actors"
@@ -149,93 +146,3 @@ func mkdir(p string) error { return os.MkdirAll(p, 0o755) }
 
 // crash stops a node the way a dead process does (Kill).
 func (n *Node) crash() { n.Kill() }
-
-// cutTransport is memberlist's NetTransport with a switch that cuts the
-// node's gossip off: while cut, every packet and stream to and from it is
-// dropped (a partition of its memberlist traffic).
-type cutTransport struct {
-	*memberlist.NetTransport
-	cut     atomic.Bool
-	packets chan *memberlist.Packet
-	streams chan net.Conn
-	done    chan struct{}
-}
-
-func newCutTransport(t *testing.T, listen string) *cutTransport {
-	t.Helper()
-	host, ps, err := net.SplitHostPort(listen)
-	require.NoError(t, err)
-	port, err := strconv.Atoi(ps)
-	require.NoError(t, err)
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port,
-		Logger: log.New(io.Discard, "", 0)})
-	require.NoError(t, err)
-	ct := &cutTransport{NetTransport: nt, packets: make(chan *memberlist.Packet), streams: make(chan net.Conn), done: make(chan struct{})}
-	go func() {
-		for {
-			select {
-			case p := <-nt.PacketCh():
-				if ct.cut.Load() {
-					continue
-				}
-				select {
-				case ct.packets <- p:
-				case <-ct.done:
-					return
-				}
-			case <-ct.done:
-				return
-			}
-		}
-	}()
-	go func() {
-		for {
-			select {
-			case c := <-nt.StreamCh():
-				if ct.cut.Load() {
-					c.Close()
-					continue
-				}
-				select {
-				case ct.streams <- c:
-				case <-ct.done:
-					c.Close()
-					return
-				}
-			case <-ct.done:
-				return
-			}
-		}
-	}()
-	return ct
-}
-
-func (ct *cutTransport) PacketCh() <-chan *memberlist.Packet { return ct.packets }
-func (ct *cutTransport) StreamCh() <-chan net.Conn           { return ct.streams }
-
-func (ct *cutTransport) WriteTo(b []byte, addr string) (time.Time, error) {
-	if ct.cut.Load() {
-		return time.Now(), nil
-	}
-	return ct.NetTransport.WriteTo(b, addr)
-}
-
-func (ct *cutTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
-	return ct.WriteTo(b, a.Addr)
-}
-
-func (ct *cutTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	if ct.cut.Load() {
-		return nil, fmt.Errorf("test: %s is cut off", addr)
-	}
-	return ct.NetTransport.DialTimeout(addr, timeout)
-}
-
-func (ct *cutTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	return ct.DialTimeout(a.Addr, timeout)
-}
-
-func (ct *cutTransport) Shutdown() error {
-	close(ct.done)
-	return ct.NetTransport.Shutdown()
-}
