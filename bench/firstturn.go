@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/codesession/codesession/actors"
@@ -190,7 +191,7 @@ func (f *firstTurn) firstTurns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		d, err := cli.turn(fmt.Sprintf("bare %d", i))
+		d, err := cli.turn(ctx, fmt.Sprintf("bare %d", i))
 		cli.close()
 		if err != nil {
 			return fmt.Errorf("bare first turn %d: %w", i, err)
@@ -282,7 +283,7 @@ func (f *firstTurn) startLanes(ctx context.Context, b, nodiff *benchRuntime) ([]
 		if l.cli, err = startBareClaude(ctx, f.bin, l.bareCwd, f.env, filepath.Join(f.dir, "bare-home"), true); err != nil {
 			return lanes, closeAll, err
 		}
-		if _, err := l.cli.turn("warm up"); err != nil {
+		if _, err := l.cli.turn(ctx, "warm up"); err != nil {
 			return lanes, closeAll, fmt.Errorf("bare warm-up turn: %w", err)
 		}
 		capBare, err := startBareClaude(ctx, f.bin, l.capCwd, f.env, filepath.Join(f.dir, "bare-capture-home"), true)
@@ -353,7 +354,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 				return nil
 			},
 			func(octx context.Context) error {
-				d, err := l.cli.turn(fmt.Sprintf("bare later %d", i))
+				d, err := l.cli.turn(octx, fmt.Sprintf("bare later %d", i))
 				if err != nil {
 					return fmt.Errorf("bare later turn %d: %w", i, err)
 				}
@@ -388,7 +389,7 @@ func (f *firstTurn) laterTurns(ctx context.Context) error {
 			},
 			func(octx context.Context) error {
 				c0 := processCPU()
-				d, err := l.cli.turn("TOOL:WRITE " + filepath.Join(l.bareCwd, fmt.Sprintf("bare-perm-%d.txt", i)) + " bare")
+				d, err := l.cli.turn(octx, "TOOL:WRITE "+filepath.Join(l.bareCwd, fmt.Sprintf("bare-perm-%d.txt", i))+" bare")
 				if err != nil {
 					return fmt.Errorf("bare permission turn %d: %w", i, err)
 				}
@@ -622,6 +623,7 @@ func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 type bareClaude struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
+	stdout io.ReadCloser
 	sc     *bufio.Scanner
 	asked  int
 	cancel context.CancelFunc
@@ -644,6 +646,12 @@ func startBareClaude(ctx context.Context, bin, cwd string, env map[string]string
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = cwd
+	// the CLI and whatever it starts are one process group, killed
+	// together when ctx ends: a tool's process left behind holding the
+	// stdout pipe would keep a read waiting after the CLI is gone
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(os.Environ(), "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_SDK_READS_SESSION_STATE=1")
 	if os.Geteuid() == 0 {
 		cmd.Env = append(cmd.Env, "IS_SANDBOX=1")
@@ -667,13 +675,15 @@ func startBareClaude(ctx context.Context, bin, cwd string, env map[string]string
 		cancel()
 		return nil, err
 	}
-	c := &bareClaude{cmd: cmd, stdin: stdin, sc: bufio.NewScanner(stdout), cancel: cancel}
+	c := &bareClaude{cmd: cmd, stdin: stdin, stdout: stdout, sc: bufio.NewScanner(stdout), cancel: cancel}
 	c.sc.Buffer(make([]byte, 1<<20), 16<<20)
 	if err := c.write(map[string]any{"type": "control_request", "request_id": "init", "request": map[string]any{"subtype": "initialize", "hooks": nil}}); err != nil {
 		c.close()
 		return nil, err
 	}
-	if err := c.until(func(typ string, line []byte) bool { return typ == "control_response" }); err != nil {
+	octx, ocancel := opCtx(ctx)
+	defer ocancel()
+	if err := c.until(octx, func(typ string, line []byte) bool { return typ == "control_response" }); err != nil {
 		c.close()
 		return nil, fmt.Errorf("bare claude initialize: %w", err)
 	}
@@ -687,8 +697,17 @@ func (c *bareClaude) write(v any) error {
 }
 
 // until reads lines until done says so, answering can_use_tool allow.
-func (c *bareClaude) until(done func(typ string, line []byte) bool) error {
+// When ctx ends first the CLI is killed (a bare CLI that stalls is a
+// failed run, never a hung one) and the error says what it read last.
+func (c *bareClaude) until(ctx context.Context, done func(typ string, line []byte) bool) error {
+	stop := context.AfterFunc(ctx, func() {
+		c.cancel()           // kills the process group
+		_ = c.stdout.Close() // and ends the read even if something holds the pipe
+	})
+	defer stop()
+	last := ""
 	for c.sc.Scan() {
+		last = string(c.sc.Bytes())
 		var head struct {
 			Type      string `json:"type"`
 			IsError   bool   `json:"is_error"`
@@ -719,19 +738,28 @@ func (c *bareClaude) until(done func(typ string, line []byte) bool) error {
 			return nil
 		}
 	}
+	if len(last) > 300 {
+		last = last[:300] + "..."
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("the CLI gave no answer in time (%w); its last line: %s", ctx.Err(), last)
+	}
 	if err := c.sc.Err(); err != nil {
 		return err
 	}
-	return fmt.Errorf("the CLI exited")
+	return fmt.Errorf("the CLI exited; its last line: %s", last)
 }
 
 // turn writes a user message and times it to its result line.
-func (c *bareClaude) turn(text string) (time.Duration, error) {
+// A turn that gets no result within the op timeout fails (until).
+func (c *bareClaude) turn(ctx context.Context, text string) (time.Duration, error) {
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
 	t0 := time.Now()
 	if err := c.write(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}, "parent_tool_use_id": nil, "session_id": ""}); err != nil {
 		return 0, err
 	}
-	err := c.until(func(typ string, _ []byte) bool { return typ == "result" })
+	err := c.until(ctx, func(typ string, _ []byte) bool { return typ == "result" })
 	return time.Since(t0), err
 }
 
@@ -774,7 +802,9 @@ func (c *capturedBare) turn(ctx context.Context, text string) (time.Duration, me
 	if err := c.write(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}, "parent_tool_use_id": nil, "session_id": ""}); err != nil {
 		return 0, messages.TurnDiff{}, err
 	}
-	if err := c.until(func(typ string, _ []byte) bool { return typ == "result" }); err != nil {
+	rctx, cancel := opCtx(ctx)
+	defer cancel()
+	if err := c.until(rctx, func(typ string, _ []byte) bool { return typ == "result" }); err != nil {
 		preparing.Wait()
 		return 0, messages.TurnDiff{}, err
 	}
@@ -801,7 +831,7 @@ func (c *bareClaude) close() {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
+		c.cancel() // kills its process group
 		<-done
 	}
 	c.cancel()

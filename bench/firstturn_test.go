@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,29 @@ func TestPairedRatioIsTheMedianOfEachRoundsRatio(t *testing.T) {
 	assert.InDelta(t, 1.25, pairedRatio(lat(10, 30), lat(10, 20)), 1e-9, "an even count takes the middle two")
 	assert.InDelta(t, 2.0, pairedRatio(lat(20, 50), lat(10)), 1e-9, "only rounds both sides ran")
 	assert.True(t, math.IsNaN(pairedRatio(lat(), lat(10))), "no pair")
+}
+
+// A bare CLI that never answers, and left a child holding its stdout,
+// fails its read when the context ends instead of waiting for ever: the
+// whole process group is killed and the read ended.
+func TestBareClaudeThatStallsFailsAtItsDeadline(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "stalls")
+	// a child in the background keeps the stdout pipe open; the CLI
+	// itself reads its stdin and answers nothing
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nsleep 600 &\nexec cat >/dev/null\n"), 0o755))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := startBareClaude(ctx, bin, dir, nil, filepath.Join(dir, "home"), false)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no answer in time")
+	case <-time.After(time.Minute): // only stops a hang
+		t.Fatal("the read of a stalled CLI never ended")
+	}
 }
