@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,4 +128,68 @@ func TestAStuckBackendCallDoesNotBlockStop(t *testing.T) {
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancelClose()
 	require.NoError(t, rt.Close(closeCtx))
+}
+
+// panicsThenDeaf is the script backend whose sessions panic in a
+// StartTurn while panics is positive and ignore Close's context until
+// release.
+type panicsThenDeaf struct {
+	*script.Transport
+	panics  *atomic.Int32
+	release <-chan struct{}
+}
+
+func (p panicsThenDeaf) Open(ctx context.Context, spec transports.SessionSpec, sink transports.Sink) (transports.Session, error) {
+	s, err := p.Transport.Open(ctx, spec, sink)
+	if err != nil {
+		return nil, err
+	}
+	return deafSession{Session: panickySession{Session: s, panics: p.panics}, release: p.release}, nil
+}
+
+// A backend that fails (a panic in StartTurn: its host is restarted and
+// the failed one's session closed) and then will not close, at the
+// restart and at the stop: the session is stopped, its log ends released,
+// and the runtime closes, each within its bound. It is the case where a
+// session's own cleanup could still meet a child that is stopping (the
+// supervisor's), which hollywood waits on without a deadline.
+func TestABackendThatFailsAndWillNotCloseIsAbandoned(t *testing.T) {
+	cfg := testConfig(t)
+	fastSupervision(&cfg)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	panics := new(atomic.Int32)
+	sc := &script.Scenario{Fallback: &script.Turn{Steps: []script.Step{script.Text("ok")}}}
+	rt, err := New(cfg, WithBackends(transports.NewRegistry(panicsThenDeaf{Transport: script.New(script.WithScenario(sc)), panics: panics, release: release})))
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	st, err := rt.Start(ctx, "s", messages.Start{Brief: "go", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	readKind(t, rt, "s", st.SessionID)
+
+	panics.Store(1)
+	_, err = rt.Guide(ctx, "s", messages.Guide{SessionID: st.SessionID, Text: "two"})
+	require.NoError(t, err)
+	r := readKind(t, rt, "s", st.SessionID)
+	require.Equal(t, messages.KindError, r.Kind, "%+v", r)
+
+	stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = rt.Stop(stopCtx, "s", messages.Stop{SessionID: st.SessionID})
+	require.NoError(t, err)
+	evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	var restarted, abandoned bool
+	for _, e := range evs {
+		restarted = restarted || e.Event.Type == messages.EvSupervision && strings.Contains(e.Event.Text, "restarting")
+		abandoned = abandoned || e.Event.Type == messages.EvSupervision && strings.Contains(e.Event.Text, "abandoned")
+	}
+	assert.True(t, restarted, "the log says the failed backend's host was restarted")
+	assert.True(t, abandoned, "the log says the backend that would not close was abandoned")
+	assert.Equal(t, messages.EvReleased, evs[len(evs)-1].Event.Type, "released stays last")
+
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelClose()
+	require.NoError(t, rt.Close(closeCtx), "Close finishes")
 }
