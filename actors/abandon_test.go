@@ -58,22 +58,11 @@ func TestABackendThatWillNotCloseIsAbandonedAndReported(t *testing.T) {
 	require.NoError(t, err)
 	readKind(t, rt, "s", st.SessionID)
 
-	stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, err = rt.Stop(stopCtx, "s", messages.Stop{SessionID: st.SessionID})
-	require.NoError(t, err)
-
-	evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
-	require.NoError(t, err)
-	var reported bool
+	evs := stopThenLog(t, rt, st.SessionID)
 	for i, e := range evs {
 		require.Equal(t, uint64(i+1), e.Seq)
-		if e.Event.Type == messages.EvSupervision && strings.Contains(e.Event.Text, "abandoned") {
-			reported = true
-		}
 	}
-	assert.True(t, reported, "the log says the backend was abandoned")
-	assert.Equal(t, messages.EvReleased, evs[len(evs)-1].Event.Type, "released stays last")
+	assert.True(t, supervisionSays(evs, "abandoned"), "the log says the backend was abandoned")
 	require.Eventually(t, func() bool {
 		return testutil.ToFloat64(rt.metrics.abandoned.WithLabelValues("transport")) == 1
 	}, time.Minute, 10*time.Millisecond)
@@ -81,6 +70,32 @@ func TestABackendThatWillNotCloseIsAbandonedAndReported(t *testing.T) {
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancelClose()
 	require.NoError(t, rt.Close(closeCtx), "Close finishes")
+}
+
+// stopThenLog stops session sid of scope "s" (the stop must answer within
+// its two-minute bound: only a hang misses it) and returns its log, whose
+// last event must be released.
+func stopThenLog(t *testing.T, rt *Runtime, sid string) []messages.PersistedEvent {
+	t.Helper()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := rt.Stop(stopCtx, "s", messages.Stop{SessionID: sid})
+	require.NoError(t, err)
+	evs, err := rt.Store().ReadEvents(ctxT(t), sid, 0, 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, messages.EvReleased, evs[len(evs)-1].Event.Type, "released stays last")
+	return evs
+}
+
+// supervisionSays reports whether a supervision event of evs says text.
+func supervisionSays(evs []messages.PersistedEvent, text string) bool {
+	for _, e := range evs {
+		if e.Event.Type == messages.EvSupervision && strings.Contains(e.Event.Text, text) {
+			return true
+		}
+	}
+	return false
 }
 
 // stuckStart is the script backend whose StartTurn ignores its context and
@@ -173,21 +188,9 @@ func TestABackendThatFailsAndWillNotCloseIsAbandoned(t *testing.T) {
 	r := readKind(t, rt, "s", st.SessionID)
 	require.Equal(t, messages.KindError, r.Kind, "%+v", r)
 
-	stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, err = rt.Stop(stopCtx, "s", messages.Stop{SessionID: st.SessionID})
-	require.NoError(t, err)
-	evs, err := rt.Store().ReadEvents(ctx, st.SessionID, 0, 0)
-	require.NoError(t, err)
-	require.NotEmpty(t, evs)
-	var restarted, abandoned bool
-	for _, e := range evs {
-		restarted = restarted || e.Event.Type == messages.EvSupervision && strings.Contains(e.Event.Text, "restarting")
-		abandoned = abandoned || e.Event.Type == messages.EvSupervision && strings.Contains(e.Event.Text, "abandoned")
-	}
-	assert.True(t, restarted, "the log says the failed backend's host was restarted")
-	assert.True(t, abandoned, "the log says the backend that would not close was abandoned")
-	assert.Equal(t, messages.EvReleased, evs[len(evs)-1].Event.Type, "released stays last")
+	evs := stopThenLog(t, rt, st.SessionID)
+	assert.True(t, supervisionSays(evs, "restarting"), "the log says the failed backend's host was restarted")
+	assert.True(t, supervisionSays(evs, "abandoned"), "the log says the backend that would not close was abandoned")
 
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancelClose()
