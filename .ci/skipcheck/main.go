@@ -88,7 +88,7 @@ type hung struct {
 
 // hungLogLines is how many of a hung test's lines before its panic the
 // closing summary repeats.
-const hungLogLines = 20
+const hungLogLines = 10
 
 // scan copies go test's output to out as go test without -v shows it: a
 // test's own lines only when it fails (or never finishes: a panic or a
@@ -216,26 +216,29 @@ func stopped(pkg, test, out string) (hung, bool) {
 }
 
 // reportHung prints, after everything else, each test a panic or a
-// timeout stopped: its package, its name, the panic, and its last lines
-// before it. The goroutine dump stays above, in the test's output.
+// timeout stopped: where the goroutines in the project's code were, its
+// last lines before the panic, and last of all a line naming its package,
+// its name and the panic (a log cut to its head and tail keeps the end).
+// The whole goroutine dump stays above, in the test's output.
 func reportHung(out io.Writer, hs []hung) {
 	for _, h := range hs {
-		fmt.Fprintf(out, "\nskipcheck: %s %s never finished: %s\n", strings.TrimPrefix(h.pkg, module), h.test, h.panic)
-		fmt.Fprintf(out, "  its last %d line(s) before the panic (the goroutines are above, in its output):\n", len(h.log))
-		for _, l := range h.log {
-			fmt.Fprintf(out, "  | %s\n", l)
-		}
+		fmt.Fprintln(out)
 		if len(h.stacks) > 0 {
-			fmt.Fprintf(out, "  where the goroutines in the project's code were (count, state, innermost project frame):\n")
+			fmt.Fprintf(out, "skipcheck: where the goroutines in the project's code were (count, state, innermost project frame):\n")
 			for _, l := range h.stacks {
 				fmt.Fprintf(out, "  | %s\n", l)
 			}
 		}
+		fmt.Fprintf(out, "skipcheck: its last %d line(s) before the panic:\n", len(h.log))
+		for _, l := range h.log {
+			fmt.Fprintf(out, "  | %s\n", l)
+		}
+		fmt.Fprintf(out, "skipcheck: %s %s never finished: %s\n", strings.TrimPrefix(h.pkg, module), h.test, h.panic)
 	}
 }
 
 // stackGroups is how many groups of goroutines the closing summary shows.
-const stackGroups = 25
+const stackGroups = 20
 
 // projectStacks groups a panic's goroutine dump by each goroutine's state
 // and innermost frame in the project's code (goroutines with none are

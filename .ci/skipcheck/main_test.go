@@ -132,11 +132,11 @@ func TestATimedOutTestIsNamedLast(t *testing.T) {
 	var rep strings.Builder
 	report(&rep, nil)
 	reportHung(&rep, stuck)
-	want := "skipcheck: bench TestStuck never finished: panic: test timed out after 30m0s\n" +
-		"  its last 2 line(s) before the panic (the goroutines are above, in its output):\n" +
+	want := "skipcheck: where the goroutines in the project's code were (count, state, innermost project frame):\n" +
+		"  |     2  select  bench.waitNode  cluster.go:88\n" +
+		"skipcheck: its last 2 line(s) before the panic:\n" +
 		"  | === RUN   TestStuck\n  |     stuck_test.go:9: waiting for the cluster\n" +
-		"  where the goroutines in the project's code were (count, state, innermost project frame):\n" +
-		"  |     2  select  bench.waitNode  cluster.go:88\n"
+		"skipcheck: bench TestStuck never finished: panic: test timed out after 30m0s\n"
 	if !strings.HasSuffix(rep.String(), want) {
 		t.Errorf("the closing summary does not end with the stopped test:\n%s", rep.String())
 	}
