@@ -705,9 +705,11 @@ func (c *bareClaude) until(ctx context.Context, done func(typ string, line []byt
 		_ = c.stdout.Close() // and ends the read even if something holds the pipe
 	})
 	defer stop()
-	last := ""
+	// the last line's head, for the error: copied into one buffer, so
+	// the timed reads allocate nothing for it
+	var last []byte
 	for c.sc.Scan() {
-		last = string(c.sc.Bytes())
+		last = append(last[:0], c.sc.Bytes()[:min(len(c.sc.Bytes()), lastLineHead)]...)
 		var head struct {
 			Type      string `json:"type"`
 			IsError   bool   `json:"is_error"`
@@ -738,9 +740,6 @@ func (c *bareClaude) until(ctx context.Context, done func(typ string, line []byt
 			return nil
 		}
 	}
-	if len(last) > 300 {
-		last = last[:300] + "..."
-	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("the CLI gave no answer in time (%w); its last line: %s", ctx.Err(), last)
 	}
@@ -749,6 +748,9 @@ func (c *bareClaude) until(ctx context.Context, done func(typ string, line []byt
 	}
 	return fmt.Errorf("the CLI exited; its last line: %s", last)
 }
+
+// lastLineHead is how much of the last line read an error of until shows.
+const lastLineHead = 300
 
 // turn writes a user message and times it to its result line.
 // A turn that gets no result within the op timeout fails (until).
