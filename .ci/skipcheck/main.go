@@ -256,11 +256,16 @@ func projectStacks(dump []string) []string {
 			}
 			continue
 		}
-		if found || state == "" || strings.HasPrefix(l, "\t") || !strings.Contains(l, module) {
+		// a frame's function line (its file is the next, indented); not
+		// "created by", which says where the goroutine began
+		if found || state == "" || strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "created by ") || !strings.Contains(l, module) {
 			continue
 		}
 		found = true
-		fn, _, _ := strings.Cut(strings.TrimPrefix(l, module), "(")
+		fn := strings.TrimPrefix(l, module)
+		if j := strings.LastIndexByte(fn, '('); j > 0 {
+			fn = fn[:j] // the arguments; a method's receiver stays: cluster.(*Node).Close
+		}
 		at := ""
 		if i+1 < len(dump) {
 			at, _, _ = strings.Cut(strings.TrimSpace(dump[i+1]), " +")

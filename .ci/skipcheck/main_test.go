@@ -104,6 +104,18 @@ func TestATimedOutTestIsNamedLast(t *testing.T) {
 		line("TestStuck", "output", `github.com/codesession/codesession/bench.TestStuck(0x1)\n`),
 		line("TestStuck", "output", `\t/work/ci/bench/stuck_test.go:10 +0x2a\n`),
 		line("TestStuck", "output", `\n`),
+		line("TestStuck", "output", `goroutine 9 [semacquire, 28 minutes]:\n`),
+		line("TestStuck", "output", `sync.(*WaitGroup).Wait(0x1)\n`),
+		line("TestStuck", "output", `\t/usr/local/go/src/sync/waitgroup.go:118 +0x60\n`),
+		line("TestStuck", "output", `github.com/codesession/codesession/actors/cluster.(*Node).Close(0x1)\n`),
+		line("TestStuck", "output", `\t/work/ci/actors/cluster/node.go:416 +0x2a\n`),
+		line("TestStuck", "output", `created by github.com/codesession/codesession/bench.TestStuck in goroutine 1\n`),
+		line("TestStuck", "output", `\n`),
+		line("TestStuck", "output", `goroutine 10 [chan send]:\n`),
+		line("TestStuck", "output", `net.(*conn).Read(0x1)\n`),
+		line("TestStuck", "output", `\t/usr/local/go/src/net/net.go:1 +0x60\n`),
+		line("TestStuck", "output", `created by github.com/codesession/codesession/bench.TestStuck in goroutine 1\n`),
+		line("TestStuck", "output", `\n`),
 		line("TestStuck", "output", `goroutine 8 [select]:\n`),
 		line("TestStuck", "output", `github.com/codesession/codesession/bench.waitNode(0x2)\n`),
 		line("TestStuck", "output", `\t/work/ci/bench/cluster.go:88 +0x2a\n`),
@@ -134,6 +146,7 @@ func TestATimedOutTestIsNamedLast(t *testing.T) {
 	reportHung(&rep, stuck)
 	want := "skipcheck: where the goroutines in the project's code were (count, state, innermost project frame):\n" +
 		"  |     2  select  bench.waitNode  cluster.go:88\n" +
+		"  |     1  semacquire  actors/cluster.(*Node).Close  node.go:416\n" +
 		"skipcheck: its last 2 line(s) before the panic:\n" +
 		"  | === RUN   TestStuck\n  |     stuck_test.go:9: waiting for the cluster\n" +
 		"skipcheck: bench TestStuck never finished: panic: test timed out after 30m0s\n"
