@@ -20,6 +20,7 @@ import (
 	"github.com/codesession/codesession/actors/store"
 	"github.com/codesession/codesession/actors/store/filestore"
 	"github.com/codesession/codesession/messages"
+	"github.com/codesession/codesession/transports"
 )
 
 // Each suite runs small here: its correctness checks must pass, and a
@@ -556,4 +557,27 @@ func TestVsCountLeavesOutARatioToAHandful(t *testing.T) {
 		assert.InDelta(t, 16.5, *r.Rows[1].Ratio, 1e-9)
 	}
 	assert.NotNil(t, r.Rows[2].Ratio)
+}
+
+// promptSession is a backend session that says whether its commands
+// return at once.
+type promptSession struct {
+	transports.Session
+	prompt bool
+}
+
+func (s promptSession) Prompt() bool { return s.prompt }
+
+// The native suite's clocked session says what its backend says of its
+// commands: the runtime runs a native session's on the host's goroutine,
+// and the bench measures that path.
+func TestClockedSessionIsPromptAsItsBackend(t *testing.T) {
+	for _, prompt := range []bool{true, false} {
+		var s transports.Session = clockedSession{Session: promptSession{prompt: prompt}}
+		p, ok := s.(transports.Prompt)
+		require.True(t, ok)
+		assert.Equal(t, prompt, p.Prompt())
+	}
+	var plain transports.Session = clockedSession{Session: promptSession{}.Session}
+	assert.False(t, plain.(transports.Prompt).Prompt(), "a backend that says nothing is not prompt")
 }

@@ -109,7 +109,9 @@ func (t *clockedTransport) Open(ctx context.Context, spec transports.SessionSpec
 
 // clockedSession is a native session with its clock; it keeps the
 // abilities a native session has (the runtime finds them by type
-// assertion), though the bench's turns use neither.
+// assertion), though the bench's turns use neither, and says what the
+// native session says of its commands (Prompt): hidden, the runtime ran
+// them on a goroutine each, not as it does for a native session.
 type clockedSession struct {
 	transports.Session
 	c *turnClock
@@ -121,6 +123,12 @@ func (s clockedSession) Interrupt(ctx context.Context) error {
 
 func (s clockedSession) SetPosture(ctx context.Context, p messages.Posture) error {
 	return s.Session.(transports.PostureSetter).SetPosture(ctx, p)
+}
+
+// Prompt is the native session's: its clock's StartTurn only stores a time.
+func (s clockedSession) Prompt() bool {
+	p, ok := s.Session.(transports.Prompt)
+	return ok && p.Prompt()
 }
 
 func (s clockedSession) StartTurn(ctx context.Context, turn int, input string) error {
